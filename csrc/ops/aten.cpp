@@ -1,0 +1,33 @@
+#include "ops/aten.h"
+
+#include <ATen/ops/convolution_backward_native.h>
+
+#include <vector>
+
+namespace bwdconv::ops {
+namespace {
+
+at::Tensor aten_gradient(const at::Tensor& grad_output, const at::Tensor& input,
+                         const at::Tensor& weight, const ConvParams& p, bool want_input) {
+  const std::vector<int64_t> no_output_padding(p.stride.size(), 0);
+  auto grads = at::native::convolution_backward(
+      grad_output, input, weight, std::nullopt, p.stride, p.padding, p.dilation,
+      /*transposed=*/false, no_output_padding, p.groups, {want_input, !want_input, false});
+  return want_input ? std::get<0>(grads) : std::get<1>(grads);
+}
+
+}  // namespace
+
+at::Tensor aten_grad_input(const at::Tensor& grad_output, const at::Tensor& weight,
+                           at::IntArrayRef input_sizes, const ConvParams& params) {
+  return aten_gradient(grad_output, stand_in(grad_output, input_sizes), weight, params,
+                       /*want_input=*/true);
+}
+
+at::Tensor aten_grad_weight(const at::Tensor& grad_output, const at::Tensor& input,
+                            at::IntArrayRef weight_sizes, const ConvParams& params) {
+  return aten_gradient(grad_output, input, stand_in(grad_output, weight_sizes), params,
+                       /*want_input=*/false);
+}
+
+}  // namespace bwdconv::ops

@@ -1,0 +1,12 @@
+// The "aten" scope: bwdconv's kernel registered for aten::convolution_backward
+// at the CPU and CUDA keys, so every convolution backward in the process
+// (eager autograd, torch.compile's extern calls) is planned by bwdconv.
+#pragma once
+
+namespace bwdconv::ops {
+
+void enable_aten_scope();
+void disable_aten_scope();
+bool aten_scope_enabled();
+
+}  // namespace bwdconv::ops

@@ -1,0 +1,198 @@
+// Autograd for the three ops. The backward ops are bilinear, so each one's
+// gradients are again bwdconv ops and every order of derivative is planned:
+//   y  = conv(x, w)               -> dx = bwd_input(dy, w),  dw = bwd_weight(dy, x)
+//   dx = bwd_input(dy, w)  (adjoint of conv in x)  -> d(dy) = conv(g, w),  dw = bwd_weight(dy, g)
+//   dw = bwd_weight(dy, x) (adjoint of conv in w)  -> d(dy) = conv(x, g),  dx = bwd_input(dy, g)
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <vector>
+
+#include "ops/backward.h"
+
+namespace bwdconv::ops {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor call_convolution(const at::Tensor& input, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                            at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("bwdconv::convolution", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&,
+                                         const std::optional<at::Tensor>&, at::IntArrayRef,
+                                         at::IntArrayRef, at::IntArrayRef, int64_t)>();
+  return op.call(input, weight, bias, stride, padding, dilation, groups);
+}
+
+using BackwardSignature = at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
+                                     at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t);
+
+at::Tensor call_backward_input(const at::Tensor& grad_output, const at::Tensor& weight,
+                               c10::SymIntArrayRef input_size, at::IntArrayRef stride,
+                               at::IntArrayRef padding, at::IntArrayRef dilation,
+                               int64_t groups) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("bwdconv::convolution_backward_input", "")
+                       .typed<BackwardSignature>();
+  return op.call(grad_output, weight, input_size, stride, padding, dilation, groups);
+}
+
+at::Tensor call_backward_weight(const at::Tensor& grad_output, const at::Tensor& input,
+                                c10::SymIntArrayRef weight_size, at::IntArrayRef stride,
+                                at::IntArrayRef padding, at::IntArrayRef dilation,
+                                int64_t groups) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("bwdconv::convolution_backward_weight", "")
+                       .typed<BackwardSignature>();
+  return op.call(grad_output, input, weight_size, stride, padding, dilation, groups);
+}
+
+// stride, padding, dilation and groups, kept across forward and backward.
+struct SavedParams {
+  std::vector<int64_t> stride, padding, dilation;
+  int64_t groups;
+
+  void save(AutogradContext* ctx) const {
+    ctx->saved_data["stride"] = stride;
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["dilation"] = dilation;
+    ctx->saved_data["groups"] = groups;
+  }
+  static SavedParams load(AutogradContext* ctx) {
+    return {ctx->saved_data["stride"].toIntVector(), ctx->saved_data["padding"].toIntVector(),
+            ctx->saved_data["dilation"].toIntVector(), ctx->saved_data["groups"].toInt()};
+  }
+};
+
+class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
+                            const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding,
+                            at::IntArrayRef dilation, int64_t groups) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({input, weight});
+    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
+    return call_convolution(input, weight, bias, stride, padding, dilation, groups);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &input = saved[0], &weight = saved[1];
+    const auto p = SavedParams::load(ctx);
+    const at::Tensor& grad = grads[0];
+    at::Tensor grad_input, grad_weight, grad_bias;
+    if (ctx->needs_input_grad(0)) {
+      grad_input = call_backward_input(grad, weight, input.sym_sizes(), p.stride, p.padding,
+                                       p.dilation, p.groups);
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_weight = call_backward_weight(grad, input, weight.sym_sizes(), p.stride, p.padding,
+                                         p.dilation, p.groups);
+    }
+    // needs_input_grad counts only the tensors passed: the bias is edge 2 if present.
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) grad_bias = compute_grad_bias(grad);
+    return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}};
+  }
+};
+
+class BackwardInputFunction : public torch::autograd::Function<BackwardInputFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_output,
+                            const at::Tensor& weight, c10::SymIntArrayRef input_size,
+                            at::IntArrayRef stride, at::IntArrayRef padding,
+                            at::IntArrayRef dilation, int64_t groups) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({grad_output, weight});
+    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
+    return call_backward_input(grad_output, weight, input_size, stride, padding, dilation,
+                               groups);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &grad_output = saved[0], &weight = saved[1];
+    const auto p = SavedParams::load(ctx);
+    const at::Tensor& grad = grads[0];
+    at::Tensor grad_grad_output, grad_weight;
+    if (ctx->needs_input_grad(0)) {
+      grad_grad_output =
+          call_convolution(grad, weight, std::nullopt, p.stride, p.padding, p.dilation, p.groups);
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_weight = call_backward_weight(grad_output, grad, weight.sym_sizes(), p.stride,
+                                         p.padding, p.dilation, p.groups);
+    }
+    return {grad_grad_output, grad_weight, {}, {}, {}, {}, {}};
+  }
+};
+
+class BackwardWeightFunction : public torch::autograd::Function<BackwardWeightFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_output,
+                            const at::Tensor& input, c10::SymIntArrayRef weight_size,
+                            at::IntArrayRef stride, at::IntArrayRef padding,
+                            at::IntArrayRef dilation, int64_t groups) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({grad_output, input});
+    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
+    return call_backward_weight(grad_output, input, weight_size, stride, padding, dilation,
+                                groups);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &grad_output = saved[0], &input = saved[1];
+    const auto p = SavedParams::load(ctx);
+    const at::Tensor& grad = grads[0];
+    at::Tensor grad_grad_output, grad_input;
+    if (ctx->needs_input_grad(0)) {
+      grad_grad_output =
+          call_convolution(input, grad, std::nullopt, p.stride, p.padding, p.dilation, p.groups);
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_input = call_backward_input(grad_output, grad, input.sym_sizes(), p.stride,
+                                       p.padding, p.dilation, p.groups);
+    }
+    return {grad_grad_output, grad_input, {}, {}, {}, {}, {}};
+  }
+};
+
+at::Tensor convolution_autograd(const at::Tensor& input, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                at::IntArrayRef padding, at::IntArrayRef dilation,
+                                int64_t groups) {
+  return ConvolutionFunction::apply(input, weight, bias, stride, padding, dilation, groups);
+}
+
+at::Tensor backward_input_autograd(const at::Tensor& grad_output, const at::Tensor& weight,
+                                   c10::SymIntArrayRef input_size, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef dilation,
+                                   int64_t groups) {
+  return BackwardInputFunction::apply(grad_output, weight, input_size, stride, padding,
+                                      dilation, groups);
+}
+
+at::Tensor backward_weight_autograd(const at::Tensor& grad_output, const at::Tensor& input,
+                                    c10::SymIntArrayRef weight_size, at::IntArrayRef stride,
+                                    at::IntArrayRef padding, at::IntArrayRef dilation,
+                                    int64_t groups) {
+  return BackwardWeightFunction::apply(grad_output, input, weight_size, stride, padding,
+                                       dilation, groups);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(bwdconv, Autograd, m) {
+  m.impl("convolution", TORCH_FN(convolution_autograd));
+  m.impl("convolution_backward_input", TORCH_FN(backward_input_autograd));
+  m.impl("convolution_backward_weight", TORCH_FN(backward_weight_autograd));
+}
+
+}  // namespace bwdconv::ops

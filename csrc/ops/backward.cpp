@@ -1,0 +1,65 @@
+#include "ops/backward.h"
+
+#include <mutex>
+#include <vector>
+
+#include "ops/aten.h"
+
+namespace bwdconv::ops {
+namespace {
+
+struct ForcedStrategy {
+  std::mutex mutex;
+  std::optional<Strategy> strategy;
+};
+
+ForcedStrategy& forced() {
+  static ForcedStrategy instance;
+  return instance;
+}
+
+}  // namespace
+
+void set_forced_strategy(std::optional<Strategy> strategy) {
+  std::lock_guard<std::mutex> lock(forced().mutex);
+  forced().strategy = strategy;
+}
+
+std::optional<Strategy> forced_strategy() {
+  std::lock_guard<std::mutex> lock(forced().mutex);
+  return forced().strategy;
+}
+
+Plan plan_for(const ConvGeometry& geometry) { return make_plan(geometry, forced_strategy()); }
+
+at::Tensor compute_grad_bias(const at::Tensor& grad_output) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < grad_output.dim(); ++d) dims.push_back(d);
+  return grad_output.sum(dims);
+}
+
+at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
+                              const at::Tensor& weight, at::IntArrayRef input_sizes,
+                              const ConvParams& params) {
+  at::Tensor grad_input;
+  switch (plan.input.strategy) {
+    case Strategy::aten:
+      grad_input = aten_grad_input(grad_output, weight, input_sizes, params);
+      break;
+  }
+  return grad_input.contiguous(gradient_memory_format(grad_output, weight));
+}
+
+at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
+                               const at::Tensor& input, at::IntArrayRef weight_sizes,
+                               const ConvParams& params) {
+  at::Tensor grad_weight;
+  switch (plan.weight.strategy) {
+    case Strategy::aten:
+      grad_weight = aten_grad_weight(grad_output, input, weight_sizes, params);
+      break;
+  }
+  return grad_weight.contiguous(gradient_memory_format(input, grad_output));
+}
+
+}  // namespace bwdconv::ops

@@ -1,0 +1,31 @@
+// Runs the planned strategy for each gradient and returns it in the layout
+// PyTorch's meta function for convolution_backward promises.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "dispatch/plan.h"
+#include "ops/geometry.h"
+
+namespace bwdconv::ops {
+
+at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
+                              const at::Tensor& weight, at::IntArrayRef input_sizes,
+                              const ConvParams& params);
+
+at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
+                               const at::Tensor& input, at::IntArrayRef weight_sizes,
+                               const ConvParams& params);
+
+// The bias gradient as aten computes it: grad_output summed over every dim
+// but the channel dim.
+at::Tensor compute_grad_bias(const at::Tensor& grad_output);
+
+// The plan for a validated geometry, honouring the forced strategy, if any.
+Plan plan_for(const ConvGeometry& geometry);
+
+// Forces `strategy` on every plan made from now on (nothing: plan freely).
+void set_forced_strategy(std::optional<Strategy> strategy);
+std::optional<Strategy> forced_strategy();
+
+}  // namespace bwdconv::ops

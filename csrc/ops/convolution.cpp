@@ -1,0 +1,76 @@
+// The bwdconv operator library: schemas and the CPU / CUDA kernels (ROCm
+// tensors use the CUDA key).
+#include <torch/library.h>
+
+#include <vector>
+
+#include "ops/backward.h"
+#include "ops/geometry.h"
+
+namespace bwdconv::ops {
+namespace {
+
+ConvParams params_of(at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                     int64_t groups) {
+  return {stride, padding, dilation, groups};
+}
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                       at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  forward_geometry("bwdconv.convolution", input, weight, bias,
+                   params_of(stride, padding, dilation, groups));
+  const std::vector<int64_t> no_output_padding(stride.size(), 0);
+  return at::convolution(input, weight, bias, stride, padding, dilation, /*transposed=*/false,
+                         no_output_padding, groups);
+}
+
+at::Tensor convolution_backward_input(const at::Tensor& grad_output, const at::Tensor& weight,
+                                      at::IntArrayRef input_size, at::IntArrayRef stride,
+                                      at::IntArrayRef padding, at::IntArrayRef dilation,
+                                      int64_t groups) {
+  const ConvParams params = params_of(stride, padding, dilation, groups);
+  const ConvGeometry geometry =
+      backward_geometry("bwdconv.convolution_backward_input", grad_output, input_size,
+                        weight.sizes(), "weight", weight, params);
+  return compute_grad_input(plan_for(geometry), grad_output, weight, input_size, params);
+}
+
+at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::Tensor& input,
+                                       at::IntArrayRef weight_size, at::IntArrayRef stride,
+                                       at::IntArrayRef padding, at::IntArrayRef dilation,
+                                       int64_t groups) {
+  const ConvParams params = params_of(stride, padding, dilation, groups);
+  const ConvGeometry geometry =
+      backward_geometry("bwdconv.convolution_backward_weight", grad_output, input.sizes(),
+                        weight_size, "input", input, params);
+  return compute_grad_weight(plan_for(geometry), grad_output, input, weight_size, params);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(bwdconv, m) {
+  m.def(
+      "convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
+      "int[] dilation, int groups) -> Tensor");
+  m.def(
+      "convolution_backward_input(Tensor grad_output, Tensor weight, SymInt[] input_size, "
+      "int[] stride, int[] padding, int[] dilation, int groups) -> Tensor");
+  m.def(
+      "convolution_backward_weight(Tensor grad_output, Tensor input, SymInt[] weight_size, "
+      "int[] stride, int[] padding, int[] dilation, int groups) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(bwdconv, CPU, m) {
+  m.impl("convolution", TORCH_FN(convolution));
+  m.impl("convolution_backward_input", TORCH_FN(convolution_backward_input));
+  m.impl("convolution_backward_weight", TORCH_FN(convolution_backward_weight));
+}
+
+TORCH_LIBRARY_IMPL(bwdconv, CUDA, m) {
+  m.impl("convolution", TORCH_FN(convolution));
+  m.impl("convolution_backward_input", TORCH_FN(convolution_backward_input));
+  m.impl("convolution_backward_weight", TORCH_FN(convolution_backward_weight));
+}
+
+}  // namespace bwdconv::ops

@@ -1,0 +1,157 @@
+#include "ops/geometry.h"
+
+#include <c10/util/Exception.h>
+
+#include <string>
+
+namespace bwdconv::ops {
+namespace {
+
+DType to_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kDouble: return DType::Float64;
+    case at::kFloat: return DType::Float32;
+    case at::kHalf: return DType::Float16;
+    case at::kBFloat16: return DType::BFloat16;
+    default: return DType::Other;
+  }
+}
+
+DeviceKind to_device(const at::Tensor& t) {
+  if (!t.is_cuda()) return DeviceKind::CPU;
+#if defined(USE_ROCM)
+  return DeviceKind::HIP;  // ROCm tensors use the CUDA device type
+#else
+  return DeviceKind::CUDA;
+#endif
+}
+
+MemoryLayout to_layout(const at::Tensor& t) {
+  const auto format = t.suggest_memory_format();
+  return format == at::MemoryFormat::Contiguous ? MemoryLayout::Contiguous
+                                                 : MemoryLayout::ChannelsLast;
+}
+
+void check_rank(const char* op, const char* name, const at::Tensor& t) {
+  TORCH_CHECK(t.dim() >= 3 && t.dim() <= 5, op, ": expected ", name,
+              " to be a 3-D, 4-D or 5-D tensor (batch, channels and 1-3 spatial dims), but got ",
+              name, " of size ", t.sizes());
+}
+
+void check_same_rank(const char* op, const char* name, int64_t rank, at::IntArrayRef sizes) {
+  TORCH_CHECK(static_cast<int64_t>(sizes.size()) == rank, op, ": expected ", name, " to be ",
+              rank, "-D like the other operand, but got ", name, " of size ", sizes);
+}
+
+void check_floating(const char* op, const char* name, const at::Tensor& t) {
+  TORCH_CHECK(to_dtype(t.scalar_type()) != DType::Other, op,
+              ": expected a float64, float32, float16 or bfloat16 ", name, ", but got ", name,
+              " of dtype ", t.scalar_type());
+}
+
+void check_matches(const char* op, const char* name, const at::Tensor& t, const char* other_name,
+                   const at::Tensor& other) {
+  TORCH_CHECK(t.scalar_type() == other.scalar_type(), op, ": ", name, " type (",
+              t.scalar_type(), ") and ", other_name, " type (", other.scalar_type(),
+              ") should be the same");
+  TORCH_CHECK(t.device() == other.device(), op, ": expected ", name, " and ", other_name,
+              " on the same device, but got ", name, " on ", t.device(), " and ", other_name,
+              " on ", other.device());
+}
+
+void check_param_lengths(const char* op, const ConvParams& p, int spatial_dims) {
+  const std::pair<const char*, at::IntArrayRef> lists[] = {
+      {"stride", p.stride}, {"padding", p.padding}, {"dilation", p.dilation}};
+  for (const auto& [name, values] : lists) {
+    TORCH_CHECK(static_cast<int>(values.size()) == spatial_dims, op, ": expected ", name,
+                " to have ", spatial_dims, " values (one per spatial dim), but got ", name, "=",
+                values);
+  }
+}
+
+ConvGeometry describe_operand(ConvGeometry g, const at::Tensor& operand) {
+  g.dtype = to_dtype(operand.scalar_type());
+  g.layout = to_layout(operand);
+  g.device = to_device(operand);
+  return g;
+}
+
+void check_geometry(const char* op, const ConvGeometry& g) {
+  const auto error = find_geometry_error(g);
+  TORCH_CHECK(!error, op, ": ", error.value_or(""));
+}
+
+}  // namespace
+
+ConvGeometry sizes_geometry(at::IntArrayRef input_sizes, at::IntArrayRef weight_sizes,
+                            const ConvParams& p) {
+  ConvGeometry g;
+  g.spatial_dims = static_cast<int>(input_sizes.size()) - 2;
+  g.batch = input_sizes[0];
+  g.in_channels = input_sizes[1];
+  g.out_channels = weight_sizes[0];
+  g.filter_in_channels = weight_sizes[1];
+  g.groups = p.groups;
+  for (int i = 0; i < g.spatial_dims; ++i) {
+    g.input[i] = input_sizes[i + 2];
+    g.filter[i] = weight_sizes[i + 2];
+    g.stride[i] = p.stride[i];
+    g.padding[i] = p.padding[i];
+    g.dilation[i] = p.dilation[i];
+  }
+  return g;
+}
+
+ConvGeometry forward_geometry(const char* op, const at::Tensor& input, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, const ConvParams& params) {
+  check_rank(op, "input", input);
+  check_same_rank(op, "weight", input.dim(), weight.sizes());
+  check_floating(op, "input", input);
+  check_matches(op, "input", input, "weight", weight);
+  if (bias && bias->defined()) {
+    check_matches(op, "bias", *bias, "weight", weight);
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(0), op,
+                ": expected bias of size [", weight.size(0),
+                "] (one value per output channel), but got bias of size ", bias->sizes());
+  }
+  check_param_lengths(op, params, static_cast<int>(input.dim()) - 2);
+  ConvGeometry g = describe_operand(sizes_geometry(input.sizes(), weight.sizes(), params), input);
+  derive_output_sizes(g);
+  check_geometry(op, g);
+  return g;
+}
+
+ConvGeometry backward_geometry(const char* op, const at::Tensor& grad_output,
+                               at::IntArrayRef input_sizes, at::IntArrayRef weight_sizes,
+                               const char* operand_name, const at::Tensor& operand,
+                               const ConvParams& params) {
+  check_rank(op, "grad_output", grad_output);
+  check_same_rank(op, "input_size", grad_output.dim(), input_sizes);
+  check_same_rank(op, "weight_size", grad_output.dim(), weight_sizes);
+  check_floating(op, "grad_output", grad_output);
+  check_matches(op, "grad_output", grad_output, operand_name, operand);
+  check_param_lengths(op, params, static_cast<int>(grad_output.dim()) - 2);
+  ConvGeometry g =
+      describe_operand(sizes_geometry(input_sizes, weight_sizes, params), grad_output);
+  for (int i = 0; i < g.spatial_dims; ++i) g.output[i] = grad_output.size(i + 2);
+  TORCH_CHECK(grad_output.size(0) == g.batch && grad_output.size(1) == g.out_channels, op,
+              ": expected grad_output of size [", g.batch, ", ", g.out_channels,
+              ", ...] (batch of the input, output channels of the weight), but got ",
+              grad_output.sizes());
+  check_geometry(op, g);
+  return g;
+}
+
+at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes) {
+  return like.new_empty({1}).expand(sizes);
+}
+
+at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b) {
+  for (const at::Tensor* t : {&a, &b}) {
+    const auto format = t->suggest_memory_format();
+    if (format != at::MemoryFormat::Contiguous) return format;
+  }
+  return at::MemoryFormat::Contiguous;
+}
+
+}  // namespace bwdconv::ops

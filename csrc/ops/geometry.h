@@ -1,0 +1,45 @@
+// Tensors and convolution arguments -> the planner's ConvGeometry, with the
+// checks that turn bad input into an exception naming the problem.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "dispatch/geometry.h"
+
+namespace bwdconv::ops {
+
+struct ConvParams {
+  at::IntArrayRef stride;
+  at::IntArrayRef padding;
+  at::IntArrayRef dilation;
+  int64_t groups;
+};
+
+// The sizes part of a geometry (no checks; output sizes left unset). The
+// input and weight sizes are (N, C, spatial...) of equal rank 3-5, with one
+// stride, padding and dilation per spatial dim.
+ConvGeometry sizes_geometry(at::IntArrayRef input_sizes, at::IntArrayRef weight_sizes,
+                            const ConvParams& params);
+
+// Checks the forward operands (input, weight, optional bias) and returns the
+// validated geometry of conv(input, weight).
+ConvGeometry forward_geometry(const char* op, const at::Tensor& input, const at::Tensor& weight,
+                              const std::optional<at::Tensor>& bias, const ConvParams& params);
+
+// Checks grad_output against the sizes of the forward operands and the other
+// operand tensor (weight for the input gradient, input for the weight
+// gradient); returns the validated geometry of that forward convolution.
+ConvGeometry backward_geometry(const char* op, const at::Tensor& grad_output,
+                               at::IntArrayRef input_sizes, at::IntArrayRef weight_sizes,
+                               const char* operand_name, const at::Tensor& operand,
+                               const ConvParams& params);
+
+// A tensor of the given sizes that owns one element: for aten calls that read
+// only the sizes of an operand.
+at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes);
+
+// PyTorch's rule for the layout of conv gradients (torch/_meta_registrations.py,
+// meta_convolution_backward): channels_last when either operand suggests it.
+at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace bwdconv::ops

@@ -1,0 +1,125 @@
+// The Python module bwdconv._C: loading it registers the operator library;
+// its functions switch the aten scope, force strategies and explain plans.
+#include <torch/extension.h>
+
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dispatch/plan.h"
+#include "ops/aten_scope.h"
+#include "ops/backward.h"
+#include "ops/geometry.h"
+
+namespace bwdconv::ops {
+namespace {
+
+Strategy strategy_named(const std::string& name) {
+  const auto strategy = parse_strategy(name);
+  if (!strategy) {
+    throw pybind11::value_error("unknown strategy '" + name +
+                                "'; known strategies: " + known_strategy_names());
+  }
+  return *strategy;
+}
+
+void set_forced(const std::optional<std::string>& name) {
+  set_forced_strategy(name ? std::optional<Strategy>(strategy_named(*name)) : std::nullopt);
+}
+
+std::optional<std::string> get_forced() {
+  const auto strategy = forced_strategy();
+  return strategy ? std::optional<std::string>(strategy_name(*strategy)) : std::nullopt;
+}
+
+DType dtype_named(const std::string& name) {
+  for (DType dtype : {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16}) {
+    if (name == dtype_name(dtype)) return dtype;
+  }
+  return DType::Other;
+}
+
+DeviceKind device_named(const std::string& name) {
+  for (DeviceKind device : {DeviceKind::CPU, DeviceKind::CUDA, DeviceKind::HIP}) {
+    if (name == device_name(device)) return device;
+  }
+  throw pybind11::value_error("unknown device kind '" + name + "'; expected cpu, cuda or hip");
+}
+
+pybind11::list spatial_list(const SpatialSizes& sizes, int spatial_dims) {
+  pybind11::list values;
+  for (int i = 0; i < spatial_dims; ++i) values.append(sizes[i]);
+  return values;
+}
+
+pybind11::dict gradient_dict(const GradientPlan& plan) {
+  pybind11::dict entry;
+  entry["strategy"] = strategy_name(plan.strategy);
+  entry["reason"] = plan.reason;
+  return entry;
+}
+
+// The plan of the convolution with these operand sizes, as a dict.
+pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
+                         const std::vector<int64_t>& weight_size,
+                         const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                         const std::vector<int64_t>& dilation, int64_t groups,
+                         const std::string& dtype, bool channels_last,
+                         const std::string& device) {
+  const size_t rank = input_size.size();
+  if (rank < 3 || rank > 5 || weight_size.size() != rank || stride.size() != rank - 2 ||
+      padding.size() != rank - 2 || dilation.size() != rank - 2) {
+    throw pybind11::value_error(
+        "expected input and weight sizes of equal rank 3-5 and one stride, padding and "
+        "dilation value per spatial dim");
+  }
+  ConvGeometry g = sizes_geometry(input_size, weight_size, {stride, padding, dilation, groups});
+  g.dtype = dtype_named(dtype);
+  g.layout = channels_last ? MemoryLayout::ChannelsLast : MemoryLayout::Contiguous;
+  g.device = device_named(device);
+  derive_output_sizes(g);
+  if (auto error = find_geometry_error(g)) throw pybind11::value_error(*error);
+  const Plan plan = plan_for(g);
+
+  pybind11::dict result;
+  result["spatial_dims"] = g.spatial_dims;
+  result["output_size"] = spatial_list(g.output, g.spatial_dims);
+  result["dtype"] = dtype_name(g.dtype);
+  result["layout"] = layout_name(g.layout);
+  result["device"] = device_name(g.device);
+  result["input"] = gradient_dict(plan.input);
+  result["weight"] = gradient_dict(plan.weight);
+  return result;
+}
+
+std::vector<std::string> strategy_names() {
+  std::vector<std::string> names;
+  for (Strategy strategy : all_strategies()) names.emplace_back(strategy_name(strategy));
+  return names;
+}
+
+}  // namespace
+}  // namespace bwdconv::ops
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace bwdconv::ops;
+  m.doc() = "bwdconv: planned convolution backward";
+  m.def("enable_aten_scope", &enable_aten_scope);
+  m.def("disable_aten_scope", &disable_aten_scope);
+  m.def("aten_scope_enabled", &aten_scope_enabled);
+  m.def("set_forced_strategy", &set_forced, pybind11::arg("name"));
+  m.def("forced_strategy", &get_forced);
+  m.def("strategies", &strategy_names);
+  m.def("plan", &plan_dict, pybind11::arg("input_size"), pybind11::arg("weight_size"),
+        pybind11::arg("stride"), pybind11::arg("padding"), pybind11::arg("dilation"),
+        pybind11::arg("groups"), pybind11::arg("dtype"), pybind11::arg("channels_last"),
+        pybind11::arg("device"));
+#ifdef BWDCONV_WITH_GPU_KERNELS
+  m.attr("gpu_kernels") = true;
+#else
+  m.attr("gpu_kernels") = false;
+#endif
+}

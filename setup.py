@@ -1,0 +1,75 @@
+"""Builds bwdconv._C from csrc/ops, csrc/dispatch and (with a GPU toolchain) csrc/hip.
+
+- CPU-only machine, CPU or CUDA torch, no nvcc: the C++ ops only.
+- CUDA torch and nvcc: also the csrc/hip kernels for CUDA; TORCH_CUDA_ARCH_LIST
+  is respected and defaults to sm_80 and sm_90.
+- ROCm torch: the same kernel sources through torch's hipify and hipcc;
+  PYTORCH_ROCM_ARCH is respected and defaults to gfx90a and gfx940.
+BWDCONV_FORCE_CPU=1 skips the kernels; BWDCONV_DEBUG=1 builds without optimisation.
+"""
+
+import glob
+import os
+
+from setuptools import find_packages, setup
+from torch.utils import cpp_extension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+DEBUG = os.environ.get("BWDCONV_DEBUG", "0") == "1"
+
+
+def sources(pattern):
+    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+
+
+def gpu_toolchain():
+    """'cuda', 'hip' or None: which kernel build this torch and machine allow."""
+    if os.environ.get("BWDCONV_FORCE_CPU", "0") == "1":
+        return None
+    import torch
+
+    if torch.version.hip is not None and cpp_extension.ROCM_HOME is not None:
+        return "hip"
+    if torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None:
+        return "cuda"
+    return None
+
+
+def extension():
+    toolchain = gpu_toolchain()
+    cxx_flags = ["-std=c++17", "-O0" if DEBUG else "-O3", "-g" if DEBUG else "-DNDEBUG"]
+    include_dirs = [os.path.join(ROOT, "csrc")]
+    files = sources("csrc/ops/*.cpp") + sources("csrc/dispatch/*.cpp")
+    if toolchain is None:
+        return cpp_extension.CppExtension(
+            "bwdconv._C", files, include_dirs=include_dirs, extra_compile_args={"cxx": cxx_flags}
+        )
+    files += sources("csrc/hip/*.cu")
+    defines = ["-DBWDCONV_WITH_GPU_KERNELS"]
+    if toolchain == "cuda":
+        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+        defines.append("-DBWDCONV_WITH_CUDA")
+        device_flags = ["-O3", "--expt-relaxed-constexpr", "-std=c++17"]
+    else:
+        os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx90a;gfx940")
+        device_flags = ["-O3", "-std=c++17"]
+    return cpp_extension.CUDAExtension(
+        "bwdconv._C",
+        files,
+        include_dirs=include_dirs,
+        extra_compile_args={"cxx": cxx_flags + defines, "nvcc": device_flags + defines},
+    )
+
+
+setup(
+    name="bwdconv",
+    version="0.1.0",
+    description="Planned, faster convolution backward for PyTorch",
+    package_dir={"": "python"},
+    packages=find_packages("python"),
+    ext_modules=[extension()],
+    cmdclass={"build_ext": cpp_extension.BuildExtension},
+    entry_points={"console_scripts": ["bwdconv-demo=bwdconv.demo:main"]},
+    python_requires=">=3.10",
+    install_requires=["torch>=2.6"],
+)
