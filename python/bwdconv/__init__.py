@@ -1,1 +1,38 @@
+"""bwdconv: convolution backward planned per shape.
 
+    import bwdconv
+    bwdconv.enable()          # nn.Conv*d / F.conv*d backward planned by bwdconv
+    bwdconv.enable("aten")    # every aten::convolution_backward in the process
+"""
+
+from . import grad
+from ._enable import disable, enable, enabled, is_enabled
+from ._explain import (
+    Explanation,
+    _apply_environment,
+    explain,
+    force_strategy,
+    forced_strategy,
+    strategies,
+)
+from .functional import conv1d, conv2d, conv3d
+
+__all__ = [
+    "enable",
+    "disable",
+    "is_enabled",
+    "enabled",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "grad",
+    "explain",
+    "Explanation",
+    "force_strategy",
+    "forced_strategy",
+    "strategies",
+]
+
+__version__ = "0.1.0"
+
+_apply_environment()

@@ -1,0 +1,116 @@
+"""bwdconv.explain: which strategy serves each gradient of a convolution, and why."""
+
+import contextlib
+import os
+
+import torch
+from torch._prims_common import suggest_memory_format
+
+from ._args import expand
+from ._library import _C
+
+__all__ = ["explain", "Explanation", "force_strategy", "forced_strategy", "strategies"]
+
+_DTYPES = {
+    torch.float64: "float64",
+    torch.float32: "float32",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+}
+
+
+def strategies():
+    """The names of every strategy this build knows."""
+    return list(_C.strategies())
+
+
+class Explanation:
+    """A plan, readable (str) and as a dict (to_dict)."""
+
+    def __init__(self, plan, input_size, weight_size, stride, padding, dilation, groups):
+        self._plan = dict(plan)
+        self._plan.update(
+            input_size=list(input_size),
+            weight_size=list(weight_size),
+            stride=list(stride),
+            padding=list(padding),
+            dilation=list(dilation),
+            groups=groups,
+        )
+
+    def to_dict(self):
+        return dict(self._plan)
+
+    @property
+    def input_strategy(self):
+        return self._plan["input"]["strategy"]
+
+    @property
+    def weight_strategy(self):
+        return self._plan["weight"]["strategy"]
+
+    def __str__(self):
+        p = self._plan
+        lines = [
+            f"conv{p['spatial_dims']}d input {p['input_size']} weight {p['weight_size']} "
+            f"stride {p['stride']} padding {p['padding']} dilation {p['dilation']} "
+            f"groups {p['groups']} -> output {p['output_size']} "
+            f"({p['dtype']}, {p['layout']}, {p['device']})",
+            f"  input gradient:  {p['input']['strategy']} ({p['input']['reason']})",
+            f"  weight gradient: {p['weight']['strategy']} ({p['weight']['reason']})",
+        ]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _sizes(x):
+    return list(x.shape) if isinstance(x, torch.Tensor) else [int(v) for v in x]
+
+
+def explain(input, weight, stride=1, padding=0, dilation=1, groups=1):
+    """The plan bwdconv makes for conv(input, weight) with these arguments.
+
+    `input` and `weight` are tensors or size sequences (N, C, spatial...); with
+    sizes, the plan assumes float32, contiguous, on the CPU.
+    """
+    input_size, weight_size = _sizes(input), _sizes(weight)
+    spatial_dims = len(weight_size) - 2
+    if spatial_dims not in (1, 2, 3):
+        raise ValueError(f"expected a 3-D, 4-D or 5-D weight, got size {weight_size}")
+    stride = expand(stride, spatial_dims, "stride")
+    padding = expand(padding, spatial_dims, "padding")
+    dilation = expand(dilation, spatial_dims, "dilation")
+    dtype, channels_last, device = "float32", False, "cpu"
+    if isinstance(input, torch.Tensor):
+        dtype = _DTYPES.get(input.dtype, "other")
+        channels_last = suggest_memory_format(input) != torch.contiguous_format
+        if input.is_cuda:
+            device = "hip" if torch.version.hip else "cuda"
+    plan = _C.plan(
+        input_size, weight_size, stride, padding, dilation, groups, dtype, channels_last, device
+    )
+    return Explanation(plan, input_size, weight_size, stride, padding, dilation, groups)
+
+
+def forced_strategy():
+    """The strategy every plan is forced to use, or None."""
+    return _C.forced_strategy()
+
+
+@contextlib.contextmanager
+def force_strategy(name):
+    """Forces strategy `name` (None: plan freely) for the body of a `with` block."""
+    previous = _C.forced_strategy()
+    _C.set_forced_strategy(name)
+    try:
+        yield
+    finally:
+        _C.set_forced_strategy(previous)
+
+
+def _apply_environment():
+    """BWDCONV_STRATEGY=<name> forces a strategy for the whole process."""
+    name = os.environ.get("BWDCONV_STRATEGY")
+    if name:
+        _C.set_forced_strategy(name)

@@ -1,0 +1,73 @@
+"""Loads the compiled operator library and registers its fake (meta) kernels."""
+
+import torch
+from torch._prims_common import suggest_memory_format
+
+try:
+    from . import _C
+except ImportError as error:  # most often: built against another torch
+    raise ImportError(
+        f"bwdconv's compiled extension could not be loaded ({error}). It must be built "
+        f"against the installed torch {torch.__version__}: reinstall bwdconv with "
+        "`pip install --no-build-isolation .`"
+    ) from error
+
+__all__ = ["_C"]
+
+
+def _gradient_memory_format(a, b):
+    """PyTorch's layout rule for convolution gradients (meta_convolution_backward)."""
+    for tensor in (a, b):
+        fmt = suggest_memory_format(tensor)
+        if fmt != torch.contiguous_format:
+            return fmt
+    return torch.contiguous_format
+
+
+def _check_backward_operands(grad_output, other, other_name, sizes, sizes_name, stride):
+    torch._check(
+        grad_output.dim() in (3, 4, 5),
+        lambda: f"expected grad_output to be 3-D, 4-D or 5-D, got size {tuple(grad_output.shape)}",
+    )
+    torch._check(
+        len(sizes) == grad_output.dim() and other.dim() == grad_output.dim(),
+        lambda: f"expected {sizes_name} and {other_name} of rank {grad_output.dim()}",
+    )
+    torch._check(
+        len(stride) == grad_output.dim() - 2,
+        lambda: f"expected one stride per spatial dim, got stride={list(stride)}",
+    )
+    torch._check(
+        grad_output.dtype == other.dtype,
+        lambda: f"grad_output type ({grad_output.dtype}) and {other_name} type "
+        f"({other.dtype}) should be the same",
+    )
+
+
+@torch.library.register_fake("bwdconv::convolution")
+def _convolution_fake(input, weight, bias, stride, padding, dilation, groups):
+    return torch.ops.aten.convolution.default(
+        input, weight, bias, stride, padding, dilation, False, [0] * len(stride), groups
+    )
+
+
+@torch.library.register_fake("bwdconv::convolution_backward_input")
+def _backward_input_fake(grad_output, weight, input_size, stride, padding, dilation, groups):
+    _check_backward_operands(grad_output, weight, "weight", input_size, "input_size", stride)
+    return torch.empty(
+        input_size,
+        dtype=grad_output.dtype,
+        device=grad_output.device,
+        memory_format=_gradient_memory_format(grad_output, weight),
+    )
+
+
+@torch.library.register_fake("bwdconv::convolution_backward_weight")
+def _backward_weight_fake(grad_output, input, weight_size, stride, padding, dilation, groups):
+    _check_backward_operands(grad_output, input, "input", weight_size, "weight_size", stride)
+    return torch.empty(
+        weight_size,
+        dtype=grad_output.dtype,
+        device=grad_output.device,
+        memory_format=_gradient_memory_format(input, grad_output),
+    )
