@@ -1,6 +1,7 @@
 // The planner: which strategy computes each gradient of a convolution, and why.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@ namespace bwdconv {
 
 // Strategy names are the words used in code, CLI, environment and docs.
 enum class Strategy { aten };
+constexpr size_t kStrategyCount = 1;  // the number of Strategy values
 
 enum class Gradient { input, weight };
 

@@ -1,5 +1,7 @@
 #include "ops/backward.h"
 
+#include <array>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -18,6 +20,12 @@ ForcedStrategy& forced() {
   return instance;
 }
 
+std::array<std::array<std::atomic<int64_t>, kStrategyCount>, 2> served{};
+
+std::atomic<int64_t>& served_counter(Gradient gradient, Strategy strategy) {
+  return served[static_cast<size_t>(gradient)][static_cast<size_t>(strategy)];
+}
+
 }  // namespace
 
 void set_forced_strategy(std::optional<Strategy> strategy) {
@@ -28,6 +36,16 @@ void set_forced_strategy(std::optional<Strategy> strategy) {
 std::optional<Strategy> forced_strategy() {
   std::lock_guard<std::mutex> lock(forced().mutex);
   return forced().strategy;
+}
+
+int64_t served_count(Gradient gradient, Strategy strategy) {
+  return served_counter(gradient, strategy).load();
+}
+
+void reset_served_counts() {
+  for (auto& per_gradient : served) {
+    for (auto& counter : per_gradient) counter.store(0);
+  }
 }
 
 Plan plan_for(const ConvGeometry& geometry) { return make_plan(geometry, forced_strategy()); }
@@ -41,6 +59,7 @@ at::Tensor compute_grad_bias(const at::Tensor& grad_output) {
 at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
                               const at::Tensor& weight, at::IntArrayRef input_sizes,
                               const ConvParams& params) {
+  served_counter(Gradient::input, plan.input.strategy)++;
   at::Tensor grad_input;
   switch (plan.input.strategy) {
     case Strategy::aten:
@@ -53,6 +72,7 @@ at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
 at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& input, at::IntArrayRef weight_sizes,
                                const ConvParams& params) {
+  served_counter(Gradient::weight, plan.weight.strategy)++;
   at::Tensor grad_weight;
   switch (plan.weight.strategy) {
     case Strategy::aten:

@@ -24,6 +24,11 @@ at::Tensor compute_grad_bias(const at::Tensor& grad_output);
 // The plan for a validated geometry, honouring the forced strategy, if any.
 Plan plan_for(const ConvGeometry& geometry);
 
+// How many gradients each strategy has computed since the last reset: a cheap,
+// always-on record of what actually ran.
+int64_t served_count(Gradient gradient, Strategy strategy);
+void reset_served_counts();
+
 // Forces `strategy` on every plan made from now on (nothing: plan freely).
 void set_forced_strategy(std::optional<Strategy> strategy);
 std::optional<Strategy> forced_strategy();

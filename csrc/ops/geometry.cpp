@@ -46,14 +46,13 @@ void check_same_rank(const char* op, const char* name, int64_t rank, at::IntArra
 void check_floating(const char* op, const char* name, const at::Tensor& t) {
   TORCH_CHECK(to_dtype(t.scalar_type()) != DType::Other, op,
               ": expected a float64, float32, float16 or bfloat16 ", name, ", but got ", name,
-              " of dtype ", t.scalar_type());
+              " of dtype ", t.dtype());
 }
 
 void check_matches(const char* op, const char* name, const at::Tensor& t, const char* other_name,
                    const at::Tensor& other) {
-  TORCH_CHECK(t.scalar_type() == other.scalar_type(), op, ": ", name, " type (",
-              t.scalar_type(), ") and ", other_name, " type (", other.scalar_type(),
-              ") should be the same");
+  TORCH_CHECK(t.scalar_type() == other.scalar_type(), op, ": ", name, " type (", t.dtype(),
+              ") and ", other_name, " type (", other.dtype(), ") should be the same");
   TORCH_CHECK(t.device() == other.device(), op, ": expected ", name, " and ", other_name,
               " on the same device, but got ", name, " on ", t.device(), " and ", other_name,
               " on ", other.device());

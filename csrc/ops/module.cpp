@@ -101,6 +101,19 @@ std::vector<std::string> strategy_names() {
   return names;
 }
 
+// {"input": {"aten": n, ...}, "weight": {...}}
+pybind11::dict served_counts() {
+  pybind11::dict counts;
+  for (Gradient gradient : {Gradient::input, Gradient::weight}) {
+    pybind11::dict per_strategy;
+    for (Strategy strategy : all_strategies()) {
+      per_strategy[strategy_name(strategy)] = served_count(gradient, strategy);
+    }
+    counts[gradient_name(gradient)] = per_strategy;
+  }
+  return counts;
+}
+
 }  // namespace
 }  // namespace bwdconv::ops
 
@@ -113,6 +126,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_forced_strategy", &set_forced, pybind11::arg("name"));
   m.def("forced_strategy", &get_forced);
   m.def("strategies", &strategy_names);
+  m.def("served_counts", &served_counts);
+  m.def("reset_served_counts", &reset_served_counts);
   m.def("plan", &plan_dict, pybind11::arg("input_size"), pybind11::arg("weight_size"),
         pybind11::arg("stride"), pybind11::arg("padding"), pybind11::arg("dilation"),
         pybind11::arg("groups"), pybind11::arg("dtype"), pybind11::arg("channels_last"),

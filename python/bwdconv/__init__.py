@@ -13,6 +13,8 @@ from ._explain import (
     explain,
     force_strategy,
     forced_strategy,
+    reset_served,
+    served,
     strategies,
 )
 from .functional import conv1d, conv2d, conv3d
@@ -31,6 +33,8 @@ __all__ = [
     "force_strategy",
     "forced_strategy",
     "strategies",
+    "served",
+    "reset_served",
 ]
 
 __version__ = "0.1.0"

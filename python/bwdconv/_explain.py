@@ -9,7 +9,15 @@ from torch._prims_common import suggest_memory_format
 from ._args import expand
 from ._library import _C
 
-__all__ = ["explain", "Explanation", "force_strategy", "forced_strategy", "strategies"]
+__all__ = [
+    "explain",
+    "Explanation",
+    "force_strategy",
+    "forced_strategy",
+    "strategies",
+    "served",
+    "reset_served",
+]
 
 _DTYPES = {
     torch.float64: "float64",
@@ -22,6 +30,17 @@ _DTYPES = {
 def strategies():
     """The names of every strategy this build knows."""
     return list(_C.strategies())
+
+
+def served():
+    """How many input and weight gradients each strategy has computed since the
+    last reset_served(): {"input": {"aten": n, ...}, "weight": {...}}."""
+    return _C.served_counts()
+
+
+def reset_served():
+    """Sets every served() count back to zero."""
+    _C.reset_served_counts()
 
 
 class Explanation:

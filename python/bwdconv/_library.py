@@ -24,6 +24,14 @@ def _gradient_memory_format(a, b):
     return torch.contiguous_format
 
 
+def _check_same_device(a, a_name, b, b_name):
+    torch._check(
+        a.device == b.device,
+        lambda: f"expected {a_name} and {b_name} on the same device, but got {a_name} on "
+        f"{a.device} and {b_name} on {b.device}",
+    )
+
+
 def _check_backward_operands(grad_output, other, other_name, sizes, sizes_name, stride):
     torch._check(
         grad_output.dim() in (3, 4, 5),
@@ -37,6 +45,7 @@ def _check_backward_operands(grad_output, other, other_name, sizes, sizes_name, 
         len(stride) == grad_output.dim() - 2,
         lambda: f"expected one stride per spatial dim, got stride={list(stride)}",
     )
+    _check_same_device(grad_output, "grad_output", other, other_name)
     torch._check(
         grad_output.dtype == other.dtype,
         lambda: f"grad_output type ({grad_output.dtype}) and {other_name} type "
@@ -46,6 +55,7 @@ def _check_backward_operands(grad_output, other, other_name, sizes, sizes_name, 
 
 @torch.library.register_fake("bwdconv::convolution")
 def _convolution_fake(input, weight, bias, stride, padding, dilation, groups):
+    _check_same_device(input, "input", weight, "weight")
     return torch.ops.aten.convolution.default(
         input, weight, bias, stride, padding, dilation, False, [0] * len(stride), groups
     )

@@ -30,6 +30,7 @@ TEST(Plan, StrategyNamesRoundTrip) {
     EXPECT_EQ(*parsed, strategy);
   }
   EXPECT_FALSE(parse_strategy("no_such_strategy").has_value());
+  EXPECT_EQ(all_strategies().size(), kStrategyCount);
   EXPECT_NE(known_strategy_names().find("aten"), std::string::npos);
 }
 

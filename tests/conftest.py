@@ -1,0 +1,22 @@
+import pytest
+import torch
+
+import bwdconv
+
+
+@pytest.fixture(autouse=True)
+def restore_bwdconv_state():
+    """Every test starts and ends with bwdconv disabled and no strategy forced."""
+    bwdconv.disable()
+    yield
+    bwdconv.disable()
+    bwdconv._explain._C.set_forced_strategy(None)
+
+
+def aten_gradients(grad_output, input, weight, stride, padding, dilation, groups):
+    """Reference input and weight gradients from aten.convolution_backward."""
+    grad_input, grad_weight, _ = torch.ops.aten.convolution_backward(
+        grad_output, input, weight, None, stride, padding, dilation, False,
+        [0] * len(stride), groups, [True, True, False],
+    )
+    return grad_input, grad_weight

@@ -1,0 +1,113 @@
+"""torch.compile with bwdconv enabled, and the process-wide aten scope."""
+
+import pytest
+import torch
+from torch import nn
+
+import bwdconv
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 1, stride=2, bias=False)
+        self.conv3 = nn.Conv2d(8, 4, 3, padding=1, groups=4, padding_mode="reflect")
+
+    def forward(self, x):
+        return self.conv3(torch.relu(self.conv2(torch.relu(self.conv1(x)))))
+
+
+def gradients(model, x):
+    model.zero_grad()
+    x = x.detach().requires_grad_(True)
+    model(x).square().mean().backward()
+    return [x.grad] + [p.grad.clone() for p in model.parameters()]
+
+
+def assert_all_close(ours, expected):
+    for a, b in zip(ours, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_compiled_fullgraph_functional_scope(dynamic):
+    torch.manual_seed(0)
+    model = Net()
+    x = torch.randn(2, 3, 16, 16)
+    expected = gradients(model, x)
+    torch._dynamo.reset()
+    bwdconv.enable()
+    compiled = torch.compile(model, fullgraph=True, dynamic=dynamic, backend="aot_eager")
+    assert_all_close(gradients(compiled, x), expected)
+    if dynamic:  # a second batch size and image size reuse the dynamic graph
+        x2 = torch.randn(3, 3, 20, 18)
+        bwdconv.disable()
+        expected2 = gradients(model, x2)
+        bwdconv.enable()
+        assert_all_close(gradients(compiled, x2), expected2)
+
+
+def test_compiled_graph_contains_bwdconv_ops():
+    bwdconv.enable()
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    torch._dynamo.reset()
+    compiled = torch.compile(Net(), fullgraph=True, backend=backend)
+    compiled(torch.randn(1, 3, 8, 8))
+    assert any(target.startswith("bwdconv.convolution") for target in seen), seen
+
+
+def test_compiled_with_inductor_functional_scope():
+    torch.manual_seed(0)
+    model = Net()
+    x = torch.randn(2, 3, 16, 16)
+    expected = gradients(model, x)
+    torch._dynamo.reset()
+    with bwdconv.enabled():
+        compiled = torch.compile(model, fullgraph=True)
+        assert_all_close(gradients(compiled, x), expected)
+
+
+def test_aten_scope_eager_matches_and_is_planned():
+    torch.manual_seed(0)
+    model = Net().double()
+    x = torch.randn(2, 3, 12, 12, dtype=torch.double)
+    expected = gradients(model, x)
+    assert not bwdconv.is_enabled("aten")
+    bwdconv.enable("aten")
+    assert bwdconv.is_enabled("aten") and not bwdconv.is_enabled("functional")
+    bwdconv.reset_served()
+    ours = gradients(model, x)
+    served = bwdconv.served()
+    # x requires grad, so every conv computes both gradients.
+    assert served["input"]["aten"] == 3 and served["weight"]["aten"] == 3
+    bwdconv.disable("aten")
+    assert not bwdconv.is_enabled("aten")
+    bwdconv.reset_served()
+    gradients(model, x)
+    assert bwdconv.served()["input"]["aten"] == 0
+    for a, b in zip(ours, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_aten_scope_compiled_with_inductor():
+    torch.manual_seed(0)
+    model = Net()
+    x = torch.randn(2, 3, 16, 16)
+    expected = gradients(model, x)
+    torch._dynamo.reset()
+    with bwdconv.enabled("aten"):
+        bwdconv.reset_served()
+        compiled = torch.compile(model)
+        assert_all_close(gradients(compiled, x), expected)
+        assert bwdconv.served()["weight"]["aten"] == 3  # inductor's extern calls were planned
+        channels_last = model.to(memory_format=torch.channels_last)
+        xc = x.to(memory_format=torch.channels_last)
+        torch._dynamo.reset()
+        compiled_cl = torch.compile(channels_last)
+        assert_all_close(gradients(compiled_cl, xc), expected)
