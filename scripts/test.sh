@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite from nothing: setup, then the torch-free layers with
+# CMake (GoogleTest under CTest; csrc/hip compiled by nvcc and hipcc), then pytest.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bash "$ROOT/scripts/setup.sh"
+BWDCONV_VENV="${BWDCONV_VENV:-$HOME/.cache/bwdconv/venv}"
+BUILD="${BWDCONV_CMAKE_BUILD:-$ROOT/build/cmake}"
+
+cmake_flags=(-G Ninja -DBWDCONV_BUILD_TESTS=ON -DBWDCONV_HIP=ON)
+if command -v nvcc >/dev/null 2>&1; then
+  cmake_flags+=(-DBWDCONV_CUDA=ON -DCMAKE_CUDA_COMPILER="$(command -v nvcc)")
+else
+  echo "== nvcc not found: csrc/hip is not compiled for CUDA by CMake"
+fi
+
+echo "== cmake: csrc/dispatch + GoogleTest, csrc/hip with nvcc and hipcc"
+start=$SECONDS
+cmake -S "$ROOT" -B "$BUILD" "${cmake_flags[@]}"
+if ! cmake --build "$BUILD" -j "$(nproc)" -v > "$BUILD/build.log" 2>&1; then
+  cat "$BUILD/build.log"
+  exit 1
+fi
+grep -E "^\[[0-9]+/[0-9]+\] .*(nvcc|hipcc)" "$BUILD/build.log" || true  # show both kernel compiles
+echo "== cmake build took $((SECONDS - start)) s"
+
+echo "== ctest"
+(cd "$BUILD" && ctest --output-on-failure)
+
+echo "== pytest"
+cd "$ROOT"
+"$BWDCONV_VENV/bin/python" -m pytest tests -q -p no:cacheprovider "$@"
