@@ -41,7 +41,8 @@ build_extension() {
   local start=$SECONDS
   (cd "$ROOT" && MAX_JOBS="${MAX_JOBS:-$(nproc)}" \
     "$BWDCONV_VENV/bin/pip" install -q -e . --no-build-isolation)
-  echo "== extension built in $((SECONDS - start)) s"
+  echo "== extension built in $((SECONDS - start)) s; $(cd /tmp && "$BWDCONV_VENV/bin/python" -c \
+    'import torch, bwdconv; print("torch", torch.__version__, "- csrc/hip kernels in the extension:", bwdconv._library._C.gpu_kernels)')"
 }
 
 install_system_packages

@@ -65,7 +65,8 @@ def test_backward_weight_errors():
         op(dy, x4.double(), [8, 4, 3, 3], [2, 2], [0, 0], [1, 1], 1)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device")
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_device_mismatch():
     with pytest.raises(RuntimeError, match="on the same device"):
         conv(weight=w4.cuda())

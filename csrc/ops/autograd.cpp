@@ -102,65 +102,56 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
   }
 };
 
-class BackwardInputFunction : public torch::autograd::Function<BackwardInputFunction> {
+// The two backward ops: `operand` is the weight (Adjoint::input: the op
+// computes dx) or the input (Adjoint::weight: the op computes dw).
+enum class Adjoint { input, weight };
+
+at::Tensor call_backward(Adjoint adjoint, const at::Tensor& grad_output,
+                         const at::Tensor& operand, c10::SymIntArrayRef size,
+                         const SavedParams& p) {
+  return adjoint == Adjoint::input
+             ? call_backward_input(grad_output, operand, size, p.stride, p.padding, p.dilation,
+                                   p.groups)
+             : call_backward_weight(grad_output, operand, size, p.stride, p.padding,
+                                    p.dilation, p.groups);
+}
+
+template <Adjoint kAdjoint>
+class BackwardFunction : public torch::autograd::Function<BackwardFunction<kAdjoint>> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_output,
-                            const at::Tensor& weight, c10::SymIntArrayRef input_size,
+                            const at::Tensor& operand, c10::SymIntArrayRef size,
                             at::IntArrayRef stride, at::IntArrayRef padding,
                             at::IntArrayRef dilation, int64_t groups) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({grad_output, weight});
-    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
-    return call_backward_input(grad_output, weight, input_size, stride, padding, dilation,
-                               groups);
+    ctx->save_for_backward({grad_output, operand});
+    const SavedParams p{stride.vec(), padding.vec(), dilation.vec(), groups};
+    p.save(ctx);
+    return call_backward(kAdjoint, grad_output, operand, size, p);
   }
 
+  // g is the gradient with respect to this op's output (a dx for
+  // Adjoint::input, a dw for Adjoint::weight).
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &grad_output = saved[0], &weight = saved[1];
+    const at::Tensor &grad_output = saved[0], &operand = saved[1];
     const auto p = SavedParams::load(ctx);
-    const at::Tensor& grad = grads[0];
-    at::Tensor grad_grad_output, grad_weight;
+    const at::Tensor& g = grads[0];
+    constexpr bool computes_dx = kAdjoint == Adjoint::input;
+    at::Tensor grad_grad_output, grad_operand;
     if (ctx->needs_input_grad(0)) {
-      grad_grad_output =
-          call_convolution(grad, weight, std::nullopt, p.stride, p.padding, p.dilation, p.groups);
+      const at::Tensor& x = computes_dx ? g : operand;
+      const at::Tensor& w = computes_dx ? operand : g;
+      grad_grad_output = call_convolution(x, w, std::nullopt, p.stride, p.padding, p.dilation,
+                                          p.groups);
     }
     if (ctx->needs_input_grad(1)) {
-      grad_weight = call_backward_weight(grad_output, grad, weight.sym_sizes(), p.stride,
-                                         p.padding, p.dilation, p.groups);
+      // dx = bwd_input(dy, w) is linear in w with adjoint w -> bwd_weight(dy, .), and
+      // dw = bwd_weight(dy, x) is linear in x with adjoint x -> bwd_input(dy, .).
+      constexpr Adjoint other = computes_dx ? Adjoint::weight : Adjoint::input;
+      grad_operand = call_backward(other, grad_output, g, operand.sym_sizes(), p);
     }
-    return {grad_grad_output, grad_weight, {}, {}, {}, {}, {}};
-  }
-};
-
-class BackwardWeightFunction : public torch::autograd::Function<BackwardWeightFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& grad_output,
-                            const at::Tensor& input, c10::SymIntArrayRef weight_size,
-                            at::IntArrayRef stride, at::IntArrayRef padding,
-                            at::IntArrayRef dilation, int64_t groups) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    ctx->save_for_backward({grad_output, input});
-    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
-    return call_backward_weight(grad_output, input, weight_size, stride, padding, dilation,
-                                groups);
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const at::Tensor &grad_output = saved[0], &input = saved[1];
-    const auto p = SavedParams::load(ctx);
-    const at::Tensor& grad = grads[0];
-    at::Tensor grad_grad_output, grad_input;
-    if (ctx->needs_input_grad(0)) {
-      grad_grad_output =
-          call_convolution(input, grad, std::nullopt, p.stride, p.padding, p.dilation, p.groups);
-    }
-    if (ctx->needs_input_grad(1)) {
-      grad_input = call_backward_input(grad_output, grad, input.sym_sizes(), p.stride,
-                                       p.padding, p.dilation, p.groups);
-    }
-    return {grad_grad_output, grad_input, {}, {}, {}, {}, {}};
+    return {grad_grad_output, grad_operand, {}, {}, {}, {}, {}};
   }
 };
 
@@ -175,16 +166,16 @@ at::Tensor backward_input_autograd(const at::Tensor& grad_output, const at::Tens
                                    c10::SymIntArrayRef input_size, at::IntArrayRef stride,
                                    at::IntArrayRef padding, at::IntArrayRef dilation,
                                    int64_t groups) {
-  return BackwardInputFunction::apply(grad_output, weight, input_size, stride, padding,
-                                      dilation, groups);
+  return BackwardFunction<Adjoint::input>::apply(grad_output, weight, input_size, stride,
+                                                 padding, dilation, groups);
 }
 
 at::Tensor backward_weight_autograd(const at::Tensor& grad_output, const at::Tensor& input,
                                     c10::SymIntArrayRef weight_size, at::IntArrayRef stride,
                                     at::IntArrayRef padding, at::IntArrayRef dilation,
                                     int64_t groups) {
-  return BackwardWeightFunction::apply(grad_output, input, weight_size, stride, padding,
-                                       dilation, groups);
+  return BackwardFunction<Adjoint::weight>::apply(grad_output, input, weight_size, stride,
+                                                  padding, dilation, groups);
 }
 
 }  // namespace
