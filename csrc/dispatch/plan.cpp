@@ -7,6 +7,11 @@ namespace bwdconv {
 const char* strategy_name(Strategy strategy) {
   switch (strategy) {
     case Strategy::aten: return "aten";
+    case Strategy::swap1x1: return "swap1x1";
+    case Strategy::scatter: return "scatter";
+    case Strategy::phase: return "phase";
+    case Strategy::phase_stacked: return "phase_stacked";
+    case Strategy::splitk: return "splitk";
   }
   return "unknown";
 }
@@ -15,7 +20,10 @@ const char* gradient_name(Gradient gradient) {
   return gradient == Gradient::input ? "input" : "weight";
 }
 
-std::vector<Strategy> all_strategies() { return {Strategy::aten}; }
+std::vector<Strategy> all_strategies() {
+  return {Strategy::aten,  Strategy::swap1x1,       Strategy::scatter,
+          Strategy::phase, Strategy::phase_stacked, Strategy::splitk};
+}
 
 std::optional<Strategy> parse_strategy(const std::string& name) {
   for (Strategy strategy : all_strategies()) {
@@ -34,19 +42,123 @@ std::string known_strategy_names() {
 
 namespace {
 
-GradientPlan plan_gradient(const ConvGeometry&, Gradient, std::optional<Strategy> forced) {
-  if (forced) return {*forced, std::string("forced: ") + strategy_name(*forced)};
-  return {Strategy::aten, "aten serves every shape; no specialised strategy is enabled"};
+bool all_equal_to(const SpatialSizes& sizes, int spatial_dims, int64_t value) {
+  for (int i = 0; i < spatial_dims; ++i) {
+    if (sizes[i] != value) return false;
+  }
+  return true;
+}
+
+bool computes_input_only(Strategy s) {
+  return s == Strategy::swap1x1 || s == Strategy::scatter || s == Strategy::phase ||
+         s == Strategy::phase_stacked;
+}
+
+int64_t input_elements(const ConvGeometry& g) {
+  int64_t elements = g.batch * g.in_channels;
+  for (int i = 0; i < g.spatial_dims; ++i) elements *= g.input[i];
+  return elements;
+}
+
+// Below this many dx elements, launches and passes dominate: one stacked
+// convolution beats stride^d separate ones. A starting point, to be tuned.
+constexpr int64_t kSmallInputGradient = int64_t{1} << 16;
+
+// The default strategy for the input gradient and why (simple rules; the
+// measured choice replaces them later).
+std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
+                                              const std::vector<Phase>& phases) {
+  if (all_equal_to(g.stride, g.spatial_dims, 1)) {
+    return {Strategy::aten, "stride 1: there are no inserted zeros to skip"};
+  }
+  if (all_equal_to(g.filter, g.spatial_dims, 1)) {
+    return {Strategy::swap1x1,
+            "1x1 filter with stride > 1: a GEMM on the small grad_output, then a strided "
+            "scatter of the small result"};
+  }
+  if (input_elements(g) <= kSmallInputGradient &&
+      !refusal(Strategy::phase_stacked, Gradient::input, g, phases)) {
+    return {Strategy::phase_stacked,
+            "small problem: all phases in one stride-1 convolution, then one interleave pass"};
+  }
+  return {Strategy::phase,
+          "stride > 1: one stride-1 sub-convolution per non-empty phase, no work on "
+          "inserted zeros"};
+}
+
+std::pair<Strategy, std::string> choose_weight(const ConvGeometry& g) {
+  if (auto why_not = splitk_not_worth_it(g)) {
+    return {Strategy::aten, "splitting the reduction is not expected to pay: " + *why_not};
+  }
+  return {Strategy::splitk,
+          "long reduction next to a small weight gradient: split it into chunks"};
+}
+
+GradientPlan plan_gradient(Gradient gradient, const ConvGeometry& g,
+                           const std::vector<Phase>& phases, std::optional<Strategy> forced) {
+  GradientPlan plan;
+  if (forced && !refusal(*forced, gradient, g, phases)) {
+    plan.strategy = *forced;
+    plan.reason = std::string("forced: ") + strategy_name(*forced);
+  } else {
+    auto [strategy, reason] =
+        gradient == Gradient::input ? choose_input(g, phases) : choose_weight(g);
+    plan.strategy = strategy;
+    plan.reason = reason;
+  }
+  for (Strategy strategy : all_strategies()) {
+    Candidate c;
+    c.strategy = strategy;
+    if (auto why_not = refusal(strategy, gradient, g, phases)) {
+      c.reason = *why_not;
+    } else {
+      c.serves = true;
+      c.reason = strategy == plan.strategy
+                     ? "chosen: " + plan.reason
+                     : std::string("ranked below ") + strategy_name(plan.strategy);
+    }
+    plan.candidates.push_back(c);
+  }
+  return plan;
 }
 
 }  // namespace
+
+std::optional<std::string> refusal(Strategy strategy, Gradient gradient, const ConvGeometry& g,
+                                   const std::vector<Phase>& phases) {
+  if (gradient == Gradient::weight && computes_input_only(strategy)) {
+    return "computes the input gradient only";
+  }
+  if (gradient == Gradient::input && strategy == Strategy::splitk) {
+    return "computes the weight gradient only";
+  }
+  if (strategy == Strategy::swap1x1 && !all_equal_to(g.filter, g.spatial_dims, 1)) {
+    return "the filter " + format_sizes(g.filter, g.spatial_dims) +
+           " is not 1x1 (swap1x1 needs a filter of size 1 in every spatial dim)";
+  }
+  if (strategy == Strategy::phase_stacked) return phase_stacked_refusal(g, phases);
+  return std::nullopt;
+}
 
 Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced) {
   if (auto error = find_geometry_error(geometry)) throw std::invalid_argument(*error);
   Plan plan;
   plan.geometry = geometry;
-  plan.input = plan_gradient(geometry, Gradient::input, forced);
-  plan.weight = plan_gradient(geometry, Gradient::weight, forced);
+  plan.phases = enumerate_phases(geometry);
+  if (forced && refusal(*forced, Gradient::input, geometry, plan.phases) &&
+      refusal(*forced, Gradient::weight, geometry, plan.phases)) {
+    throw std::invalid_argument(
+        std::string("strategy ") + strategy_name(*forced) + " cannot serve this shape: " +
+        *refusal(*forced, Gradient::input, geometry, plan.phases) + " (input gradient); " +
+        *refusal(*forced, Gradient::weight, geometry, plan.phases) + " (weight gradient)");
+  }
+  plan.input = plan_gradient(Gradient::input, geometry, plan.phases, forced);
+  plan.weight = plan_gradient(Gradient::weight, geometry, plan.phases, forced);
+  plan.scatter = make_scatter_geometry(geometry);
+  if (!phase_stacked_refusal(geometry, plan.phases)) {
+    plan.stacked = make_stacked_geometry(geometry, plan.phases);
+  }
+  plan.splitk = make_splitk_geometry(geometry);
   return plan;
 }
 

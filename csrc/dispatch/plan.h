@@ -1,4 +1,7 @@
-// The planner: which strategy computes each gradient of a convolution, and why.
+// The planner: which strategy computes each gradient of a convolution, why,
+// and why every other strategy was refused or ranked lower. The plan also
+// carries the geometry each strategy needs, so that the CPU implementations
+// and the GPU kernels read it from one place.
 #pragma once
 
 #include <cstddef>
@@ -7,12 +10,16 @@
 #include <vector>
 
 #include "geometry.h"
+#include "phase.h"
+#include "phase_stacked.h"
+#include "scatter.h"
+#include "splitk.h"
 
 namespace bwdconv {
 
 // Strategy names are the words used in code, CLI, environment and docs.
-enum class Strategy { aten };
-constexpr size_t kStrategyCount = 1;  // the number of Strategy values
+enum class Strategy { aten, swap1x1, scatter, phase, phase_stacked, splitk };
+constexpr size_t kStrategyCount = 6;  // the number of Strategy values
 
 enum class Gradient { input, weight };
 
@@ -20,28 +27,45 @@ const char* strategy_name(Strategy strategy);
 const char* gradient_name(Gradient gradient);
 // The strategy called `name`, or nothing when no strategy has that name.
 std::optional<Strategy> parse_strategy(const std::string& name);
-// "aten" or, with more strategies, "aten, phase, ...": for error messages.
+// "aten, swap1x1, ...": for error messages.
 std::string known_strategy_names();
 std::vector<Strategy> all_strategies();
+
+// Why `strategy` cannot compute `gradient` of the geometry, or nothing when it can.
+std::optional<std::string> refusal(Strategy strategy, Gradient gradient,
+                                   const ConvGeometry& geometry,
+                                   const std::vector<Phase>& phases);
+
+struct Candidate {
+  Strategy strategy = Strategy::aten;
+  bool serves = false;  // false: refused, and `reason` says why
+  std::string reason;   // refused, chosen, or ranked lower: why
+};
 
 struct GradientPlan {
   Strategy strategy = Strategy::aten;
   std::string reason;
+  std::vector<Candidate> candidates;  // every strategy, chosen one included
 };
 
 struct Plan {
   ConvGeometry geometry;
   GradientPlan input;
   GradientPlan weight;
+  std::vector<Phase> phases;  // every phase, empty ones included
+  ScatterGeometry scatter;
+  StackedGeometry stacked;    // filled when phase_stacked can serve
+  SplitKGeometry splitk;
 
   const GradientPlan& of(Gradient gradient) const {
     return gradient == Gradient::input ? input : weight;
   }
 };
 
-// Plans both gradients of a valid geometry (see find_geometry_error). A forced
-// strategy is used for every gradient it can serve; make_plan throws
-// std::invalid_argument naming the reason when it can serve neither.
+// Plans both gradients of a geometry; throws std::invalid_argument for an
+// invalid geometry (see find_geometry_error). A forced strategy is used for
+// every gradient it can serve, the other gradient is planned freely; when it
+// can serve neither, make_plan throws std::invalid_argument with its reasons.
 Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced = std::nullopt);
 
 }  // namespace bwdconv

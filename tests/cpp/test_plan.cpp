@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <random>
 #include <stdexcept>
 
 #include "dispatch/plan.h"
@@ -7,18 +8,22 @@
 namespace bwdconv {
 namespace {
 
-ConvGeometry small_conv3d() {
+ConvGeometry conv(int dims, int64_t size, int64_t filter, int64_t stride, int64_t padding,
+                  int64_t batch = 1, int64_t channels = 2, int64_t groups = 1) {
   ConvGeometry g;
-  g.spatial_dims = 3;
-  g.batch = 1;
-  g.in_channels = 2;
-  g.out_channels = 2;
-  g.filter_in_channels = 2;
-  g.input = {5, 6, 7};
-  g.filter = {3, 3, 3};
-  g.stride = {2, 2, 2};
-  g.padding = {1, 1, 1};
-  g.dilation = {1, 1, 1};
+  g.spatial_dims = dims;
+  g.batch = batch;
+  g.in_channels = channels;
+  g.out_channels = channels;
+  g.groups = groups;
+  g.filter_in_channels = channels / groups;
+  for (int i = 0; i < dims; ++i) {
+    g.input[i] = size;
+    g.filter[i] = filter;
+    g.stride[i] = stride;
+    g.padding[i] = padding;
+    g.dilation[i] = 1;
+  }
   derive_output_sizes(g);
   return g;
 }
@@ -31,30 +36,104 @@ TEST(Plan, StrategyNamesRoundTrip) {
   }
   EXPECT_FALSE(parse_strategy("no_such_strategy").has_value());
   EXPECT_EQ(all_strategies().size(), kStrategyCount);
-  EXPECT_NE(known_strategy_names().find("aten"), std::string::npos);
+  EXPECT_EQ(known_strategy_names(), "aten, swap1x1, scatter, phase, phase_stacked, splitk");
 }
 
-TEST(Plan, EveryGradientHasAStrategyAndAReason) {
-  const Plan plan = make_plan(small_conv3d());
+TEST(Plan, EveryStrategyIsAccountedForWithAReason) {
+  const Plan plan = make_plan(conv(3, 7, 3, 2, 1));
   for (Gradient gradient : {Gradient::input, Gradient::weight}) {
-    EXPECT_EQ(plan.of(gradient).strategy, Strategy::aten);
-    EXPECT_FALSE(plan.of(gradient).reason.empty());
+    const GradientPlan& gp = plan.of(gradient);
+    EXPECT_FALSE(gp.reason.empty());
+    ASSERT_EQ(gp.candidates.size(), kStrategyCount);
+    int chosen = 0;
+    for (const Candidate& c : gp.candidates) {
+      EXPECT_FALSE(c.reason.empty()) << strategy_name(c.strategy);
+      if (c.strategy == gp.strategy) {
+        EXPECT_TRUE(c.serves);
+        ++chosen;
+      }
+    }
+    EXPECT_EQ(chosen, 1);
   }
 }
 
-TEST(Plan, ForcedStrategyIsRecorded) {
-  const Plan plan = make_plan(small_conv3d(), Strategy::aten);
-  EXPECT_NE(plan.input.reason.find("forced"), std::string::npos);
+TEST(Plan, DefaultChoices) {
+  EXPECT_EQ(make_plan(conv(2, 9, 3, 1, 1)).input.strategy, Strategy::aten);
+  EXPECT_EQ(make_plan(conv(2, 50, 1, 2, 0)).input.strategy, Strategy::swap1x1);
+  const Plan strided = make_plan(conv(2, 9, 3, 2, 1));
+  EXPECT_TRUE(strided.input.strategy == Strategy::phase ||
+              strided.input.strategy == Strategy::phase_stacked);
+}
+
+TEST(Plan, SeedSplitKShapeSplitsAndSmallReductionsDoNot) {
+  // convbfp16 -n 16 -c 16 -H 225 -W 225 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -F 4
+  ConvGeometry seed = conv(2, 225, 3, 1, 1, 16, 16);
+  seed.out_channels = 64;
+  derive_output_sizes(seed);
+  const Plan plan = make_plan(seed);
+  EXPECT_EQ(plan.weight.strategy, Strategy::splitk) << plan.weight.reason;
+  EXPECT_GE(plan.splitk.chunks(), 2);
+  EXPECT_EQ(make_plan(conv(2, 9, 3, 1, 1)).weight.strategy, Strategy::aten);
+}
+
+TEST(Plan, ForcedStrategyServesWhatItCanAndRefusesOtherwise) {
+  const Plan forced = make_plan(conv(2, 9, 3, 2, 1), Strategy::scatter);
+  EXPECT_EQ(forced.input.strategy, Strategy::scatter);
+  EXPECT_NE(forced.input.reason.find("forced"), std::string::npos);
+  EXPECT_NE(forced.weight.strategy, Strategy::scatter);
+  try {
+    make_plan(conv(2, 9, 3, 2, 1), Strategy::swap1x1);
+    FAIL() << "swap1x1 was forced on a 3x3 filter";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("is not 1x1"), std::string::npos) << error.what();
+  }
+}
+
+TEST(Plan, StackedRefusedOnlyForMisalignedDilation) {
+  ConvGeometry g = conv(1, 20, 4, 2, 0);
+  g.dilation[0] = 3;
+  derive_output_sizes(g);
+  const Plan plan = make_plan(g);
+  EXPECT_TRUE(refusal(Strategy::phase_stacked, Gradient::input, g, plan.phases).has_value());
+  EXPECT_NE(plan.input.strategy, Strategy::phase_stacked);
+}
+
+TEST(Plan, GroupsDoNotChangeThePhases) {
+  const Plan grouped = make_plan(conv(2, 9, 3, 2, 1, 2, 8, 4));
+  const Plan plain = make_plan(conv(2, 9, 3, 2, 1, 2, 8, 1));
+  ASSERT_EQ(grouped.phases.size(), plain.phases.size());
+  for (size_t i = 0; i < grouped.phases.size(); ++i) {
+    EXPECT_EQ(grouped.phases[i].tap_count(), plain.phases[i].tap_count());
+  }
 }
 
 TEST(Plan, InvalidGeometryThrowsWithTheReason) {
-  ConvGeometry g = small_conv3d();
+  ConvGeometry g = conv(3, 7, 3, 2, 1);
   g.stride[1] = 0;
   try {
     make_plan(g);
     FAIL() << "make_plan accepted stride 0";
   } catch (const std::invalid_argument& error) {
     EXPECT_NE(std::string(error.what()).find("non-positive stride"), std::string::npos);
+  }
+}
+
+TEST(Plan, RandomGeometriesAlwaysPlan) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int dims = 1 + rng() % 3;
+    ConvGeometry g = conv(dims, 1, 1, 1, 0, 1 + rng() % 4, 1 + rng() % 8);
+    for (int i = 0; i < dims; ++i) {
+      g.filter[i] = 1 + rng() % 4;
+      g.stride[i] = 1 + rng() % 4;
+      g.dilation[i] = 1 + rng() % 3;
+      g.padding[i] = rng() % 3;
+      g.input[i] = std::max<int64_t>(1, g.dilated_filter(i) - 2 * g.padding[i]) + rng() % 6;
+    }
+    derive_output_sizes(g);
+    const Plan plan = make_plan(g);
+    EXPECT_FALSE(refusal(plan.input.strategy, Gradient::input, g, plan.phases));
+    EXPECT_FALSE(refusal(plan.weight.strategy, Gradient::weight, g, plan.phases));
   }
 }
 
