@@ -37,7 +37,8 @@ def gpu_toolchain():
 
 def extension():
     toolchain = gpu_toolchain()
-    cxx_flags = ["-std=c++17", "-O0" if DEBUG else "-O3", "-g" if DEBUG else "-DNDEBUG"]
+    # The C++ standard is torch's choice (C++17 up to torch 2.10, C++20 after).
+    cxx_flags = ["-O0" if DEBUG else "-O3", "-g" if DEBUG else "-DNDEBUG"]
     include_dirs = [os.path.join(ROOT, "csrc")]
     files = sources("csrc/ops/*.cpp") + sources("csrc/dispatch/*.cpp")
     if toolchain is None:
@@ -49,10 +50,10 @@ def extension():
     if toolchain == "cuda":
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
         defines.append("-DBWDCONV_WITH_CUDA")
-        device_flags = ["-O3", "--expt-relaxed-constexpr", "-std=c++17"]
+        device_flags = ["-O3", "--expt-relaxed-constexpr"]
     else:
         os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx90a;gfx940")
-        device_flags = ["-O3", "-std=c++17"]
+        device_flags = ["-O3"]
     return cpp_extension.CUDAExtension(
         "bwdconv._C",
         files,
