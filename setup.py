@@ -37,7 +37,7 @@ def gpu_toolchain():
 
 def extension():
     toolchain = gpu_toolchain()
-    # The C++ standard is torch's choice (C++17 up to torch 2.10, C++20 after).
+    # The C++ standard is torch's choice (newer releases need C++20).
     cxx_flags = ["-O0" if DEBUG else "-O3", "-g" if DEBUG else "-DNDEBUG"]
     include_dirs = [os.path.join(ROOT, "csrc")]
     files = sources("csrc/ops/*.cpp") + sources("csrc/dispatch/*.cpp")
