@@ -3,9 +3,15 @@
 #include <array>
 #include <atomic>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 #include "ops/aten.h"
+#include "ops/phase.h"
+#include "ops/phase_stacked.h"
+#include "ops/scatter.h"
+#include "ops/splitk.h"
+#include "ops/swap1x1.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -48,7 +54,13 @@ void reset_served_counts() {
   }
 }
 
-Plan plan_for(const ConvGeometry& geometry) { return make_plan(geometry, forced_strategy()); }
+Plan plan_for(const ConvGeometry& geometry) {
+  try {
+    return make_plan(geometry, forced_strategy());
+  } catch (const std::invalid_argument& error) {
+    TORCH_CHECK_VALUE(false, "bwdconv: ", error.what());
+  }
+}
 
 at::Tensor compute_grad_bias(const at::Tensor& grad_output) {
   std::vector<int64_t> dims{0};
@@ -59,25 +71,44 @@ at::Tensor compute_grad_bias(const at::Tensor& grad_output) {
 at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
                               const at::Tensor& weight, at::IntArrayRef input_sizes,
                               const ConvParams& params) {
-  served_counter(Gradient::input, plan.input.strategy)++;
+  const Strategy strategy = plan.input.strategy;
+  served_counter(Gradient::input, strategy)++;
+  const at::MemoryFormat format = gradient_memory_format(grad_output, weight);
   at::Tensor grad_input;
-  switch (plan.input.strategy) {
+  switch (strategy) {
     case Strategy::aten:
       grad_input = aten_grad_input(grad_output, weight, input_sizes, params);
       break;
+    case Strategy::swap1x1:
+      grad_input = swap1x1_grad_input(plan, grad_output, weight, input_sizes, params, format);
+      break;
+    case Strategy::scatter:
+      grad_input = scatter_grad_input(plan, grad_output, weight, params, format);
+      break;
+    case Strategy::phase:
+      grad_input = phase_grad_input(plan, grad_output, weight, input_sizes, params, format);
+      break;
+    case Strategy::phase_stacked:
+      grad_input = phase_stacked_grad_input(plan, grad_output, weight, params, format);
+      break;
+    case Strategy::splitk:
+      TORCH_INTERNAL_ASSERT(false, "splitk planned for an input gradient");
   }
-  return grad_input.contiguous(gradient_memory_format(grad_output, weight));
+  return grad_input.contiguous(format);
 }
 
 at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& input, at::IntArrayRef weight_sizes,
                                const ConvParams& params) {
-  served_counter(Gradient::weight, plan.weight.strategy)++;
+  const Strategy strategy = plan.weight.strategy;
+  served_counter(Gradient::weight, strategy)++;
   at::Tensor grad_weight;
-  switch (plan.weight.strategy) {
-    case Strategy::aten:
-      grad_weight = aten_grad_weight(grad_output, input, weight_sizes, params);
-      break;
+  if (strategy == Strategy::splitk) {
+    grad_weight = splitk_grad_weight(plan, grad_output, input, weight_sizes, params);
+  } else {
+    TORCH_INTERNAL_ASSERT(strategy == Strategy::aten, strategy_name(strategy),
+                          " planned for a weight gradient");
+    grad_weight = aten_grad_weight(grad_output, input, weight_sizes, params);
   }
   return grad_weight.contiguous(gradient_memory_format(input, grad_output));
 }

@@ -59,6 +59,68 @@ pybind11::dict gradient_dict(const GradientPlan& plan) {
   pybind11::dict entry;
   entry["strategy"] = strategy_name(plan.strategy);
   entry["reason"] = plan.reason;
+  pybind11::list candidates;
+  for (const Candidate& c : plan.candidates) {
+    pybind11::dict candidate;
+    candidate["strategy"] = strategy_name(c.strategy);
+    candidate["serves"] = c.serves;
+    candidate["reason"] = c.reason;
+    candidates.append(candidate);
+  }
+  entry["candidates"] = candidates;
+  return entry;
+}
+
+// One list per field, one value per spatial dim.
+template <typename Dim, typename Field>
+pybind11::list per_dim(const Dim* dims, int spatial_dims, Field field) {
+  pybind11::list values;
+  for (int i = 0; i < spatial_dims; ++i) values.append(field(dims[i]));
+  return values;
+}
+
+pybind11::list phases_list(const Plan& plan) {
+  const int n = plan.geometry.spatial_dims;
+  pybind11::list phases;
+  for (const Phase& phase : plan.phases) {
+    const PhaseDim* d = phase.dims.data();
+    pybind11::dict entry;
+    entry["residue"] = per_dim(d, n, [](const PhaseDim& p) { return p.residue; });
+    entry["taps"] = per_dim(d, n, [](const PhaseDim& p) { return p.tap_count; });
+    entry["empty"] = phase.empty();
+    entry["first_tap"] = per_dim(d, n, [](const PhaseDim& p) { return p.first_tap; });
+    entry["tap_step"] = per_dim(d, n, [](const PhaseDim& p) { return p.tap_step; });
+    entry["sub_dilation"] = per_dim(d, n, [](const PhaseDim& p) { return p.sub_dilation; });
+    entry["conv_padding"] = per_dim(d, n, [](const PhaseDim& p) { return p.conv_padding; });
+    entry["slots"] = per_dim(d, n, [](const PhaseDim& p) { return p.slots(); });
+    entry["computed"] = per_dim(d, n, [](const PhaseDim& p) { return p.computed(); });
+    entry["dst_offset"] = per_dim(d, n, [](const PhaseDim& p) { return p.dst_offset; });
+    entry["dst_stride"] = per_dim(d, n, [](const PhaseDim& p) { return p.dst_stride; });
+    phases.append(entry);
+  }
+  return phases;
+}
+
+pybind11::dict scatter_dict(const Plan& plan) {
+  const int n = plan.geometry.spatial_dims;
+  const ScatterDim* d = plan.scatter.dims.data();
+  pybind11::dict entry;
+  entry["lead"] = per_dim(d, n, [](const ScatterDim& s) { return s.lead; });
+  entry["trail"] = per_dim(d, n, [](const ScatterDim& s) { return s.trail; });
+  entry["output_padding"] = per_dim(d, n, [](const ScatterDim& s) { return s.output_padding; });
+  entry["buffer"] = per_dim(d, n, [](const ScatterDim& s) { return s.buffer; });
+  return entry;
+}
+
+pybind11::dict stacked_dict(const Plan& plan) {
+  const int n = plan.geometry.spatial_dims;
+  const StackedDim* d = plan.stacked.dims.data();
+  pybind11::dict entry;
+  entry["phases"] = plan.stacked.stacked_phases.size();
+  entry["padding"] = per_dim(d, n, [](const StackedDim& s) { return s.padding; });
+  entry["filter"] = per_dim(d, n, [](const StackedDim& s) { return s.filter; });
+  entry["sub_dilation"] = per_dim(d, n, [](const StackedDim& s) { return s.sub_dilation; });
+  entry["rows"] = per_dim(d, n, [](const StackedDim& s) { return s.rows; });
   return entry;
 }
 
@@ -92,6 +154,13 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   result["device"] = device_name(g.device);
   result["input"] = gradient_dict(plan.input);
   result["weight"] = gradient_dict(plan.weight);
+  result["phases"] = phases_list(plan);
+  result["scatter"] = scatter_dict(plan);
+  if (!plan.stacked.stacked_phases.empty()) result["phase_stacked"] = stacked_dict(plan);
+  pybind11::dict splitk;
+  splitk["batch_chunks"] = plan.splitk.batch_chunks;
+  splitk["space_chunks"] = plan.splitk.space_chunks;
+  result["splitk"] = splitk;
   return result;
 }
 

@@ -1,0 +1,30 @@
+#include "ops/filter.h"
+
+#include <vector>
+
+namespace bwdconv::ops {
+
+at::Tensor adjoint_filter(const at::Tensor& weight, int64_t groups) {
+  const int64_t out_channels = weight.size(0), in_per_group = weight.size(1);
+  std::vector<int64_t> grouped{groups, out_channels / groups, in_per_group};
+  std::vector<int64_t> swapped{groups * in_per_group, out_channels / groups};
+  std::vector<int64_t> spatial_dims;
+  for (int64_t d = 2; d < weight.dim(); ++d) {
+    grouped.push_back(weight.size(d));
+    swapped.push_back(weight.size(d));
+    spatial_dims.push_back(d);
+  }
+  return weight.reshape(grouped).transpose(1, 2).reshape(swapped).flip(spatial_dims);
+}
+
+at::Tensor phase_adjoint_filter(const at::Tensor& weight, const Phase& phase, int64_t groups) {
+  at::Tensor taps = weight;
+  for (int i = 0; i < phase.spatial_dims; ++i) {
+    const PhaseDim& pd = phase.dims[i];
+    const int64_t last = pd.first_tap + (pd.tap_count - 1) * pd.tap_step;
+    taps = taps.slice(i + 2, pd.first_tap, last + 1, pd.tap_step);
+  }
+  return adjoint_filter(taps, groups);
+}
+
+}  // namespace bwdconv::ops

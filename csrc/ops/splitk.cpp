@@ -1,0 +1,74 @@
+#include "ops/splitk.h"
+
+#include <vector>
+
+#include "ops/aten.h"
+
+namespace bwdconv::ops {
+namespace {
+
+// [begin, end) of chunk `index` when `length` is cut into `chunks` near-equal parts.
+std::pair<int64_t, int64_t> chunk_range(int64_t length, int64_t chunks, int64_t index) {
+  return {length * index / chunks, length * (index + 1) / chunks};
+}
+
+// Input rows [lo, hi) of spatial dim 0 read by output rows [begin, end):
+// o*s + k*d - p for o in the rows and k in the filter.
+std::pair<int64_t, int64_t> input_window(const ConvGeometry& g, std::pair<int64_t, int64_t> rows) {
+  const int64_t s = g.stride[0], p = g.padding[0];
+  return {rows.first * s - p, (rows.second - 1) * s - p + g.dilation[0] * (g.filter[0] - 1) + 1};
+}
+
+// The partial weight gradient of output rows [o_begin, o_end) of spatial dim 0
+// for batch rows [n_begin, n_end): the input rows those outputs read,
+// zero-padded where they fall outside the input, convolved without padding
+// in dim 0 (dw[k] = sum dy[n,o] x[n, o*s + k*d - p]). The window must
+// overlap the input.
+at::Tensor partial_grad_weight(const ConvGeometry& g, const at::Tensor& grad_output,
+                               const at::Tensor& input, at::IntArrayRef weight_sizes,
+                               const ConvParams& params, std::pair<int64_t, int64_t> batch,
+                               std::pair<int64_t, int64_t> rows, at::ScalarType partial) {
+  const auto [lo, hi] = input_window(g, rows);
+  at::Tensor x = input.slice(0, batch.first, batch.second)
+                     .slice(2, std::max<int64_t>(lo, 0), std::min(hi, g.input[0]))
+                     .to(partial);
+  if (lo < 0 || hi > g.input[0]) {
+    std::vector<int64_t> pad(2 * g.spatial_dims, 0);  // last dim first, as constant_pad_nd wants
+    pad[2 * (g.spatial_dims - 1)] = std::max<int64_t>(0, -lo);
+    pad[2 * (g.spatial_dims - 1) + 1] = std::max<int64_t>(0, hi - g.input[0]);
+    x = at::constant_pad_nd(x, pad, 0);
+  }
+  const at::Tensor dy =
+      grad_output.slice(0, batch.first, batch.second).slice(2, rows.first, rows.second).to(partial);
+  std::vector<int64_t> padding(params.padding.begin(), params.padding.end());
+  padding[0] = 0;
+  return aten_grad_weight(dy, x, weight_sizes,
+                          {params.stride, padding, params.dilation, params.groups});
+}
+
+}  // namespace
+
+at::Tensor splitk_grad_weight(const Plan& plan, const at::Tensor& grad_output,
+                              const at::Tensor& input, at::IntArrayRef weight_sizes,
+                              const ConvParams& params) {
+  const ConvGeometry& g = plan.geometry;
+  const SplitKGeometry& sk = plan.splitk;
+  const at::ScalarType partial =
+      grad_output.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor sum = at::zeros(weight_sizes, grad_output.options().dtype(partial));
+  for (int64_t b = 0; b < sk.batch_chunks; ++b) {
+    const auto batch = chunk_range(g.batch, sk.batch_chunks, b);
+    if (batch.first == batch.second) continue;
+    for (int64_t c = 0; c < sk.space_chunks; ++c) {
+      const auto rows = chunk_range(g.output[0], sk.space_chunks, c);
+      const auto [lo, hi] = input_window(g, rows);
+      // Empty rows, or rows that read only padding, add nothing.
+      if (rows.first == rows.second || hi <= 0 || lo >= g.input[0]) continue;
+      sum.add_(partial_grad_weight(g, grad_output, input, weight_sizes, params, batch, rows,
+                                   partial));
+    }
+  }
+  return sum.to(grad_output.scalar_type());
+}
+
+}  // namespace bwdconv::ops

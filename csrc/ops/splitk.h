@@ -1,0 +1,17 @@
+// splitk: the weight gradient with its (batch x output space) reduction split
+// into chunks, each reduced into an fp32 (fp64 for float64) partial, and the
+// partials summed in a fixed order: the same bits on every run.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "dispatch/plan.h"
+#include "ops/geometry.h"
+
+namespace bwdconv::ops {
+
+at::Tensor splitk_grad_weight(const Plan& plan, const at::Tensor& grad_output,
+                              const at::Tensor& input, at::IntArrayRef weight_sizes,
+                              const ConvParams& params);
+
+}  // namespace bwdconv::ops
