@@ -64,8 +64,10 @@ int64_t input_elements(const ConvGeometry& g) {
 // convolution beats stride^d separate ones. A starting point, to be tuned.
 constexpr int64_t kSmallInputGradient = int64_t{1} << 16;
 
-// The default strategy for the input gradient and why (simple rules; the
-// measured choice replaces them later).
+// The default strategy for the input gradient and why. Simple rules until
+// measured choices replace them: on the CPU they follow the first CPU
+// measurement (benchmarks/seed_strategies_cpu.py); on GPUs they follow the
+// seeds' reports (AMD MI355x) until bwdconv's own GPU measurements exist.
 std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
                                               const std::vector<Phase>& phases) {
   if (all_equal_to(g.stride, g.spatial_dims, 1)) {
@@ -75,6 +77,11 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
     return {Strategy::swap1x1,
             "1x1 filter with stride > 1: a GEMM on the small grad_output, then a strided "
             "scatter of the small result"};
+  }
+  if (g.device == DeviceKind::CPU) {
+    return {Strategy::aten,
+            "on the CPU, aten's strided backward matched or beat phase, phase_stacked and "
+            "scatter on the scaled seed shapes"};
   }
   if (input_elements(g) <= kSmallInputGradient &&
       !refusal(Strategy::phase_stacked, Gradient::input, g, phases)) {
@@ -87,6 +94,10 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
 }
 
 std::pair<Strategy, std::string> choose_weight(const ConvGeometry& g) {
+  if (g.device == DeviceKind::CPU) {
+    return {Strategy::aten,
+            "on the CPU, aten's weight gradient beat splitk on the scaled seed shapes"};
+  }
   if (auto why_not = splitk_not_worth_it(g)) {
     return {Strategy::aten, "splitting the reduction is not expected to pay: " + *why_not};
   }

@@ -94,7 +94,7 @@ at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
     case Strategy::splitk:
       TORCH_INTERNAL_ASSERT(false, "splitk planned for an input gradient");
   }
-  return grad_input.contiguous(format);
+  return in_layout(grad_input, format);
 }
 
 at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
@@ -110,7 +110,7 @@ at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                           " planned for a weight gradient");
     grad_weight = aten_grad_weight(grad_output, input, weight_sizes, params);
   }
-  return grad_weight.contiguous(gradient_memory_format(input, grad_output));
+  return in_layout(grad_weight, gradient_memory_format(input, grad_output));
 }
 
 }  // namespace bwdconv::ops

@@ -154,3 +154,14 @@ at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b
 }
 
 }  // namespace bwdconv::ops
+
+namespace bwdconv::ops {
+
+at::Tensor in_layout(const at::Tensor& t, at::MemoryFormat format) {
+  const at::Tensor layout =
+      at::empty(t.sizes(), t.options().device(at::kMeta).memory_format(format));
+  if (t.strides() == layout.strides()) return t;
+  return at::empty_strided(t.sizes(), layout.strides(), t.options()).copy_(t);
+}
+
+}  // namespace bwdconv::ops

@@ -41,17 +41,31 @@ hip::ScatterParams scatter_params(const Plan& plan, const at::Tensor& grad_outpu
   return p;
 }
 
-// The CPU pass: the same index math as the GPU kernel, one element at a time.
+// The CPU pass, row by row along the last dim, with the kernel's index math:
+// a row whose outer coordinates hit an inserted zero is zero throughout.
 template <typename Bits>
-void scatter_on_cpu(const hip::ScatterParams& p, int64_t total) {
+void scatter_on_cpu(const hip::ScatterParams& p) {
   const Bits* src = static_cast<const Bits*>(p.src);
   Bits* dst = static_cast<Bits*>(p.dst);
-  at::parallel_for(0, total, 4096, [&](int64_t begin, int64_t end) {
-    int64_t coords[hip::kMaxTensorDims];
-    for (int64_t linear = begin; linear < end; ++linear) {
-      const int64_t dst_offset = hip::unravel_offset(linear, p.dst_view, coords);
-      const int64_t src_offset = hip::scatter_source_offset(p, coords);
-      dst[dst_offset] = src_offset >= 0 ? src[src_offset] : Bits{0};
+  const int last = p.dst_view.dims - 1;
+  hip::TensorView rows = p.dst_view;  // every dim but the last
+  rows.dims = last;
+  int64_t row_count = 1;
+  for (int d = 0; d < last; ++d) row_count *= rows.sizes[d];
+  const int64_t length = p.dst_view.sizes[last];
+  const int64_t dst_step = p.dst_view.strides[last], src_step = p.src_view.strides[last];
+  const int64_t lead = p.lead[last - 2], stride = p.stride[last - 2];
+  const int64_t src_length = p.src_view.sizes[last];
+  at::parallel_for(0, row_count, 64, [&](int64_t begin, int64_t end) {
+    int64_t coords[hip::kMaxTensorDims] = {};
+    for (int64_t row = begin; row < end; ++row) {
+      Bits* out = dst + hip::unravel_offset(row, rows, coords);
+      coords[last] = lead;  // any position that holds a value in the last dim
+      const int64_t base = src_length > 0 ? hip::scatter_source_offset(p, coords) : -1;
+      for (int64_t j = 0; j < length; ++j) {
+        const int64_t o = base >= 0 ? hip::scatter_source(j, lead, stride, src_length) : -1;
+        out[j * dst_step] = o >= 0 ? src[base + o * src_step] : Bits{0};
+      }
     }
   });
 }
@@ -69,9 +83,9 @@ void fill_buffer(const hip::ScatterParams& p, const at::Tensor& buffer) {
 #endif
   }
   switch (p.element_bytes) {
-    case 2: return scatter_on_cpu<uint16_t>(p, buffer.numel());
-    case 4: return scatter_on_cpu<uint32_t>(p, buffer.numel());
-    case 8: return scatter_on_cpu<uint64_t>(p, buffer.numel());
+    case 2: return scatter_on_cpu<uint16_t>(p);
+    case 4: return scatter_on_cpu<uint32_t>(p);
+    case 8: return scatter_on_cpu<uint64_t>(p);
   }
   TORCH_CHECK(false, "scatter: unsupported element size ", p.element_bytes);
 }

@@ -68,6 +68,11 @@ class Explanation:
     def weight_strategy(self):
         return self._plan["weight"]["strategy"]
 
+    @property
+    def phases(self):
+        """Every phase of the input gradient: residue, taps per dim, empty or not."""
+        return [dict(p) for p in self._plan["phases"]]
+
     def __str__(self):
         p = self._plan
         lines = [
@@ -75,9 +80,20 @@ class Explanation:
             f"stride {p['stride']} padding {p['padding']} dilation {p['dilation']} "
             f"groups {p['groups']} -> output {p['output_size']} "
             f"({p['dtype']}, {p['layout']}, {p['device']})",
-            f"  input gradient:  {p['input']['strategy']} ({p['input']['reason']})",
-            f"  weight gradient: {p['weight']['strategy']} ({p['weight']['reason']})",
         ]
+        for gradient in ("input", "weight"):
+            plan = p[gradient]
+            lines.append(f"  {gradient} gradient: {plan['strategy']} ({plan['reason']})")
+            for c in plan["candidates"]:
+                if c["strategy"] != plan["strategy"]:
+                    verdict = "ranked lower" if c["serves"] else "refused"
+                    lines.append(f"    {c['strategy']}: {verdict}: {c['reason']}")
+        phases = p["phases"]
+        empty = sum(ph["empty"] for ph in phases)
+        taps = ", ".join("x".join(map(str, ph["taps"])) for ph in phases if not ph["empty"])
+        lines.append(
+            f"  phases: {len(phases)} ({len(phases) - empty} with taps {taps}; {empty} empty)"
+        )
         return "\n".join(lines)
 
     __repr__ = __str__

@@ -11,6 +11,7 @@ namespace {
 ConvGeometry conv(int dims, int64_t size, int64_t filter, int64_t stride, int64_t padding,
                   int64_t batch = 1, int64_t channels = 2, int64_t groups = 1) {
   ConvGeometry g;
+  g.device = DeviceKind::CUDA;
   g.spatial_dims = dims;
   g.batch = batch;
   g.in_channels = channels;
@@ -57,12 +58,21 @@ TEST(Plan, EveryStrategyIsAccountedForWithAReason) {
   }
 }
 
-TEST(Plan, DefaultChoices) {
+TEST(Plan, DefaultChoicesOnGpus) {
   EXPECT_EQ(make_plan(conv(2, 9, 3, 1, 1)).input.strategy, Strategy::aten);
   EXPECT_EQ(make_plan(conv(2, 50, 1, 2, 0)).input.strategy, Strategy::swap1x1);
-  const Plan strided = make_plan(conv(2, 9, 3, 2, 1));
-  EXPECT_TRUE(strided.input.strategy == Strategy::phase ||
-              strided.input.strategy == Strategy::phase_stacked);
+  EXPECT_EQ(make_plan(conv(2, 9, 3, 2, 1)).input.strategy, Strategy::phase_stacked);
+  EXPECT_EQ(make_plan(conv(2, 200, 3, 2, 1, 8, 16)).input.strategy, Strategy::phase);
+}
+
+TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
+  ConvGeometry strided = conv(2, 200, 3, 2, 1, 8, 16);
+  strided.device = DeviceKind::CPU;
+  EXPECT_EQ(make_plan(strided).input.strategy, Strategy::aten);
+  ConvGeometry one_by_one = conv(2, 50, 1, 2, 0);
+  one_by_one.device = DeviceKind::CPU;
+  EXPECT_EQ(make_plan(one_by_one).input.strategy, Strategy::swap1x1);
+  EXPECT_EQ(make_plan(one_by_one).weight.strategy, Strategy::aten);
 }
 
 TEST(Plan, SeedSplitKShapeSplitsAndSmallReductionsDoNot) {

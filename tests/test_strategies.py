@@ -1,0 +1,228 @@
+"""Every strategy, forced, against aten and float64 math: a randomized grid of
+1-3D shapes (seed printed on failure), gradcheck/gradgradcheck, lower
+precisions, channels_last, determinism, and the seed shapes scaled down."""
+
+import os
+import pathlib
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import bwdconv
+from conftest import aten_gradients
+
+INPUT_STRATEGIES = ["swap1x1", "scatter", "phase", "phase_stacked"]
+ALL_STRATEGIES = ["aten", *INPUT_STRATEGIES, "splitk"]
+GRID_SEED = int(os.environ.get("BWDCONV_TEST_SEED", "20261122"))
+
+
+def random_case(rng, one_by_one=False):
+    """(input size, weight size, stride, padding, dilation, groups), valid for conv."""
+    dims = rng.randint(1, 3)
+    groups = rng.choice([1, 1, 2, 3])
+    k = [1 if one_by_one else rng.randint(1, 4) for _ in range(dims)]
+    s = [rng.randint(1, 4) for _ in range(dims)]
+    d = [rng.randint(1, 3) for _ in range(dims)]
+    p = [rng.randint(0, 3) for _ in range(dims)]
+    size = [max(1, d[i] * (k[i] - 1) + 1 - 2 * p[i]) + rng.randint(0, 5) for i in range(dims)]
+    c, o, n = groups * rng.randint(1, 2), groups * rng.randint(1, 2), rng.randint(1, 2)
+    return (n, c, *size), (o, c // groups, *k), s, p, d, groups
+
+
+def operands(case, dtype=torch.float64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(case[0], generator=g, dtype=dtype)
+    w = torch.randn(case[1], generator=g, dtype=dtype)
+    return x, w
+
+
+def forced_gradients(strategy, dy, x, w, case):
+    _, _, s, p, d, groups = case
+    with bwdconv.force_strategy(strategy):
+        gx = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
+        gw = torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
+    return gx, gw
+
+
+def serves(strategy, case):
+    """Whether the planner accepts `strategy` for one of the case's gradients."""
+    _, w_size, s, p, d, groups = case
+    plan = bwdconv.explain(list(case[0]), list(w_size), s, p, d, groups).to_dict()
+    return any(c["strategy"] == strategy and c["serves"]
+               for gradient in ("input", "weight") for c in plan[gradient]["candidates"])
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+def test_randomized_grid_matches_aten_in_float64(strategy):
+    rng = random.Random(GRID_SEED + ALL_STRATEGIES.index(strategy))
+    checked = 0
+    for trial in range(300):
+        case = random_case(rng, one_by_one=strategy == "swap1x1")
+        if not serves(strategy, case):
+            continue
+        x, w = operands(case, seed=trial)
+        _, _, s, p, d, groups = case
+        dy = torch.randn_like(torch.ops.bwdconv.convolution(x, w, None, s, p, d, groups))
+        ex, ew = aten_gradients(dy, x, w, s, p, d, groups)
+        gx, gw = forced_gradients(strategy, dy, x, w, case)
+        where = f"BWDCONV_TEST_SEED={GRID_SEED} strategy {strategy} trial {trial} case {case}"
+        torch.testing.assert_close(gx, ex, rtol=1e-10, atol=1e-10, msg=where)
+        torch.testing.assert_close(gw, ew, rtol=1e-10, atol=1e-10, msg=where)
+        checked += 1
+    assert checked >= 200, f"only {checked} shapes were servable"
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+def test_gradcheck_and_gradgradcheck_forced(strategy):
+    rng = random.Random(GRID_SEED * 7 + ALL_STRATEGIES.index(strategy))
+    checked = 0
+    while checked < 12:
+        case = random_case(rng, one_by_one=strategy == "swap1x1")
+        if not serves(strategy, case):
+            continue
+        x, w = operands(case, seed=checked)
+        x.requires_grad_(True)
+        w.requires_grad_(True)
+        _, _, s, p, d, groups = case
+
+        def conv(x, w):
+            return torch.ops.bwdconv.convolution(x, w, None, s, p, d, groups)
+
+        where = f"BWDCONV_TEST_SEED={GRID_SEED} strategy {strategy} case {case}"
+        with bwdconv.force_strategy(strategy):
+            assert torch.autograd.gradcheck(conv, (x, w), fast_mode=True), where
+            if checked < 4:
+                assert torch.autograd.gradgradcheck(conv, (x, w), fast_mode=True), where
+        checked += 1
+
+
+def max_error(value, reference):
+    return (value.double() - reference).abs().max().item()
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_lower_precision_and_channels_last(strategy, dtype, channels_last):
+    """Against float64 math: the error of the forced strategy is at most twice
+    aten's error in the same dtype, plus 1e-5 of the reference's magnitude."""
+    cases = [
+        ((2, 8, 13, 11), (8, 4, 3, 3), [2, 2], [1, 1], [1, 1], 2),
+        ((2, 8, 12, 12), (16, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),
+        ((1, 4, 7, 9, 8), (4, 4, 2, 3, 3), [2, 3, 2], [1, 0, 1], [1, 1, 2], 1),
+    ]
+    for case in cases:
+        if not serves(strategy, case):
+            continue
+        x64, w64 = operands(case)
+        _, _, s, p, d, groups = case
+        dy64 = torch.randn_like(torch.ops.bwdconv.convolution(x64, w64, None, s, p, d, groups))
+        ref_x, ref_w = aten_gradients(dy64, x64, w64, s, p, d, groups)
+        x, w, dy = x64.to(dtype), w64.to(dtype), dy64.to(dtype)
+        if channels_last:
+            fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+            x, dy = x.to(memory_format=fmt), dy.to(memory_format=fmt)
+        aten_x, aten_w = aten_gradients(dy, x, w, s, p, d, groups)
+        gx, gw = forced_gradients(strategy, dy, x, w, case)
+        assert gx.dtype == gw.dtype == dtype
+        meta_x, meta_w = aten_gradients(dy.to("meta"), x.to("meta"), w.to("meta"), s, p, d, groups)
+        assert gx.stride() == meta_x.stride() and gw.stride() == meta_w.stride()
+        for ours, theirs, ref in ((gx, aten_x, ref_x), (gw, aten_w, ref_w)):
+            bound = 2 * max_error(theirs, ref) + 1e-5 * ref.abs().max().item()
+            assert max_error(ours, ref) <= bound, (strategy, dtype, case)
+
+
+def test_splitk_is_deterministic_and_uses_fp32_partials():
+    case = ((4, 8, 40, 40), (16, 8, 3, 3), [1, 1], [1, 1], [1, 1], 1)
+    x, w = operands(case, dtype=torch.bfloat16)
+    dy = torch.randn(4, 16, 40, 40, dtype=torch.bfloat16)
+    first = forced_gradients("splitk", dy, x, w, case)[1]
+    for _ in range(3):
+        assert torch.equal(forced_gradients("splitk", dy, x, w, case)[1], first)
+    plan = bwdconv.explain(x, w, 1, 1).to_dict()["splitk"]
+    assert plan["batch_chunks"] * plan["space_chunks"] >= 2
+    reference = aten_gradients(dy.double(), x.double(), w.double(), [1, 1], [1, 1], [1, 1], 1)[1]
+    aten = aten_gradients(dy, x, w, [1, 1], [1, 1], [1, 1], 1)[1]
+    assert max_error(first, reference) <= 2 * max_error(aten, reference) + 1e-6
+
+
+SEED_SHAPES = pathlib.Path(__file__).resolve().parents[2] / "shared" / "shapes" / "seed_shapes.txt"
+
+
+def seed_lines():
+    if not SEED_SHAPES.exists():
+        pytest.fail(f"seed shapes not found at {SEED_SHAPES}")
+    return [line for line in SEED_SHAPES.read_text().splitlines() if line.startswith("conv")]
+
+
+def scaled_seed_case(line):
+    """The seed line's convolution shrunk to a few thousand elements."""
+    f = {k: int(v) for k, v in re.findall(r"-(\w) (\d+)", line.split("#")[0])}
+    g = f.get("g", 1)
+    channels = lambda c: g * max(1, min(c // g, 4 // g or 1))  # noqa: E731
+    size = lambda s, k: max(k + 2, min(s, 11))  # noqa: E731
+    return ((1, channels(f["c"]), size(f["H"], f["y"]), size(f["W"], f["x"])),
+            (channels(f["k"]), channels(f["c"]) // g, f["y"], f["x"]),
+            [f["u"], f["v"]], [f["p"], f["q"]], [1, 1], g)
+
+
+@pytest.mark.parametrize("line", seed_lines() if SEED_SHAPES.exists() else [])
+def test_seed_shapes_scaled_down_every_strategy(line):
+    case = scaled_seed_case(line)
+    x, w = operands(case)
+    _, _, s, p, d, groups = case
+    dy = torch.randn_like(torch.ops.bwdconv.convolution(x, w, None, s, p, d, groups))
+    ex, ew = aten_gradients(dy, x, w, s, p, d, groups)
+    for strategy in ALL_STRATEGIES:
+        if not serves(strategy, case):
+            continue
+        gx, gw = forced_gradients(strategy, dy, x, w, case)
+        torch.testing.assert_close(gx, ex, rtol=1e-10, atol=1e-10, msg=f"{strategy} {line}")
+        torch.testing.assert_close(gw, ew, rtol=1e-10, atol=1e-10, msg=f"{strategy} {line}")
+
+
+def test_explain_names_the_seed_phases():
+    three = bwdconv.explain([32, 256, 200, 200], [256, 8, 3, 3], 2, 1, 1, 32)
+    assert [ph["taps"] for ph in three.phases] == [[2, 2], [2, 1], [1, 2], [1, 1]]
+    assert "phases: 4 (4 with taps 2x2, 2x1, 1x2, 1x1; 0 empty)" in str(three)
+    one = bwdconv.explain([4, 32, 470, 725], [224, 32, 1, 1], 2, 0)
+    assert one.input_strategy == "swap1x1"
+    assert [ph["empty"] for ph in one.phases] == [False, True, True, True]
+    for gradient in ("input", "weight"):
+        names = [c["strategy"] for c in one.to_dict()[gradient]["candidates"]]
+        assert sorted(names) == sorted(bwdconv.strategies())
+
+
+def test_forcing_a_strategy_that_cannot_serve_raises():
+    x, w = torch.randn(1, 2, 9, 9), torch.randn(2, 2, 3, 3)
+    dy = torch.randn(1, 2, 4, 4)
+    with bwdconv.force_strategy("swap1x1"), pytest.raises(ValueError, match="is not 1x1"):
+        torch.ops.bwdconv.convolution_backward_input(dy, w, [1, 2, 9, 9], [2, 2], [0, 0],
+                                                     [1, 1], 1)
+    assert bwdconv.forced_strategy() is None
+
+
+def test_forced_strategy_serves_autograd_and_is_counted():
+    m = torch.nn.Conv2d(2, 4, 3, stride=2, padding=1)
+    x = torch.randn(1, 2, 9, 9, requires_grad=True)
+    bwdconv.enable()
+    bwdconv.reset_served()
+    with bwdconv.force_strategy("phase"):
+        m(x).sum().backward()
+    assert bwdconv.served()["input"]["phase"] == 1
+    assert bwdconv.served()["weight"]["phase"] == 0
+
+
+def test_environment_variable_forces_a_strategy():
+    code = "import bwdconv; print(bwdconv.forced_strategy())"
+    env = dict(os.environ, BWDCONV_STRATEGY="phase_stacked")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "phase_stacked"
+    env["BWDCONV_STRATEGY"] = "fastest"
+    bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "unknown strategy 'fastest'" in bad.stderr
