@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "ops/backward.h"
@@ -28,23 +29,23 @@ Gradients native_convolution_backward(const at::Tensor& grad_output, const at::T
 }
 
 // bwdconv plans the non-transposed convolutions with 1-3 spatial dims whose
-// arguments are valid; everything else (and every error message for bad
-// arguments) stays aten's.
-bool is_plannable(const at::Tensor& grad_output, const at::Tensor& input,
-                  const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
-                  at::IntArrayRef dilation, bool transposed, int64_t groups) {
-  if (transposed || input.dim() < 3 || input.dim() > 5) return false;
+// arguments are valid (their geometry is returned); everything else, and
+// every error message for bad arguments, stays aten's.
+std::optional<ConvGeometry> plannable_geometry(const at::Tensor& grad_output,
+                                               const at::Tensor& input, const at::Tensor& weight,
+                                               const ConvParams& params, bool transposed) {
+  if (transposed || input.dim() < 3 || input.dim() > 5) return std::nullopt;
   const size_t spatial_dims = input.dim() - 2;
-  if (stride.size() != spatial_dims || padding.size() != spatial_dims ||
-      dilation.size() != spatial_dims) {
-    return false;
+  if (params.stride.size() != spatial_dims || params.padding.size() != spatial_dims ||
+      params.dilation.size() != spatial_dims || input.scalar_type() != weight.scalar_type() ||
+      input.device() != weight.device()) {
+    return std::nullopt;
   }
   try {
-    backward_geometry("convolution_backward", grad_output, input.sizes(), weight.sizes(),
-                      "weight", weight, {stride, padding, dilation, groups});
-    return input.scalar_type() == weight.scalar_type() && input.device() == weight.device();
+    return backward_geometry("convolution_backward", grad_output, input.sizes(), weight.sizes(),
+                             "weight", weight, params);
   } catch (const c10::Error&) {
-    return false;
+    return std::nullopt;
   }
 }
 
@@ -55,21 +56,20 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
                                        at::IntArrayRef dilation, bool transposed,
                                        at::IntArrayRef output_padding, int64_t groups,
                                        std::array<bool, 3> output_mask) {
-  if (!is_plannable(grad_output, input, weight, stride, padding, dilation, transposed, groups)) {
+  const ConvParams params{stride, padding, dilation, groups};
+  const auto geometry = plannable_geometry(grad_output, input, weight, params, transposed);
+  if (!geometry) {
     return native_convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
                                        dilation, transposed, output_padding, groups,
                                        output_mask);
   }
-  const ConvParams params{stride, padding, dilation, groups};
-  const Plan plan = plan_for(backward_geometry("convolution_backward", grad_output,
-                                               input.sizes(), weight.sizes(), "weight", weight,
-                                               params));
+  const std::shared_ptr<const Plan> plan = plan_for(*geometry);
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) {
-    grad_input = compute_grad_input(plan, grad_output, weight, input.sizes(), params);
+    grad_input = compute_grad_input(*plan, grad_output, weight, input.sizes(), params);
   }
   if (output_mask[1]) {
-    grad_weight = compute_grad_weight(plan, grad_output, input, weight.sizes(), params);
+    grad_weight = compute_grad_weight(*plan, grad_output, input, weight.sizes(), params);
   }
   if (output_mask[2]) grad_bias = compute_grad_bias(grad_output);
   return {grad_input, grad_weight, grad_bias};

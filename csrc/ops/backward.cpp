@@ -1,6 +1,8 @@
 #include "ops/backward.h"
 
 #include <array>
+#include <map>
+#include <memory>
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
@@ -54,12 +56,59 @@ void reset_served_counts() {
   }
 }
 
-Plan plan_for(const ConvGeometry& geometry) {
+namespace {
+
+// Every field a plan depends on, as the key of the plan cache.
+std::vector<int64_t> plan_key(const ConvGeometry& g, std::optional<Strategy> forced) {
+  std::vector<int64_t> key{g.spatial_dims,
+                           g.batch,
+                           g.in_channels,
+                           g.out_channels,
+                           g.filter_in_channels,
+                           g.groups,
+                           static_cast<int64_t>(g.dtype),
+                           static_cast<int64_t>(g.layout),
+                           static_cast<int64_t>(g.device),
+                           forced ? static_cast<int64_t>(*forced) : -1};
+  for (const SpatialSizes* sizes :
+       {&g.input, &g.filter, &g.output, &g.stride, &g.padding, &g.dilation}) {
+    key.insert(key.end(), sizes->begin(), sizes->begin() + g.spatial_dims);
+  }
+  return key;
+}
+
+// Plans are pure functions of their key: made once per shape, then shared.
+struct PlanCache {
+  static constexpr size_t kCapacity = 4096;
+  std::mutex mutex;
+  std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
+};
+
+PlanCache& plan_cache() {
+  static PlanCache instance;
+  return instance;
+}
+
+}  // namespace
+
+std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry) {
+  const std::optional<Strategy> forced = forced_strategy();
+  auto key = plan_key(geometry, forced);
+  PlanCache& cache = plan_cache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (auto it = cache.plans.find(key); it != cache.plans.end()) return it->second;
+  }
+  std::shared_ptr<const Plan> plan;
   try {
-    return make_plan(geometry, forced_strategy());
+    plan = std::make_shared<const Plan>(make_plan(geometry, forced));
   } catch (const std::invalid_argument& error) {
     TORCH_CHECK_VALUE(false, "bwdconv: ", error.what());
   }
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  if (cache.plans.size() >= PlanCache::kCapacity) cache.plans.clear();
+  cache.plans.emplace(std::move(key), plan);
+  return plan;
 }
 
 at::Tensor compute_grad_bias(const at::Tensor& grad_output) {

@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
+
 #include "dispatch/plan.h"
 #include "ops/geometry.h"
 
@@ -21,8 +23,9 @@ at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
 // but the channel dim.
 at::Tensor compute_grad_bias(const at::Tensor& grad_output);
 
-// The plan for a validated geometry, honouring the forced strategy, if any.
-Plan plan_for(const ConvGeometry& geometry);
+// The plan for a validated geometry, honouring the forced strategy, if any;
+// cached per shape. Throws ValueError when a forced strategy cannot serve it.
+std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry);
 
 // How many gradients each strategy has computed since the last reset: a cheap,
 // always-on record of what actually ran.

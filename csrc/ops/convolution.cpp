@@ -33,7 +33,7 @@ at::Tensor convolution_backward_input(const at::Tensor& grad_output, const at::T
   const ConvGeometry geometry =
       backward_geometry("bwdconv.convolution_backward_input", grad_output, input_size,
                         weight.sizes(), "weight", weight, params);
-  return compute_grad_input(plan_for(geometry), grad_output, weight, input_size, params);
+  return compute_grad_input(*plan_for(geometry), grad_output, weight, input_size, params);
 }
 
 at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::Tensor& input,
@@ -44,7 +44,7 @@ at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::
   const ConvGeometry geometry =
       backward_geometry("bwdconv.convolution_backward_weight", grad_output, input.sizes(),
                         weight_size, "input", input, params);
-  return compute_grad_weight(plan_for(geometry), grad_output, input, weight_size, params);
+  return compute_grad_weight(*plan_for(geometry), grad_output, input, weight_size, params);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace bwdconv::ops {
 namespace {
@@ -157,11 +159,27 @@ at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b
 
 namespace bwdconv::ops {
 
+namespace {
+
+// The strides at::empty gives a tensor of these sizes in `format`.
+std::vector<int64_t> fresh_strides(at::IntArrayRef sizes, at::MemoryFormat format) {
+  if (format == at::MemoryFormat::ChannelsLast) return c10::get_channels_last_strides_2d(sizes);
+  if (format == at::MemoryFormat::ChannelsLast3d) return c10::get_channels_last_strides_3d(sizes);
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+}  // namespace
+
 at::Tensor in_layout(const at::Tensor& t, at::MemoryFormat format) {
-  const at::Tensor layout =
-      at::empty(t.sizes(), t.options().device(at::kMeta).memory_format(format));
-  if (t.strides() == layout.strides()) return t;
-  return at::empty_strided(t.sizes(), layout.strides(), t.options()).copy_(t);
+  const std::vector<int64_t> strides = fresh_strides(t.sizes(), format);
+  if (t.strides() == at::IntArrayRef(strides)) return t;
+  return at::empty_strided(t.sizes(), strides, t.options()).copy_(t);
 }
 
 }  // namespace bwdconv::ops

@@ -144,7 +144,8 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   g.device = device_named(device);
   derive_output_sizes(g);
   if (auto error = find_geometry_error(g)) throw pybind11::value_error(*error);
-  const Plan plan = plan_for(g);
+  const std::shared_ptr<const Plan> shared = plan_for(g);
+  const Plan& plan = *shared;
 
   pybind11::dict result;
   result["spatial_dims"] = g.spatial_dims;

@@ -1,0 +1,120 @@
+"""Command line of the benchmark harness.
+
+Harness options come first; then MIOpenDriver lines, each starting with its
+command word (conv, convfp16, convbfp16), or suites with --suite.
+"""
+
+import argparse
+import pathlib
+import sys
+
+import torch
+
+from . import device as dev
+from . import report
+from .driver import DTYPES, DriverLineError, parse_line, scale_case
+from .run import progress, run_case
+
+SUITE_DIRS = [
+    pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "suites",  # source checkout
+    pathlib.Path.cwd() / "benchmarks" / "suites",
+]
+
+
+def suite_path(name):
+    candidate = pathlib.Path(name)
+    if candidate.suffix and candidate.exists():
+        return candidate
+    for directory in SUITE_DIRS:
+        path = directory / f"{name}.txt"
+        if path.exists():
+            return path
+    known = sorted({p.stem for d in SUITE_DIRS if d.exists() for p in d.glob("*.txt")})
+    raise SystemExit(f"unknown suite {name!r}; known suites: {', '.join(known) or 'none found'}")
+
+
+def read_suite(path):
+    cases = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            cases.append(parse_line(line))
+        except DriverLineError as error:
+            raise SystemExit(f"{path}:{number}: {error}") from None
+    return cases
+
+
+def split_lines(argv):
+    """Harness options, then one token list per MIOpenDriver line."""
+    starts = [i for i, token in enumerate(argv) if token in DTYPES]
+    if not starts:
+        return argv, []
+    options = argv[: starts[0]]
+    lines = [argv[a:b] for a, b in zip(starts, starts[1:] + [len(argv)])]
+    return options, lines
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog="python -m bwdconv.bench",
+        description="Times aten, each bwdconv strategy and the planner's choice on "
+                    "MIOpenDriver lines. Harness options first, then the lines.")
+    p.add_argument("--suite", action="append", default=[],
+                   help="suite name under benchmarks/suites (seeds, resnet50, r3d18) or a file")
+    p.add_argument("--scale", type=int, default=None,
+                   help="shrink batch, channels and spatial size by this factor "
+                        "(default: 1 on a GPU, 8 on the CPU)")
+    p.add_argument("--iter", type=int, default=None,
+                   help="timed iterations per call (default: 50 on a GPU, 10 on the CPU; "
+                        "a line's own --iter wins)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 10 / 2)")
+    p.add_argument("--check", action="store_true",
+                   help="compare every result with a float64 reference; a wrong result gets no time")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--out", default="benchmarks/out", help="directory for JSON, CSV, markdown, PNG")
+    return p
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    option_tokens, line_tokens = split_lines(argv)
+    args = parser().parse_args(option_tokens)
+    device = torch.device(args.device)
+    gpu = device.type == "cuda"
+    scale = args.scale if args.scale is not None else (1 if gpu else 8)
+    iterations = args.iter or (50 if gpu else 10)
+    warmup = args.warmup if args.warmup is not None else (10 if gpu else 2)
+
+    cases = []
+    for tokens in line_tokens:
+        try:
+            cases.append(parse_line(" ".join(tokens)))
+        except DriverLineError as error:
+            raise SystemExit(f"bad MIOpenDriver line {' '.join(tokens)!r}: {error}") from None
+    for name in args.suite:
+        cases += read_suite(suite_path(name))
+    if not cases:
+        parser().error("give MIOpenDriver lines or --suite")
+
+    meta = dev.describe(device)
+    meta["scale"] = scale
+    meta["warmup"] = warmup
+    copy_gbps = dev.copy_bandwidth_gbps(device)
+    meta["copy_bandwidth_gbps"] = round(copy_gbps, 1)
+    peaks = dev.device_peaks(meta["device"]) if gpu else None
+    meta["peaks"] = peaks or f"none known; roofline uses the measured copy bandwidth"
+    print(f"{meta['device']} | torch {meta['torch']} | scale 1/{scale} | {iterations} iterations "
+          f"after {warmup} warm-up | copy bandwidth {copy_gbps:.1f} GB/s", flush=True)
+
+    rows = []
+    for index, case in enumerate(cases):
+        scaled = scale_case(case, scale)
+        progress(index, len(cases), scaled.label())
+        rows += run_case(index, scaled, device, warmup, case.iterations or iterations, args.check,
+                         peaks, copy_gbps)
+    progress(len(cases), len(cases), "done")
+    print(report.table(rows))
+    out = report.write_all(args.out, meta, rows)
+    print(f"wrote {out}/results.json, results.csv, report.md, speedup.png")
+    return 0

@@ -1,0 +1,123 @@
+"""Timers, device facts and peak figures for the benchmark harness."""
+
+import datetime
+import os
+import platform
+import statistics
+import subprocess
+import time
+
+import torch
+
+# Dense peak throughput (TFLOP/s) by dtype and memory bandwidth (GB/s), from
+# the vendors' published specifications. float32 convolutions on NVIDIA use
+# TF32 tensor cores by default in PyTorch (torch.backends.cudnn.allow_tf32).
+PEAKS = {
+    "H200": {"bfloat16": 989, "float16": 989, "float32": 495, "gbps": 4800},
+    "H100 PCIe": {"bfloat16": 756, "float16": 756, "float32": 378, "gbps": 2000},
+    "H100": {"bfloat16": 989, "float16": 989, "float32": 495, "gbps": 3350},
+    "A100": {"bfloat16": 312, "float16": 312, "float32": 156, "gbps": 2039},
+    "MI355X": {"bfloat16": 2500, "float16": 2500, "float32": 157, "gbps": 8000},
+    "MI300X": {"bfloat16": 1307, "float16": 1307, "float32": 163, "gbps": 5300},
+}
+
+
+def device_peaks(name):
+    """The peak figures whose key occurs in the device name (longest key first)."""
+    for key in sorted(PEAKS, key=len, reverse=True):
+        if key.lower() in name.lower():
+            return dict(PEAKS[key], key=key)
+    return None
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def git_revision():
+    root = os.path.dirname(os.path.abspath(__file__))
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
+                             capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def describe(device):
+    """Device, library versions, date and revision, for every result file."""
+    info = {
+        "device_type": device.type,
+        "torch": torch.__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "git_revision": git_revision(),
+        "threads": torch.get_num_threads(),
+    }
+    if device.type == "cuda":
+        info["device"] = torch.cuda.get_device_name(device)
+        info["cuda"] = torch.version.cuda
+        info["hip"] = torch.version.hip
+        info["cudnn"] = torch.backends.cudnn.version()
+        info["driver"] = _driver_version()
+    else:
+        info["device"] = cpu_name()
+        info["mkldnn"] = torch.backends.mkldnn.is_available()
+    return info
+
+
+def _driver_version():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "unknown"
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_ms(fn, device, warmup, iterations):
+    """Per-call times in milliseconds: CUDA events on a GPU, a monotonic clock on the CPU."""
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    times = []
+    for _ in range(iterations):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def summary(times):
+    ordered = sorted(times)
+    def at(q):
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    return {"median_ms": statistics.median(ordered), "p10_ms": at(0.1), "p90_ms": at(0.9)}
+
+
+def copy_bandwidth_gbps(device, megabytes=256 if torch.cuda.is_available() else 64):
+    """Measured device-to-same-device copy bandwidth (read + write bytes / time)."""
+    n = megabytes * 2**20 // 4
+    src = torch.empty(n, dtype=torch.float32, device=device).fill_(1)
+    dst = torch.empty_like(src)
+    times = time_ms(lambda: dst.copy_(src), device, warmup=3, iterations=10)
+    return 2 * n * 4 / (statistics.median(times) * 1e-3) / 1e9

@@ -1,0 +1,129 @@
+"""Benchmark results as a terminal table, JSON, CSV, markdown and a PNG plot."""
+
+import csv
+import json
+import pathlib
+
+
+def _cell(row):
+    if row["status"] != "ok":
+        return "WRONG"
+    speedup = f" {row['speedup']:.2f}x" if row.get("speedup") else ""
+    return f"{row['median_ms']:.3f}{speedup}"
+
+
+def _groups(rows):
+    """[(case, direction, rows)] in run order, one entry per case of the run."""
+    groups = {}
+    for row in rows:
+        groups.setdefault((row["index"], row["case"], row["direction"]), []).append(row)
+    return [(case, direction, group) for (_, case, direction), group in groups.items()]
+
+
+def _columns(rows):
+    names = []
+    for row in rows:
+        if row["strategy"] not in names:
+            names.append(row["strategy"])
+    return names
+
+
+def table(rows):
+    """Aligned text: one line per (case, direction), ms and speedup over aten per strategy."""
+    columns = _columns(rows)
+    header = ["case", "dir", "plan", *columns]
+    lines = [header]
+    for case, direction, group in _groups(rows):
+        by_name = {r["strategy"]: r for r in group}
+        lines.append([case, direction, group[0]["plan"] or "-",
+                      *[_cell(by_name[c]) if c in by_name else "-" for c in columns]])
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
+    text = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in lines]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(text)
+
+
+def write_json(path, meta, rows):
+    path.write_text(json.dumps({"meta": meta, "results": rows}, indent=2, default=str))
+
+
+def write_csv(path, meta, rows):
+    fields = ["index", "case", "direction", "strategy", "plan", "status", "median_ms", "p10_ms", "p90_ms",
+              "speedup", "tflops", "gbps", "roofline", "iterations", "max_error",
+              "aten_max_error", "line"]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def markdown(meta, rows, plot_name):
+    lines = ["# bwdconv benchmark", ""]
+    lines += [f"- {key}: {value}" for key, value in meta.items()]
+    lines += ["", "Median milliseconds per call and speedup over aten measured in the same run; "
+              "`bwdconv` is the planner's choice, the other columns force one strategy.", ""]
+    columns = _columns(rows)
+    lines.append("| case | dir | plan | " + " | ".join(columns) + " |")
+    lines.append("|" + "---|" * (3 + len(columns)))
+    for case, direction, group in _groups(rows):
+        by_name = {r["strategy"]: r for r in group}
+        cells = [_cell(by_name[c]) if c in by_name else "-" for c in columns]
+        lines.append(f"| {case} | {direction} | {group[0]['plan'] or '-'} | " + " | ".join(cells) + " |")
+    lines += ["", "Achieved throughput of the planner's choice (fraction of the roofline: peak "
+              "compute or memory bandwidth, whichever bounds the call):", "",
+              "| case | dir | TFLOP/s | GB/s | roofline |", "|---|---|---|---|---|"]
+    for case, direction, group in _groups(rows):
+        chosen = next((r for r in group if r["strategy"] == "bwdconv"), group[0])
+        if chosen["status"] == "ok":
+            lines.append(f"| {case} | {direction} | {chosen['tflops']:.3f} | {chosen['gbps']:.1f} "
+                         f"| {chosen['roofline']:.1%} |")
+    if plot_name:
+        lines += ["", f"![speedup over aten]({plot_name})"]
+    return "\n".join(lines) + "\n"
+
+
+def plot(path, meta, rows):
+    """Horizontal bars: speedup over aten per (case, direction) and strategy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [(case, direction, g) for case, direction, g in _groups(rows)
+              if any(r["strategy"] != "aten" for r in g)]
+    if not groups:
+        return False
+    strategies = [c for c in _columns(rows) if c != "aten"]
+    height = 0.8 / len(strategies)
+    fig, ax = plt.subplots(figsize=(11, 1.0 + 0.22 * len(groups) * len(strategies) + 0.3 * len(groups)))
+    colors = plt.get_cmap("tab10")
+    for s_index, strategy in enumerate(strategies):
+        ys, values = [], []
+        for g_index, (_, _, group) in enumerate(groups):
+            row = next((r for r in group if r["strategy"] == strategy and r["status"] == "ok"), None)
+            if row and row.get("speedup"):
+                ys.append(g_index + s_index * height)
+                values.append(row["speedup"])
+        ax.barh(ys, values, height=height, label=strategy, color=colors(s_index))
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(groups))])
+    ax.set_yticklabels([f"{case} {direction}" for case, direction, _ in groups], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("speedup over aten (higher is better; 1 = aten)")
+    ax.set_title(f"bwdconv vs aten: {meta.get('device')} ({meta.get('date')}, torch {meta.get('torch')})",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_all(out_dir, meta, rows):
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "results.json", meta, rows)
+    write_csv(out / "results.csv", meta, rows)
+    plot_written = plot(out / "speedup.png", meta, rows)
+    (out / "report.md").write_text(markdown(meta, rows, "speedup.png" if plot_written else None))
+    return out

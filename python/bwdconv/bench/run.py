@@ -1,0 +1,157 @@
+"""Times aten, every strategy that can serve a case and the planner's choice."""
+
+import math
+import sys
+
+import torch
+
+import bwdconv
+
+from . import device as dev
+from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, DIRECTION_NAMES, FORWARD
+
+INPUT_STRATEGIES = ("swap1x1", "scatter", "phase", "phase_stacked")
+WEIGHT_STRATEGIES = ("splitk",)
+
+
+def _format(case):
+    if not case.channels_last:
+        return torch.contiguous_format
+    return torch.channels_last if case.spatial_dims == 2 else torch.channels_last_3d
+
+
+def make_operands(case, device, seed=0):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    x = torch.randn(case.input_size(), generator=g).to(device, case.dtype)
+    w = torch.randn(case.weight_size(), generator=g).to(device, case.dtype)
+    x = x.contiguous(memory_format=_format(case))
+    if case.filter_channels_last:
+        w = w.contiguous(memory_format=_format(case) if case.channels_last else
+                         (torch.channels_last if case.spatial_dims == 2 else torch.channels_last_3d))
+    args = (list(case.stride), list(case.padding), list(case.dilation), case.groups)
+    y = torch.ops.aten.convolution(x, w, None, *args[:3], False, [0] * case.spatial_dims, args[3])
+    dy = torch.randn(y.shape, generator=g).to(device, case.dtype).contiguous(
+        memory_format=_format(case))
+    return x, w, dy, args
+
+
+def flops(case, output):
+    """2 * N * K * C/g * prod(output) * prod(filter): the same for every direction."""
+    return 2 * case.batch * case.out_channels * (case.in_channels // case.groups) * \
+        math.prod(output) * math.prod(case.filter)
+
+
+def bytes_moved(x, w, dy):
+    """The least traffic of any direction: two of x, w, dy read once and the
+    third written once."""
+    return sum(t.numel() * t.element_size() for t in (x, w, dy))
+
+
+def callables(direction, x, w, dy, args):
+    """{name: fn} for aten and each strategy (None = planner's choice)."""
+    stride, padding, dilation, groups = args
+    if direction == FORWARD:
+        return {"aten": lambda: torch.ops.aten.convolution(
+            x, w, None, stride, padding, dilation, False, [0] * len(stride), groups)}, ()
+    mask = [direction == BACKWARD_DATA, direction == BACKWARD_WEIGHT, False]
+    index = 0 if direction == BACKWARD_DATA else 1
+
+    def aten():
+        return torch.ops.aten.convolution_backward(
+            dy, x, w, None, stride, padding, dilation, False, [0] * len(stride), groups, mask)[index]
+
+    if direction == BACKWARD_DATA:
+        def ours():
+            return torch.ops.bwdconv.convolution_backward_input(
+                dy, w, list(x.shape), stride, padding, dilation, groups)
+        strategies = INPUT_STRATEGIES
+    else:
+        def ours():
+            return torch.ops.bwdconv.convolution_backward_weight(
+                dy, x, list(w.shape), stride, padding, dilation, groups)
+        strategies = WEIGHT_STRATEGIES
+    return {"aten": aten, "bwdconv": ours}, strategies
+
+
+def _error(result, reference):
+    return (result.double() - reference).abs().max().item()
+
+
+def _reference(direction, x, w, dy, args):
+    stride, padding, dilation, groups = args
+    mask = [direction == BACKWARD_DATA, direction == BACKWARD_WEIGHT, False]
+    grads = torch.ops.aten.convolution_backward(
+        dy.double(), x.double(), w.double(), None, stride, padding, dilation, False,
+        [0] * len(stride), groups, mask)
+    return grads[0] if direction == BACKWARD_DATA else grads[1]
+
+
+def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
+    """One result row per (direction, strategy); `index` numbers the case in its run."""
+    x, w, dy, args = make_operands(case, device)
+    plan = bwdconv.explain(x, w, *args)
+    rows = []
+    for direction in case.direction_list():
+        fns, strategies = callables(direction, x, w, dy, args)
+        chosen = {BACKWARD_DATA: plan.input_strategy,
+                  BACKWARD_WEIGHT: plan.weight_strategy}.get(direction)
+        servable = [s for s in strategies if _serves(plan, direction, s)]
+        reference = _reference(direction, x, w, dy, args) if check and direction != FORWARD else None
+        aten_error = _error(fns["aten"](), reference) if reference is not None else None
+        entries = [("aten", fns["aten"], None)]
+        if "bwdconv" in fns:  # the planner's choice, then each strategy forced
+            entries.append(("bwdconv", fns["bwdconv"], None))
+            entries += [(s, fns["bwdconv"], s) for s in servable]
+        aten_ms = None
+        for name, fn, forced in entries:
+            row = {"index": index, "case": case.label(), "line": case.line or case.to_line(),
+                   "direction": DIRECTION_NAMES[direction], "strategy": name,
+                   "plan": chosen, "status": "ok"}
+            with bwdconv.force_strategy(forced):
+                if reference is not None and name != "aten":
+                    error = _error(fn(), reference)
+                    row["max_error"], row["aten_max_error"] = error, aten_error
+                    if error > 2 * aten_error + 1e-6 * reference.abs().max().item():
+                        row["status"] = "wrong"
+                        rows.append(row)
+                        continue
+                times = dev.time_ms(fn, device, warmup, iterations)
+            row.update(dev.summary(times))
+            row["iterations"] = iterations
+            seconds = row["median_ms"] * 1e-3
+            row["tflops"] = flops(case, dy.shape[2:]) / seconds / 1e12
+            row["gbps"] = bytes_moved(x, w, dy) / seconds / 1e9
+            row["roofline"] = _roofline_fraction(row, case, peaks, copy_gbps)
+            if name == "aten":
+                aten_ms = row["median_ms"]
+            row["speedup"] = aten_ms / row["median_ms"] if aten_ms else None
+            rows.append(row)
+    return rows
+
+
+def _serves(plan, direction, strategy):
+    gradient = "input" if direction == BACKWARD_DATA else "weight"
+    return any(c["strategy"] == strategy and c["serves"]
+               for c in plan.to_dict()[gradient]["candidates"])
+
+
+def _roofline_fraction(row, case, peaks, copy_gbps):
+    """Roofline time / measured time: 1.0 is the bound set by peak compute or bandwidth."""
+    dtype = str(case.dtype).replace("torch.", "")
+    compute = peaks.get(dtype) if peaks else None
+    bandwidth = peaks["gbps"] if peaks else copy_gbps
+    bound_s = row["gbps"] * row["median_ms"] * 1e-3 / bandwidth if bandwidth else 0.0
+    if compute:
+        bound_s = max(bound_s, row["tflops"] * row["median_ms"] * 1e-3 / compute)
+    return bound_s / (row["median_ms"] * 1e-3)
+
+
+def progress(done, total, label):
+    if not sys.stderr.isatty():
+        return
+    width = 30
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label[:50]:50s}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
