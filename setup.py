@@ -70,7 +70,9 @@ setup(
     packages=find_packages("python"),
     ext_modules=[extension()],
     cmdclass={"build_ext": cpp_extension.BuildExtension},
-    entry_points={"console_scripts": ["bwdconv-demo=bwdconv.demo:main"]},
+    entry_points={
+        "console_scripts": ["bwdconv-bench=bwdconv.bench:main", "bwdconv-demo=bwdconv.demo:main"]
+    },
     python_requires=">=3.10",
     install_requires=["torch>=2.6"],
 )

@@ -9,6 +9,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BWDCONV_VENV="${BWDCONV_VENV:-$HOME/.cache/bwdconv/venv}"
 TORCH_SPEC="${BWDCONV_TORCH:-torch==2.11.0}"
+TORCHVISION_SPEC="${BWDCONV_TORCHVISION:-torchvision==0.26.0}"
 export BWDCONV_VENV
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -33,7 +34,8 @@ install_python_packages() {
   fi
   echo "== python packages ($TORCH_SPEC)"
   "$BWDCONV_VENV/bin/pip" install -q --upgrade pip setuptools wheel
-  "$BWDCONV_VENV/bin/pip" install -q "$TORCH_SPEC" numpy ninja pybind11 pytest expecttest
+  "$BWDCONV_VENV/bin/pip" install -q "$TORCH_SPEC" "$TORCHVISION_SPEC" numpy ninja pybind11 \
+    pytest expecttest matplotlib
 }
 
 build_extension() {

@@ -66,7 +66,7 @@ constexpr int64_t kSmallInputGradient = int64_t{1} << 16;
 
 // The default strategy for the input gradient and why. Simple rules until
 // measured choices replace them: on the CPU they follow the first CPU
-// measurement (benchmarks/seed_strategies_cpu.py); on GPUs they follow the
+// measurement (python -m bwdconv.bench --suite seeds); on GPUs they follow the
 // seeds' reports (AMD MI355x) until bwdconv's own GPU measurements exist.
 std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
                                               const std::vector<Phase>& phases) {
