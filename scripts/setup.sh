@@ -33,7 +33,7 @@ install_python_packages() {
     python3 -m venv "$BWDCONV_VENV"
   fi
   echo "== python packages ($TORCH_SPEC)"
-  "$BWDCONV_VENV/bin/pip" install -q --upgrade pip setuptools wheel
+  "$BWDCONV_VENV/bin/pip" install -q --upgrade pip wheel "setuptools<82"
   "$BWDCONV_VENV/bin/pip" install -q "$TORCH_SPEC" "$TORCHVISION_SPEC" numpy ninja pybind11 \
     pytest expecttest matplotlib
 }

@@ -17,6 +17,7 @@ from ._explain import (
     served,
     strategies,
 )
+from ._model import ModelExplanation, explain_model
 from .functional import conv1d, conv2d, conv3d
 
 __all__ = [
@@ -35,6 +36,8 @@ __all__ = [
     "strategies",
     "served",
     "reset_served",
+    "explain_model",
+    "ModelExplanation",
 ]
 
 __version__ = "0.1.0"

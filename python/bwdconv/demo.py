@@ -42,29 +42,6 @@ def example_inputs(device, dtype):
     return [torch.randn(s, generator=g, dtype=dtype).to(device) for s in shapes]
 
 
-def layer_plans(model, inputs):
-    """(layer name, Explanation) for every conv layer, from the shapes it sees."""
-    plans = []
-
-    def hook(name):
-        def record(module, args, _):
-            input, padding = args[0], module.padding
-            if module.padding_mode != "zeros":  # the module pads explicitly, then convolves
-                spatial = [s + 2 * p for s, p in zip(input.shape[2:], padding)]
-                input, padding = list(input.shape[:2]) + spatial, 0
-            plans.append((name, bwdconv.explain(
-                input, module.weight, module.stride, padding, module.dilation, module.groups)))
-        return record
-
-    handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules()
-               if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d))]
-    with torch.no_grad():
-        model(*inputs)
-    for h in handles:
-        h.remove()
-    return plans
-
-
 def train(model, inputs, steps):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     for _ in range(steps):
@@ -86,8 +63,7 @@ def main(argv=None):
     inputs = example_inputs(args.device, torch.float32)
 
     print(f"device {args.device}, torch {torch.__version__}")
-    for name, plan in layer_plans(model, inputs):
-        print(f"{name}: input grad by {plan.input_strategy}, weight grad by {plan.weight_strategy}")
+    print(bwdconv.explain_model(model, *inputs))
 
     reference = train(reference_model, inputs, args.steps)
     with bwdconv.enabled():

@@ -9,6 +9,10 @@ __all__ = ["conv1d", "conv2d", "conv3d"]
 
 _pad = torch.nn.functional.pad
 
+# Callables told about every convolution with its final operands and
+# arguments (see bwdconv.explain_model).
+_observers = []
+
 
 def _same_padding(input, weight, stride, dilation, spatial_dims):
     """'same' padding as aten applies it: the left half on both sides of the
@@ -55,6 +59,8 @@ def convolution(input, weight, bias, stride, padding, dilation, groups, spatial_
     else:
         padding = expand(padding, spatial_dims, "padding")
     input, weight, bias = _autocast(input, weight, bias)
+    for observer in _observers:
+        observer(input, weight, stride, padding, dilation, groups)
     out = torch.ops.bwdconv.convolution(input, weight, bias, stride, padding, dilation, groups)
     return out.squeeze(0) if unbatched else out
 

@@ -1,0 +1,86 @@
+"""bwdconv.explain_model: which strategy serves each convolution of a model."""
+
+import collections
+
+import torch
+
+from . import functional
+from ._enable import enabled
+from ._explain import explain
+
+__all__ = ["explain_model", "ModelExplanation"]
+
+
+class ModelExplanation:
+    """One entry per convolution call in a forward pass: the layer, its shapes
+    and the strategies for the gradients that backward will compute (None for
+    a gradient nothing asks for, e.g. the input gradient of the first layer)."""
+
+    def __init__(self, layers):
+        self.layers = layers
+
+    def counts(self):
+        """{"input": {strategy: n}, "weight": {...}}: what one backward should serve."""
+        counts = {"input": collections.Counter(), "weight": collections.Counter()}
+        for layer in self.layers:
+            for gradient in ("input", "weight"):
+                if layer[gradient]:
+                    counts[gradient][layer[gradient]] += 1
+        return {g: dict(c) for g, c in counts.items()}
+
+    def __str__(self):
+        rows = [("layer", "input", "weight", "stride", "input grad", "weight grad")]
+        for layer in self.layers:
+            rows.append((layer["name"], "x".join(map(str, layer["input_size"])),
+                         "x".join(map(str, layer["weight_size"])),
+                         "x".join(map(str, layer["stride"])),
+                         layer["input"] or "-", layer["weight"] or "-"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _module_names(model):
+    """Pre/post forward hooks that keep a stack of the running module names."""
+    stack, handles = [], []
+    for name, module in model.named_modules():
+        handles.append(module.register_forward_pre_hook(
+            lambda m, a, name=name: stack.append(name)))
+        handles.append(module.register_forward_hook(lambda m, a, o: stack.pop() and None))
+    return stack, handles
+
+
+def explain_model(model, *example_inputs, **example_kwargs):
+    """Runs one forward pass of `model` with bwdconv enabled and returns, for
+    every convolution it calls, the plan bwdconv makes for its backward. The
+    model's buffers (batch-norm statistics) are restored afterwards."""
+    layers = []
+    saved_buffers = [(b, b.detach().clone()) for b in model.buffers()]
+    stack, handles = _module_names(model)
+
+    def observe(input, weight, stride, padding, dilation, groups):
+        plan = explain(input, weight, stride, padding, dilation, groups)
+        layers.append({
+            "name": stack[-1] if stack and stack[-1] else "<model>",
+            "input_size": list(input.shape), "weight_size": list(weight.shape),
+            "stride": list(stride), "padding": list(padding),
+            "dilation": list(dilation), "groups": groups,
+            "input": plan.input_strategy if input.requires_grad else None,
+            "weight": plan.weight_strategy if weight.requires_grad else None,
+        })
+
+    functional._observers.append(observe)
+    try:
+        with enabled():
+            model(*example_inputs, **example_kwargs)
+    finally:
+        functional._observers.remove(observe)
+        for h in handles:
+            h.remove()
+        with torch.no_grad():
+            for buffer, value in saved_buffers:
+                buffer.copy_(value)
+    return ModelExplanation(layers)
