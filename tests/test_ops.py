@@ -91,6 +91,25 @@ def test_backward_ops_are_differentiable(case):
     assert torch.autograd.gradgradcheck(weight_grad, (dy, x), fast_mode=True)
 
 
+@pytest.mark.parametrize("case", [c for c in CASES if c[0][0] > 0])
+def test_combined_backward_op(case):
+    """convolution_backward returns both gradients (one aten call when both are
+    planned for aten) and is differentiable like the single ops."""
+    x, w, _ = make_operands(case, requires_grad=True)
+    _, _, stride, padding, dilation, groups = case
+    dy = torch.randn_like(forward(x, w, None, case)).requires_grad_(True)
+    ex, ew = aten_gradients(dy.detach(), x.detach(), w.detach(), stride, padding, dilation, groups)
+    gx, gw = torch.ops.bwdconv.convolution_backward(dy, x, w, stride, padding, dilation, groups)
+    torch.testing.assert_close(gx, ex, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(gw, ew, rtol=1e-12, atol=1e-12)
+
+    def both(dy, x, w):
+        return torch.ops.bwdconv.convolution_backward(dy, x, w, stride, padding, dilation, groups)
+
+    assert torch.autograd.gradcheck(both, (dy, x, w), fast_mode=True)
+    assert torch.autograd.gradgradcheck(both, (dy, x, w), fast_mode=True)
+
+
 def test_randomized_grid_matches_aten():
     """A few hundred random 1-3D shapes, float64, against aten."""
     seed = 20261122
@@ -130,6 +149,8 @@ def test_opcheck(case, channels_last):
             (dy, w, list(x.shape), stride, padding, dilation, groups))
     opcheck(torch.ops.bwdconv.convolution_backward_weight,
             (dy, x, list(w.shape), stride, padding, dilation, groups))
+    opcheck(torch.ops.bwdconv.convolution_backward,
+            (dy, x, w, stride, padding, dilation, groups))
 
 
 @pytest.mark.parametrize("channels_last", [False, True])

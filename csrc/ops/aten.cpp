@@ -2,21 +2,38 @@
 
 #include <ATen/ops/convolution_backward_native.h>
 
+#include <array>
+#include <tuple>
 #include <vector>
 
 namespace bwdconv::ops {
 namespace {
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_backward(const at::Tensor& grad_output,
+                                                               const at::Tensor& input,
+                                                               const at::Tensor& weight,
+                                                               const ConvParams& p,
+                                                               std::array<bool, 3> mask) {
+  const std::vector<int64_t> no_output_padding(p.stride.size(), 0);
+  return at::native::convolution_backward(grad_output, input, weight, std::nullopt, p.stride,
+                                          p.padding, p.dilation, /*transposed=*/false,
+                                          no_output_padding, p.groups, mask);
+}
+
 at::Tensor aten_gradient(const at::Tensor& grad_output, const at::Tensor& input,
                          const at::Tensor& weight, const ConvParams& p, bool want_input) {
-  const std::vector<int64_t> no_output_padding(p.stride.size(), 0);
-  auto grads = at::native::convolution_backward(
-      grad_output, input, weight, std::nullopt, p.stride, p.padding, p.dilation,
-      /*transposed=*/false, no_output_padding, p.groups, {want_input, !want_input, false});
+  auto grads = native_backward(grad_output, input, weight, p, {want_input, !want_input, false});
   return want_input ? std::get<0>(grads) : std::get<1>(grads);
 }
 
 }  // namespace
+
+std::pair<at::Tensor, at::Tensor> aten_grads(const at::Tensor& grad_output,
+                                             const at::Tensor& input, const at::Tensor& weight,
+                                             const ConvParams& params) {
+  auto grads = native_backward(grad_output, input, weight, params, {true, true, false});
+  return {std::get<0>(grads), std::get<1>(grads)};
+}
 
 at::Tensor aten_grad_input(const at::Tensor& grad_output, const at::Tensor& weight,
                            at::IntArrayRef input_sizes, const ConvParams& params) {

@@ -6,6 +6,8 @@
 
 #include <ATen/ATen.h>
 
+#include <utility>
+
 #include "ops/geometry.h"
 
 namespace bwdconv::ops {
@@ -15,5 +17,11 @@ at::Tensor aten_grad_input(const at::Tensor& grad_output, const at::Tensor& weig
 
 at::Tensor aten_grad_weight(const at::Tensor& grad_output, const at::Tensor& input,
                             at::IntArrayRef weight_sizes, const ConvParams& params);
+
+// Both gradients in one call: the backends share work between them (oneDNN
+// on the CPU computes both for little more than the weight gradient alone).
+std::pair<at::Tensor, at::Tensor> aten_grads(const at::Tensor& grad_output,
+                                             const at::Tensor& input, const at::Tensor& weight,
+                                             const ConvParams& params);
 
 }  // namespace bwdconv::ops

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "ops/backward.h"
@@ -65,10 +66,11 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
   }
   const std::shared_ptr<const Plan> plan = plan_for(*geometry);
   at::Tensor grad_input, grad_weight, grad_bias;
-  if (output_mask[0]) {
+  if (output_mask[0] && output_mask[1]) {
+    std::tie(grad_input, grad_weight) = compute_grads(*plan, grad_output, input, weight, params);
+  } else if (output_mask[0]) {
     grad_input = compute_grad_input(*plan, grad_output, weight, input.sizes(), params);
-  }
-  if (output_mask[1]) {
+  } else if (output_mask[1]) {
     grad_weight = compute_grad_weight(*plan, grad_output, input, weight.sizes(), params);
   }
   if (output_mask[2]) grad_bias = compute_grad_bias(grad_output);

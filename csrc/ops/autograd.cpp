@@ -8,6 +8,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <tuple>
 #include <vector>
 
 #include "ops/backward.h"
@@ -52,6 +53,21 @@ at::Tensor call_backward_weight(const at::Tensor& grad_output, const at::Tensor&
   return op.call(grad_output, input, weight_size, stride, padding, dilation, groups);
 }
 
+std::tuple<at::Tensor, at::Tensor> call_backward_both(const at::Tensor& grad_output,
+                                                      const at::Tensor& input,
+                                                      const at::Tensor& weight,
+                                                      at::IntArrayRef stride,
+                                                      at::IntArrayRef padding,
+                                                      at::IntArrayRef dilation, int64_t groups) {
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("bwdconv::convolution_backward", "")
+          .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                    const at::Tensor&, at::IntArrayRef,
+                                                    at::IntArrayRef, at::IntArrayRef, int64_t)>();
+  return op.call(grad_output, input, weight, stride, padding, dilation, groups);
+}
+
 // stride, padding, dilation and groups, kept across forward and backward.
 struct SavedParams {
   std::vector<int64_t> stride, padding, dilation;
@@ -88,11 +104,14 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
     const auto p = SavedParams::load(ctx);
     const at::Tensor& grad = grads[0];
     at::Tensor grad_input, grad_weight, grad_bias;
-    if (ctx->needs_input_grad(0)) {
+    if (ctx->needs_input_grad(0) && ctx->needs_input_grad(1)) {
+      // One op for both, so that aten can compute them in one call.
+      std::tie(grad_input, grad_weight) =
+          call_backward_both(grad, input, weight, p.stride, p.padding, p.dilation, p.groups);
+    } else if (ctx->needs_input_grad(0)) {
       grad_input = call_backward_input(grad, weight, input.sym_sizes(), p.stride, p.padding,
                                        p.dilation, p.groups);
-    }
-    if (ctx->needs_input_grad(1)) {
+    } else if (ctx->needs_input_grad(1)) {
       grad_weight = call_backward_weight(grad, input, weight.sym_sizes(), p.stride, p.padding,
                                          p.dilation, p.groups);
     }
@@ -155,6 +174,53 @@ class BackwardFunction : public torch::autograd::Function<BackwardFunction<kAdjo
   }
 };
 
+// (dx, dw) = (bwd_input(dy, w), bwd_weight(dy, x)); with gx, gw the
+// gradients of dx and dw: d(dy) = conv(gx, w) + conv(x, gw),
+// dx' = bwd_input(dy, gw), dw' = bwd_weight(dy, gx).
+class BackwardBothFunction : public torch::autograd::Function<BackwardBothFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& grad_output,
+                               const at::Tensor& input, const at::Tensor& weight,
+                               at::IntArrayRef stride, at::IntArrayRef padding,
+                               at::IntArrayRef dilation, int64_t groups) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({grad_output, input, weight});
+    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
+    auto [grad_input, grad_weight] =
+        call_backward_both(grad_output, input, weight, stride, padding, dilation, groups);
+    return {grad_input, grad_weight};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &grad_output = saved[0], &input = saved[1], &weight = saved[2];
+    const auto p = SavedParams::load(ctx);
+    const at::Tensor &g_input = grads[0], &g_weight = grads[1];
+    at::Tensor grad_grad_output, grad_input, grad_weight;
+    if (ctx->needs_input_grad(0)) {
+      grad_grad_output = call_convolution(g_input, weight, std::nullopt, p.stride, p.padding,
+                                          p.dilation, p.groups) +
+                         call_convolution(input, g_weight, std::nullopt, p.stride, p.padding,
+                                          p.dilation, p.groups);
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_input = call_backward(Adjoint::input, grad_output, g_weight, input.sym_sizes(), p);
+    }
+    if (ctx->needs_input_grad(2)) {
+      grad_weight = call_backward(Adjoint::weight, grad_output, g_input, weight.sym_sizes(), p);
+    }
+    return {grad_grad_output, grad_input, grad_weight, {}, {}, {}, {}};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor> backward_both_autograd(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  auto grads = BackwardBothFunction::apply(grad_output, input, weight, stride, padding, dilation,
+                                           groups);
+  return {grads[0], grads[1]};
+}
+
 at::Tensor convolution_autograd(const at::Tensor& input, const at::Tensor& weight,
                                 const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                 at::IntArrayRef padding, at::IntArrayRef dilation,
@@ -184,6 +250,7 @@ TORCH_LIBRARY_IMPL(bwdconv, Autograd, m) {
   m.impl("convolution", TORCH_FN(convolution_autograd));
   m.impl("convolution_backward_input", TORCH_FN(backward_input_autograd));
   m.impl("convolution_backward_weight", TORCH_FN(backward_weight_autograd));
+  m.impl("convolution_backward", TORCH_FN(backward_both_autograd));
 }
 
 }  // namespace bwdconv::ops

@@ -162,4 +162,18 @@ at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
   return in_layout(grad_weight, gradient_memory_format(input, grad_output));
 }
 
+std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tensor& grad_output,
+                                                const at::Tensor& input, const at::Tensor& weight,
+                                                const ConvParams& params) {
+  if (plan.input.strategy != Strategy::aten || plan.weight.strategy != Strategy::aten) {
+    return {compute_grad_input(plan, grad_output, weight, input.sizes(), params),
+            compute_grad_weight(plan, grad_output, input, weight.sizes(), params)};
+  }
+  served_counter(Gradient::input, Strategy::aten)++;
+  served_counter(Gradient::weight, Strategy::aten)++;
+  auto [grad_input, grad_weight] = aten_grads(grad_output, input, weight, params);
+  return {in_layout(grad_input, gradient_memory_format(grad_output, weight)),
+          in_layout(grad_weight, gradient_memory_format(input, grad_output))};
+}
+
 }  // namespace bwdconv::ops

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <utility>
 
 #include "dispatch/plan.h"
 #include "ops/geometry.h"
@@ -18,6 +19,11 @@ at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
 at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& input, at::IntArrayRef weight_sizes,
                                const ConvParams& params);
+
+// Both gradients; when both are planned for aten, in one aten call.
+std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tensor& grad_output,
+                                                const at::Tensor& input, const at::Tensor& weight,
+                                                const ConvParams& params);
 
 // The bias gradient as aten computes it: grad_output summed over every dim
 // but the channel dim.

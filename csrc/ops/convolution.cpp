@@ -2,6 +2,7 @@
 // tensors use the CUDA key).
 #include <torch/library.h>
 
+#include <tuple>
 #include <vector>
 
 #include "ops/backward.h"
@@ -47,6 +48,20 @@ at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::
   return compute_grad_weight(*plan_for(geometry), grad_output, input, weight_size, params);
 }
 
+std::tuple<at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const ConvParams params = params_of(stride, padding, dilation, groups);
+  const ConvGeometry geometry =
+      backward_geometry("bwdconv.convolution_backward", grad_output, input.sizes(),
+                        weight.sizes(), "weight", weight, params);
+  TORCH_CHECK(input.scalar_type() == weight.scalar_type() && input.device() == weight.device(),
+              "bwdconv.convolution_backward: expected input and weight of the same dtype and "
+              "device, but got ", input.dtype(), " on ", input.device(), " and ", weight.dtype(),
+              " on ", weight.device());
+  return compute_grads(*plan_for(geometry), grad_output, input, weight, params);
+}
+
 }  // namespace
 
 TORCH_LIBRARY(bwdconv, m) {
@@ -59,18 +74,23 @@ TORCH_LIBRARY(bwdconv, m) {
   m.def(
       "convolution_backward_weight(Tensor grad_output, Tensor input, SymInt[] weight_size, "
       "int[] stride, int[] padding, int[] dilation, int groups) -> Tensor");
+  m.def(
+      "convolution_backward(Tensor grad_output, Tensor input, Tensor weight, int[] stride, "
+      "int[] padding, int[] dilation, int groups) -> (Tensor grad_input, Tensor grad_weight)");
 }
 
 TORCH_LIBRARY_IMPL(bwdconv, CPU, m) {
   m.impl("convolution", TORCH_FN(convolution));
   m.impl("convolution_backward_input", TORCH_FN(convolution_backward_input));
   m.impl("convolution_backward_weight", TORCH_FN(convolution_backward_weight));
+  m.impl("convolution_backward", TORCH_FN(convolution_backward));
 }
 
 TORCH_LIBRARY_IMPL(bwdconv, CUDA, m) {
   m.impl("convolution", TORCH_FN(convolution));
   m.impl("convolution_backward_input", TORCH_FN(convolution_backward_input));
   m.impl("convolution_backward_weight", TORCH_FN(convolution_backward_weight));
+  m.impl("convolution_backward", TORCH_FN(convolution_backward));
 }
 
 }  // namespace bwdconv::ops

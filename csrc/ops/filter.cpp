@@ -8,13 +8,14 @@ at::Tensor adjoint_filter(const at::Tensor& weight, int64_t groups) {
   const int64_t out_channels = weight.size(0), in_per_group = weight.size(1);
   std::vector<int64_t> grouped{groups, out_channels / groups, in_per_group};
   std::vector<int64_t> swapped{groups * in_per_group, out_channels / groups};
-  std::vector<int64_t> spatial_dims;
+  std::vector<int64_t> flipped_dims;  // flipping a dim of size 1 would only copy
   for (int64_t d = 2; d < weight.dim(); ++d) {
     grouped.push_back(weight.size(d));
     swapped.push_back(weight.size(d));
-    spatial_dims.push_back(d);
+    if (weight.size(d) > 1) flipped_dims.push_back(d);
   }
-  return weight.reshape(grouped).transpose(1, 2).reshape(swapped).flip(spatial_dims);
+  const at::Tensor adjoint = weight.reshape(grouped).transpose(1, 2).reshape(swapped);
+  return flipped_dims.empty() ? adjoint : adjoint.flip(flipped_dims);
 }
 
 at::Tensor phase_adjoint_filter(const at::Tensor& weight, const Phase& phase, int64_t groups) {

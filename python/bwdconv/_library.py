@@ -81,3 +81,14 @@ def _backward_weight_fake(grad_output, input, weight_size, stride, padding, dila
         device=grad_output.device,
         memory_format=_gradient_memory_format(input, grad_output),
     )
+
+
+@torch.library.register_fake("bwdconv::convolution_backward")
+def _backward_fake(grad_output, input, weight, stride, padding, dilation, groups):
+    _check_backward_operands(grad_output, weight, "weight", input.shape, "input", stride)
+    _check_same_device(input, "input", weight, "weight")
+    grad_input = torch.empty(input.shape, dtype=grad_output.dtype, device=grad_output.device,
+                             memory_format=_gradient_memory_format(grad_output, weight))
+    grad_weight = torch.empty(weight.shape, dtype=grad_output.dtype, device=grad_output.device,
+                              memory_format=_gradient_memory_format(input, grad_output))
+    return grad_input, grad_weight
