@@ -116,5 +116,10 @@ def main(argv=None):
     progress(len(cases), len(cases), "done")
     print(report.table(rows))
     out = report.write_all(args.out, meta, rows)
-    print(f"wrote {out}/results.json, results.csv, report.md, speedup.png")
+    written = ["results.json", "results.csv", "report.md"]
+    if (out / "speedup.png").exists():
+        written.append("speedup.png")
+    else:
+        written.append("no plot (matplotlib is not installed)")
+    print(f"wrote {out}/" + ", ".join(written))
     return 0

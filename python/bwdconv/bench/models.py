@@ -76,6 +76,11 @@ def main(argv=None):
                         help="bfloat16 runs under autocast")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        print("skipped: torchvision is not installed (the models come from torchvision)")
+        return 0
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
     meta = dev.describe(device)

@@ -83,8 +83,12 @@ def markdown(meta, rows, plot_name):
 
 
 def plot(path, meta, rows):
-    """Horizontal bars: speedup over aten per (case, direction) and strategy."""
-    import matplotlib
+    """Horizontal bars: speedup over aten per (case, direction) and strategy.
+    Returns False (no plot) where matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return False
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,0 +1,41 @@
+"""A small case of every strategy on the GPU, for compute-sanitizer: each
+forced strategy computes both gradients once, in fp32 and bf16, NCHW and
+channels_last, and the result is compared with aten."""
+
+import torch
+
+import bwdconv
+
+
+def main():
+    cases = [((2, 8, 9, 11), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),
+             ((2, 8, 9, 11), (8, 4, 3, 3), [2, 2], [1, 1], [1, 1], 2),
+             ((1, 4, 5, 6, 7), (4, 4, 3, 2, 3), [2, 1, 2], [1, 0, 1], [1, 2, 1], 1)]
+    for case in cases:
+        for dtype in (torch.float32, torch.bfloat16):
+            for channels_last in (False, True):
+                x = torch.randn(case[0], device="cuda", dtype=dtype)
+                w = torch.randn(case[1], device="cuda", dtype=dtype)
+                if channels_last:
+                    fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+                    x = x.to(memory_format=fmt)
+                s, p, d, g = case[2:]
+                dy = torch.randn_like(torch.ops.aten.convolution(x, w, None, s, p, d, False,
+                                                                 [0] * len(s), g))
+                for strategy in bwdconv.strategies():
+                    try:
+                        with bwdconv.force_strategy(strategy):
+                            gx, gw = torch.ops.bwdconv.convolution_backward(dy, x, w, s, p, d, g)
+                    except ValueError:
+                        continue  # the strategy cannot serve this shape
+                    ex, ew, _ = torch.ops.aten.convolution_backward(
+                        dy, x, w, None, s, p, d, False, [0] * len(s), g, [True, True, False])
+                    tol = 1e-3 if dtype == torch.float32 else 5e-2
+                    torch.testing.assert_close(gx, ex, rtol=tol, atol=tol)
+                    torch.testing.assert_close(gw, ew, rtol=tol, atol=tol)
+    torch.cuda.synchronize()
+    print("all strategies ran on the GPU")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""GPU checks (marker `gpu`; skipped without a CUDA or ROCm device): every
+strategy forced against aten in fp32/fp16/bf16, NCHW and channels_last, odd
+sizes, groups, dilation, 3D; splitk determinism; CUDA graph capture."""
+
+import pytest
+import torch
+
+import bwdconv
+from conftest import aten_gradients
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm GPU"),
+]
+
+STRATEGIES = ["aten", "swap1x1", "scatter", "phase", "phase_stacked", "splitk"]
+CASES = [  # (input size, weight size, stride, padding, dilation, groups)
+    ((2, 16, 33, 31), (32, 16, 1, 1), [2, 2], [0, 0], [1, 1], 1),
+    ((2, 16, 33, 31), (32, 4, 3, 3), [2, 2], [1, 1], [1, 1], 4),
+    ((3, 8, 17, 19), (8, 8, 3, 2), [3, 2], [1, 0], [2, 1], 1),
+    ((1, 4, 9, 10, 11), (8, 4, 3, 3, 3), [2, 2, 2], [1, 1, 1], [1, 1, 1], 1),
+    ((4, 32, 56, 56), (64, 32, 3, 3), [1, 1], [1, 1], [1, 1], 1),
+]
+
+
+def serves(strategy, case):
+    plan = bwdconv.explain(list(case[0]), list(case[1]), *case[2:]).to_dict()
+    return any(c["strategy"] == strategy and c["serves"]
+               for g in ("input", "weight") for c in plan[g]["candidates"])
+
+
+def operands(case, dtype, channels_last):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(case[0], generator=g, dtype=torch.float64)
+    w = torch.randn(case[1], generator=g, dtype=torch.float64)
+    y = torch.ops.aten.convolution(x, w, None, *case[2:5], False, [0] * len(case[2]), case[5])
+    dy = torch.randn(y.shape, generator=g, dtype=torch.float64)
+    ref = aten_gradients(dy, x, w, *case[2:])
+    x, w, dy = (t.cuda().to(dtype) for t in (x, w, dy))
+    if channels_last:
+        fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+        x, dy = x.to(memory_format=fmt), dy.to(memory_format=fmt)
+    return x, w, dy, [r.cuda() for r in ref]
+
+
+def error(t, ref):
+    return (t.double() - ref).abs().max().item()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_forced_strategy_accuracy(strategy, dtype, channels_last):
+    """The flash-attention rule: error against float64 at most twice aten's
+    error in the same dtype (plus 1e-6 of the reference's magnitude)."""
+    checked = 0
+    for case in CASES:
+        if not serves(strategy, case):
+            continue
+        x, w, dy, (ref_x, ref_w) = operands(case, dtype, channels_last)
+        s, p, d, groups = case[2:]
+        aten_x, aten_w = aten_gradients(dy, x, w, s, p, d, groups)
+        with bwdconv.force_strategy(strategy):
+            gx = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
+            gw = torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
+        torch.cuda.synchronize()
+        for ours, theirs, ref in ((gx, aten_x, ref_x), (gw, aten_w, ref_w)):
+            bound = 2 * error(theirs, ref) + 1e-6 * ref.abs().max().item()
+            assert error(ours, ref) <= bound, (strategy, dtype, channels_last, case)
+        checked += 1
+    assert checked > 0
+
+
+def test_splitk_is_deterministic_on_gpu():
+    case = CASES[4]
+    x, w, dy, _ = operands(case, torch.bfloat16, False)
+    s, p, d, groups = case[2:]
+    with bwdconv.force_strategy("splitk"):
+        runs = [torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
+                for _ in range(3)]
+    assert all(torch.equal(r, runs[0]) for r in runs)
+
+
+def test_backward_is_cuda_graph_capturable():
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, stride=2, padding=1),
+                                torch.nn.Conv2d(16, 16, 1, stride=2)).cuda()
+    x = torch.randn(4, 8, 32, 32, device="cuda", requires_grad=True)
+    bwdconv.enable()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):  # warm up (plans, allocator) outside the capture
+            model.zero_grad(set_to_none=False)
+            model(x).sum().backward()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    model.zero_grad(set_to_none=False)
+    with torch.cuda.graph(graph):
+        model(x).sum().backward()
+    graph.replay()
+    torch.cuda.synchronize()
+    captured = [p.grad.clone() for p in model.parameters()]
+    bwdconv.disable()
+    model.zero_grad(set_to_none=True)
+    model(x).sum().backward()
+    for a, b in zip(captured, [p.grad for p in model.parameters()]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
