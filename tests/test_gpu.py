@@ -105,3 +105,32 @@ def test_backward_is_cuda_graph_capturable():
     model(x).sum().backward()
     for a, b in zip(captured, [p.grad for p in model.parameters()]):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("autocast", [False, True])
+def test_resnet18_training_step_on_gpu(autocast):
+    """ResNet-18 gradients with bwdconv enabled equal aten's: fp32, and bf16 under
+    autocast (where both sides round differently, so the bound is looser)."""
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10).cuda()
+    x = torch.randn(8, 3, 64, 64, device="cuda")
+    target = torch.arange(8, device="cuda") % 10
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def gradients():
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            loss = torch.nn.functional.cross_entropy(model(x), target)
+        loss.backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    reference = gradients()
+    model.load_state_dict(state)
+    with bwdconv.enabled():
+        ours = gradients()
+    largest = max(g.abs().max().item() for g in reference.values())
+    rtol, scale = (5e-2, 1e-2) if autocast else (1e-3, 1e-4)
+    for name in reference:
+        torch.testing.assert_close(ours[name], reference[name], rtol=rtol, atol=scale * largest,
+                                   msg=lambda m: f"{name}: {m}")

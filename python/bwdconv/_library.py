@@ -53,6 +53,11 @@ def _check_backward_operands(grad_output, other, other_name, sizes, sizes_name, 
     )
 
 
+def _empty_gradient(sizes, grad_output, memory_format):
+    return torch.empty(sizes, dtype=grad_output.dtype, device=grad_output.device,
+                       memory_format=memory_format)
+
+
 @torch.library.register_fake("bwdconv::convolution")
 def _convolution_fake(input, weight, bias, stride, padding, dilation, groups):
     _check_same_device(input, "input", weight, "weight")
@@ -64,31 +69,20 @@ def _convolution_fake(input, weight, bias, stride, padding, dilation, groups):
 @torch.library.register_fake("bwdconv::convolution_backward_input")
 def _backward_input_fake(grad_output, weight, input_size, stride, padding, dilation, groups):
     _check_backward_operands(grad_output, weight, "weight", input_size, "input_size", stride)
-    return torch.empty(
-        input_size,
-        dtype=grad_output.dtype,
-        device=grad_output.device,
-        memory_format=_gradient_memory_format(grad_output, weight),
-    )
+    return _empty_gradient(input_size, grad_output, _gradient_memory_format(grad_output, weight))
 
 
 @torch.library.register_fake("bwdconv::convolution_backward_weight")
 def _backward_weight_fake(grad_output, input, weight_size, stride, padding, dilation, groups):
     _check_backward_operands(grad_output, input, "input", weight_size, "weight_size", stride)
-    return torch.empty(
-        weight_size,
-        dtype=grad_output.dtype,
-        device=grad_output.device,
-        memory_format=_gradient_memory_format(input, grad_output),
-    )
+    return _empty_gradient(weight_size, grad_output, _gradient_memory_format(input, grad_output))
 
 
 @torch.library.register_fake("bwdconv::convolution_backward")
 def _backward_fake(grad_output, input, weight, stride, padding, dilation, groups):
     _check_backward_operands(grad_output, weight, "weight", input.shape, "input", stride)
     _check_same_device(input, "input", weight, "weight")
-    grad_input = torch.empty(input.shape, dtype=grad_output.dtype, device=grad_output.device,
-                             memory_format=_gradient_memory_format(grad_output, weight))
-    grad_weight = torch.empty(weight.shape, dtype=grad_output.dtype, device=grad_output.device,
-                              memory_format=_gradient_memory_format(input, grad_output))
-    return grad_input, grad_weight
+    return (
+        _empty_gradient(input.shape, grad_output, _gradient_memory_format(grad_output, weight)),
+        _empty_gradient(weight.shape, grad_output, _gradient_memory_format(input, grad_output)),
+    )
