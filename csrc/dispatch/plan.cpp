@@ -73,7 +73,8 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
   if (all_equal_to(g.stride, g.spatial_dims, 1)) {
     return {Strategy::aten, "stride 1: there are no inserted zeros to skip"};
   }
-  if (all_equal_to(g.filter, g.spatial_dims, 1)) {
+  if (all_equal_to(g.filter, g.spatial_dims, 1) &&
+      !(g.device == DeviceKind::CPU && g.dtype == DType::Float16)) {
     return {Strategy::swap1x1,
             "1x1 filter with stride > 1: a GEMM on the small grad_output, then a strided "
             "scatter of the small result"};
@@ -81,7 +82,7 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
   if (g.device == DeviceKind::CPU) {
     return {Strategy::aten,
             "on the CPU, aten's strided backward matched or beat phase, phase_stacked and "
-            "scatter on the scaled seed shapes"};
+            "scatter on the scaled seed shapes (and swap1x1's GEMM in float16)"};
   }
   if (input_elements(g) <= kSmallInputGradient &&
       !refusal(Strategy::phase_stacked, Gradient::input, g, phases)) {

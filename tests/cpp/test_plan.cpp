@@ -73,6 +73,8 @@ TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
   one_by_one.device = DeviceKind::CPU;
   EXPECT_EQ(make_plan(one_by_one).input.strategy, Strategy::swap1x1);
   EXPECT_EQ(make_plan(one_by_one).weight.strategy, Strategy::aten);
+  one_by_one.dtype = DType::Float16;  // no fast float16 GEMM on the CPU
+  EXPECT_EQ(make_plan(one_by_one).input.strategy, Strategy::aten);
 }
 
 TEST(Plan, SeedSplitKShapeSplitsAndSmallReductionsDoNot) {
