@@ -103,11 +103,13 @@ def _sizes(x):
     return list(x.shape) if isinstance(x, torch.Tensor) else [int(v) for v in x]
 
 
-def explain(input, weight, stride=1, padding=0, dilation=1, groups=1):
+def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=None,
+            channels_last=None, device=None):
     """The plan bwdconv makes for conv(input, weight) with these arguments.
 
-    `input` and `weight` are tensors or size sequences (N, C, spatial...); with
-    sizes, the plan assumes float32, contiguous, on the CPU.
+    `input` and `weight` are tensors or size sequences (N, C, spatial...).
+    `dtype` (a torch dtype), `channels_last` and `device` ("cpu", "cuda" or
+    "hip") default to the input tensor's, or to float32, contiguous, cpu for sizes.
     """
     input_size, weight_size = _sizes(input), _sizes(weight)
     spatial_dims = len(weight_size) - 2
@@ -116,15 +118,17 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1):
     stride = expand(stride, spatial_dims, "stride")
     padding = expand(padding, spatial_dims, "padding")
     dilation = expand(dilation, spatial_dims, "dilation")
-    dtype, channels_last, device = "float32", False, "cpu"
-    if isinstance(input, torch.Tensor):
-        dtype = _DTYPES.get(input.dtype, "other")
-        channels_last = suggest_memory_format(input) != torch.contiguous_format
-        if input.is_cuda:
-            device = "hip" if torch.version.hip else "cuda"
-    plan = _C.plan(
-        input_size, weight_size, stride, padding, dilation, groups, dtype, channels_last, device
-    )
+    tensor = input if isinstance(input, torch.Tensor) else None
+    if dtype is None:
+        dtype = tensor.dtype if tensor is not None else torch.float32
+    if channels_last is None:
+        channels_last = tensor is not None and \
+            suggest_memory_format(tensor) != torch.contiguous_format
+    if device is None:
+        on_gpu = tensor is not None and tensor.is_cuda
+        device = ("hip" if torch.version.hip else "cuda") if on_gpu else "cpu"
+    plan = _C.plan(input_size, weight_size, stride, padding, dilation, groups,
+                   _DTYPES.get(dtype, "other"), bool(channels_last), device)
     return Explanation(plan, input_size, weight_size, stride, padding, dilation, groups)
 
 
