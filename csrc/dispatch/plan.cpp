@@ -64,25 +64,14 @@ int64_t input_elements(const ConvGeometry& g) {
 // convolution beats stride^d separate ones. A starting point, to be tuned.
 constexpr int64_t kSmallInputGradient = int64_t{1} << 16;
 
-// The default strategy for the input gradient and why. Simple rules until
-// measured choices replace them: on the CPU they follow the first CPU
-// measurement (python -m bwdconv.bench --suite seeds); on GPUs they follow the
-// seeds' reports (AMD MI355x) until bwdconv's own GPU measurements exist.
-std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
-                                              const std::vector<Phase>& phases) {
-  if (all_equal_to(g.stride, g.spatial_dims, 1)) {
-    return {Strategy::aten, "stride 1: there are no inserted zeros to skip"};
-  }
-  if (all_equal_to(g.filter, g.spatial_dims, 1) &&
-      !(g.device == DeviceKind::CPU && g.dtype == DType::Float16)) {
+// What the seeds' reports (AMD MI355x, IREE) suggest on a GPU for a strided
+// input gradient, and for a weight gradient (seed 001's heuristics).
+std::pair<Strategy, std::string> seed_rule_input(const ConvGeometry& g,
+                                                 const std::vector<Phase>& phases) {
+  if (all_equal_to(g.filter, g.spatial_dims, 1)) {
     return {Strategy::swap1x1,
             "1x1 filter with stride > 1: a GEMM on the small grad_output, then a strided "
             "scatter of the small result"};
-  }
-  if (g.device == DeviceKind::CPU) {
-    return {Strategy::aten,
-            "on the CPU, aten's strided backward matched or beat phase, phase_stacked and "
-            "scatter on the scaled seed shapes (and swap1x1's GEMM in float16)"};
   }
   if (input_elements(g) <= kSmallInputGradient &&
       !refusal(Strategy::phase_stacked, Gradient::input, g, phases)) {
@@ -94,16 +83,47 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
           "inserted zeros"};
 }
 
-std::pair<Strategy, std::string> choose_weight(const ConvGeometry& g) {
-  if (g.device == DeviceKind::CPU) {
-    return {Strategy::aten,
-            "on the CPU, aten's weight gradient beat splitk on the scaled seed shapes"};
-  }
+std::pair<Strategy, std::string> seed_rule_weight(const ConvGeometry& g) {
   if (auto why_not = splitk_not_worth_it(g)) {
     return {Strategy::aten, "splitting the reduction is not expected to pay: " + *why_not};
   }
   return {Strategy::splitk,
           "long reduction next to a small weight gradient: split it into chunks"};
+}
+
+// Nothing is chosen over aten on a GPU before bwdconv's own GPU benchmark has
+// measured it there ("never slower than before"); the reason names the
+// seeds' choice so that explain() shows what is waiting for that measurement.
+std::pair<Strategy, std::string> unmeasured_on_gpu(std::pair<Strategy, std::string> seed) {
+  if (seed.first == Strategy::aten) return seed;
+  return {Strategy::aten, std::string("not yet measured on GPUs: aten until the GPU benchmark "
+                                      "confirms the seeds' choice, ") +
+                              strategy_name(seed.first) + " (" + seed.second + ")"};
+}
+
+// The default strategy for the input gradient and why. Simple rules until
+// measured choices replace them: on the CPU they follow the first CPU
+// measurement (python -m bwdconv.bench --suite seeds).
+std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
+                                              const std::vector<Phase>& phases) {
+  if (all_equal_to(g.stride, g.spatial_dims, 1)) {
+    return {Strategy::aten, "stride 1: there are no inserted zeros to skip"};
+  }
+  if (g.device != DeviceKind::CPU) return unmeasured_on_gpu(seed_rule_input(g, phases));
+  if (all_equal_to(g.filter, g.spatial_dims, 1) && g.dtype != DType::Float16) {
+    return {Strategy::swap1x1,
+            "1x1 filter with stride > 1: a GEMM on the small grad_output, then a strided "
+            "scatter of the small result (measured faster than aten on the CPU)"};
+  }
+  return {Strategy::aten,
+          "on the CPU, aten's strided backward matched or beat phase, phase_stacked and "
+          "scatter on the scaled seed shapes (and swap1x1's GEMM in float16)"};
+}
+
+std::pair<Strategy, std::string> choose_weight(const ConvGeometry& g) {
+  if (g.device != DeviceKind::CPU) return unmeasured_on_gpu(seed_rule_weight(g));
+  return {Strategy::aten,
+          "on the CPU, aten's weight gradient beat splitk on the scaled seed shapes"};
 }
 
 GradientPlan plan_gradient(Gradient gradient, const ConvGeometry& g,

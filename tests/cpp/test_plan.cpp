@@ -58,11 +58,19 @@ TEST(Plan, EveryStrategyIsAccountedForWithAReason) {
   }
 }
 
-TEST(Plan, DefaultChoicesOnGpus) {
+// Until bwdconv's GPU benchmark has measured them, GPUs get aten, and the
+// reason names the seeds' choice.
+void expect_aten_waiting_for(const GradientPlan& plan, const char* seed_choice) {
+  EXPECT_EQ(plan.strategy, Strategy::aten);
+  EXPECT_NE(plan.reason.find("not yet measured on GPUs"), std::string::npos) << plan.reason;
+  EXPECT_NE(plan.reason.find(seed_choice), std::string::npos) << plan.reason;
+}
+
+TEST(Plan, DefaultChoicesOnGpusWaitForMeasurements) {
   EXPECT_EQ(make_plan(conv(2, 9, 3, 1, 1)).input.strategy, Strategy::aten);
-  EXPECT_EQ(make_plan(conv(2, 50, 1, 2, 0)).input.strategy, Strategy::swap1x1);
-  EXPECT_EQ(make_plan(conv(2, 9, 3, 2, 1)).input.strategy, Strategy::phase_stacked);
-  EXPECT_EQ(make_plan(conv(2, 200, 3, 2, 1, 8, 16)).input.strategy, Strategy::phase);
+  expect_aten_waiting_for(make_plan(conv(2, 50, 1, 2, 0)).input, "swap1x1");
+  expect_aten_waiting_for(make_plan(conv(2, 9, 3, 2, 1)).input, "phase_stacked");
+  expect_aten_waiting_for(make_plan(conv(2, 200, 3, 2, 1, 8, 16)).input, "phase (");
 }
 
 TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
@@ -82,10 +90,11 @@ TEST(Plan, SeedSplitKShapeSplitsAndSmallReductionsDoNot) {
   ConvGeometry seed = conv(2, 225, 3, 1, 1, 16, 16);
   seed.out_channels = 64;
   derive_output_sizes(seed);
+  EXPECT_FALSE(splitk_not_worth_it(seed).has_value());
   const Plan plan = make_plan(seed);
-  EXPECT_EQ(plan.weight.strategy, Strategy::splitk) << plan.weight.reason;
+  expect_aten_waiting_for(plan.weight, "splitk");
   EXPECT_GE(plan.splitk.chunks(), 2);
-  EXPECT_EQ(make_plan(conv(2, 9, 3, 1, 1)).weight.strategy, Strategy::aten);
+  EXPECT_TRUE(splitk_not_worth_it(conv(2, 9, 3, 1, 1)).has_value());
 }
 
 TEST(Plan, ForcedStrategyServesWhatItCanAndRefusesOtherwise) {
