@@ -14,24 +14,25 @@ INPUT_STRATEGIES = ("swap1x1", "scatter", "phase", "phase_stacked")
 WEIGHT_STRATEGIES = ("splitk",)
 
 
-def _format(case):
-    if not case.channels_last:
+def _layout(case, channels_last):
+    if not channels_last:
         return torch.contiguous_format
     return torch.channels_last if case.spatial_dims == 2 else torch.channels_last_3d
 
 
 def make_operands(case, device, seed=0):
+    """x, w, dy in the case's dtype and layouts, and (stride, padding, dilation, groups)."""
     g = torch.Generator(device="cpu").manual_seed(seed)
-    x = torch.randn(case.input_size(), generator=g).to(device, case.dtype)
-    w = torch.randn(case.weight_size(), generator=g).to(device, case.dtype)
-    x = x.contiguous(memory_format=_format(case))
-    if case.filter_channels_last:
-        w = w.contiguous(memory_format=_format(case) if case.channels_last else
-                         (torch.channels_last if case.spatial_dims == 2 else torch.channels_last_3d))
+
+    def tensor(sizes, channels_last):
+        t = torch.randn(sizes, generator=g).to(device, case.dtype)
+        return t.contiguous(memory_format=_layout(case, channels_last))
+
+    x = tensor(case.input_size(), case.channels_last)
+    w = tensor(case.weight_size(), case.filter_channels_last)
     args = (list(case.stride), list(case.padding), list(case.dilation), case.groups)
     y = torch.ops.aten.convolution(x, w, None, *args[:3], False, [0] * case.spatial_dims, args[3])
-    dy = torch.randn(y.shape, generator=g).to(device, case.dtype).contiguous(
-        memory_format=_format(case))
+    dy = tensor(y.shape, case.channels_last)
     return x, w, dy, args
 
 
