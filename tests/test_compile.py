@@ -25,6 +25,14 @@ def gradients(model, x):
     return [x.grad] + [p.grad.clone() for p in model.parameters()]
 
 
+def reference_case():
+    """A Net, an input and the gradients aten gives for them."""
+    torch.manual_seed(0)
+    model = Net()
+    x = torch.randn(2, 3, 16, 16)
+    return model, x, gradients(model, x)
+
+
 def assert_all_close(ours, expected):
     for a, b in zip(ours, expected, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
@@ -32,10 +40,7 @@ def assert_all_close(ours, expected):
 
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_compiled_fullgraph_functional_scope(dynamic):
-    torch.manual_seed(0)
-    model = Net()
-    x = torch.randn(2, 3, 16, 16)
-    expected = gradients(model, x)
+    model, x, expected = reference_case()
     torch._dynamo.reset()
     bwdconv.enable()
     compiled = torch.compile(model, fullgraph=True, dynamic=dynamic, backend="aot_eager")
@@ -63,10 +68,7 @@ def test_compiled_graph_contains_bwdconv_ops():
 
 
 def test_compiled_with_inductor_functional_scope():
-    torch.manual_seed(0)
-    model = Net()
-    x = torch.randn(2, 3, 16, 16)
-    expected = gradients(model, x)
+    model, x, expected = reference_case()
     torch._dynamo.reset()
     with bwdconv.enabled():
         compiled = torch.compile(model, fullgraph=True)
@@ -105,10 +107,7 @@ def test_aten_scope_eager_matches_and_is_planned():
 
 
 def test_aten_scope_compiled_with_inductor():
-    torch.manual_seed(0)
-    model = Net()
-    x = torch.randn(2, 3, 16, 16)
-    expected = gradients(model, x)
+    model, x, expected = reference_case()
     torch._dynamo.reset()
     with bwdconv.enabled("aten"):
         bwdconv.reset_served()
