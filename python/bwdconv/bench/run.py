@@ -1,6 +1,7 @@
 """Times aten, every strategy that can serve a case and the planner's choice."""
 
 import math
+import statistics
 import sys
 
 import torch
@@ -87,6 +88,41 @@ def _reference(direction, x, w, dy, args):
     return grads[0] if direction == BACKWARD_DATA else grads[1]
 
 
+ROUNDS = 5  # timing rounds; each round times every entry, in a rotated order
+
+
+def _timed(entries, device, warmup, iterations):
+    """{name: per-call times}: the iterations split into rounds whose order
+    rotates, so that no entry always runs first (caches, clocks) or last."""
+    for name, fn, forced in entries:
+        with bwdconv.force_strategy(forced):
+            dev.time_ms(fn, device, warmup, 0)
+    times = {name: [] for name, _, _ in entries}
+    rounds = min(ROUNDS, iterations)
+    for r in range(rounds):
+        count = iterations // rounds + (1 if r < iterations % rounds else 0)
+        for name, fn, forced in entries[r % len(entries):] + entries[: r % len(entries)]:
+            with bwdconv.force_strategy(forced):
+                times[name] += dev.time_ms(fn, device, 0, count)
+    return times
+
+
+def _checked(entries, reference, aten_error, rows, base):
+    """The entries whose result passes the accuracy rule, and {name: max error};
+    a failing entry gets a 'wrong' row and no time."""
+    kept, errors = [], {}
+    for name, fn, forced in entries:
+        if reference is not None and name != "aten":
+            with bwdconv.force_strategy(forced):
+                errors[name] = _error(fn(), reference)
+            if errors[name] > 2 * aten_error + 1e-6 * reference.abs().max().item():
+                rows.append(dict(base, strategy=name, status="wrong", max_error=errors[name],
+                                 aten_max_error=aten_error))
+                continue
+        kept.append((name, fn, forced))
+    return kept, errors
+
+
 def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
     """One result row per (direction, strategy); `index` numbers the case in its run."""
     x, w, dy, args = make_operands(case, device)
@@ -103,29 +139,20 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
         if "bwdconv" in fns:  # the planner's choice, then each strategy forced
             entries.append(("bwdconv", fns["bwdconv"], None))
             entries += [(s, fns["bwdconv"], s) for s in servable]
-        aten_ms = None
-        for name, fn, forced in entries:
-            row = {"index": index, "case": case.label(), "line": case.line or case.to_line(),
-                   "direction": DIRECTION_NAMES[direction], "strategy": name,
-                   "plan": chosen, "status": "ok"}
-            with bwdconv.force_strategy(forced):
-                if reference is not None and name != "aten":
-                    error = _error(fn(), reference)
-                    row["max_error"], row["aten_max_error"] = error, aten_error
-                    if error > 2 * aten_error + 1e-6 * reference.abs().max().item():
-                        row["status"] = "wrong"
-                        rows.append(row)
-                        continue
-                times = dev.time_ms(fn, device, warmup, iterations)
-            row.update(dev.summary(times))
-            row["iterations"] = iterations
+        base = {"index": index, "case": case.label(), "line": case.line or case.to_line(),
+                "direction": DIRECTION_NAMES[direction], "plan": chosen, "status": "ok"}
+        entries, errors = _checked(entries, reference, aten_error, rows, base)
+        times = _timed(entries, device, warmup, iterations)
+        aten_ms = statistics.median(times["aten"])
+        for name, _, _ in entries:
+            row = dict(base, strategy=name, iterations=iterations, **dev.summary(times[name]))
+            if name in errors:
+                row["max_error"], row["aten_max_error"] = errors[name], aten_error
             seconds = row["median_ms"] * 1e-3
             row["tflops"] = flops(case, dy.shape[2:]) / seconds / 1e12
             row["gbps"] = bytes_moved(x, w, dy) / seconds / 1e9
             row["roofline"] = _roofline_fraction(row, case, peaks, copy_gbps)
-            if name == "aten":
-                aten_ms = row["median_ms"]
-            row["speedup"] = aten_ms / row["median_ms"] if aten_ms else None
+            row["speedup"] = aten_ms / row["median_ms"]
             rows.append(row)
     return rows
 
