@@ -120,6 +120,15 @@ def test_channels_last_module_gradients_keep_pytorch_layout():
         assert a.stride() == b.stride()
 
 
+def test_autocast_casts_the_op_itself():
+    x, w = torch.randn(1, 2, 6, 6), torch.randn(3, 2, 3, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = torch.ops.bwdconv.convolution(x, w, None, [2, 2], [1, 1], [1, 1], 1)
+    assert y.dtype == torch.bfloat16
+    assert torch.ops.bwdconv.convolution(x.double(), w.double(), None, [1, 1], [0, 0], [1, 1],
+                                         1).dtype == torch.float64
+
+
 def test_autocast_bfloat16_on_cpu():
     m = nn.Conv2d(3, 4, 3, stride=2)
     x = torch.randn(2, 3, 8, 8)
@@ -129,6 +138,18 @@ def test_autocast_bfloat16_on_cpu():
             ours = m(x)
     assert ours.dtype == expected.dtype == torch.bfloat16
     torch.testing.assert_close(ours, expected)
+    # The backward leaves float32 parameter gradients, as with aten.
+    grads = []
+    for use_bwdconv in (False, True):
+        m.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16), bwdconv.enabled() if use_bwdconv \
+                else torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = m(x).float().square().sum()
+        loss.backward()
+        grads.append([p.grad.clone() for p in m.parameters()])
+    for ours_grad, aten_grad in zip(grads[1], grads[0]):
+        assert ours_grad.dtype == torch.float32
+        torch.testing.assert_close(ours_grad, aten_grad, rtol=2e-2, atol=2e-2)
 
 
 def test_deepcopy_of_enabled_model_still_trains():

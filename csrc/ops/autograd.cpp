@@ -6,66 +6,17 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 
-#include <ATen/core/dispatch/Dispatcher.h>
-
 #include <tuple>
 #include <vector>
 
 #include "ops/backward.h"
+#include "ops/calls.h"
 
 namespace bwdconv::ops {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-template <typename Signature>
-c10::TypedOperatorHandle<Signature> bwdconv_op(const char* name) {
-  return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
-}
-
-at::Tensor call_convolution(const at::Tensor& input, const at::Tensor& weight,
-                            const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                            at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  static auto op = bwdconv_op<at::Tensor(const at::Tensor&, const at::Tensor&,
-                                         const std::optional<at::Tensor>&, at::IntArrayRef,
-                                         at::IntArrayRef, at::IntArrayRef, int64_t)>(
-      "bwdconv::convolution");
-  return op.call(input, weight, bias, stride, padding, dilation, groups);
-}
-
-using BackwardSignature = at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
-                                     at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t);
-
-at::Tensor call_backward_input(const at::Tensor& grad_output, const at::Tensor& weight,
-                               c10::SymIntArrayRef input_size, at::IntArrayRef stride,
-                               at::IntArrayRef padding, at::IntArrayRef dilation,
-                               int64_t groups) {
-  static auto op = bwdconv_op<BackwardSignature>("bwdconv::convolution_backward_input");
-  return op.call(grad_output, weight, input_size, stride, padding, dilation, groups);
-}
-
-at::Tensor call_backward_weight(const at::Tensor& grad_output, const at::Tensor& input,
-                                c10::SymIntArrayRef weight_size, at::IntArrayRef stride,
-                                at::IntArrayRef padding, at::IntArrayRef dilation,
-                                int64_t groups) {
-  static auto op = bwdconv_op<BackwardSignature>("bwdconv::convolution_backward_weight");
-  return op.call(grad_output, input, weight_size, stride, padding, dilation, groups);
-}
-
-std::tuple<at::Tensor, at::Tensor> call_backward_both(const at::Tensor& grad_output,
-                                                      const at::Tensor& input,
-                                                      const at::Tensor& weight,
-                                                      at::IntArrayRef stride,
-                                                      at::IntArrayRef padding,
-                                                      at::IntArrayRef dilation, int64_t groups) {
-  static auto op =
-      bwdconv_op<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                    const at::Tensor&, at::IntArrayRef,
-                                                    at::IntArrayRef, at::IntArrayRef, int64_t)>(
-          "bwdconv::convolution_backward");
-  return op.call(grad_output, input, weight, stride, padding, dilation, groups);
-}
 
 // stride, padding, dilation and groups, kept across forward and backward.
 struct SavedParams {

@@ -30,19 +30,6 @@ def _same_padding(input, weight, stride, dilation, spatial_dims):
     return input, left
 
 
-def _autocast(input, weight, bias):
-    """Casts like autocast does for aten's convolutions (a lower-precision op)."""
-    device_type = input.device.type
-    if not torch.is_autocast_enabled(device_type):
-        return input, weight, bias
-    dtype = torch.get_autocast_dtype(device_type)
-
-    def cast(t):
-        return t.to(dtype) if t is not None and t.is_floating_point() else t
-
-    return cast(input), cast(weight), cast(bias)
-
-
 def convolution(input, weight, bias, stride, padding, dilation, groups, spatial_dims):
     unbatched = check_input_rank(input, spatial_dims)
     if unbatched:
@@ -58,7 +45,6 @@ def convolution(input, weight, bias, stride, padding, dilation, groups, spatial_
             raise ValueError(f"Invalid padding string '{padding}', should be 'same' or 'valid'")
     else:
         padding = expand(padding, spatial_dims, "padding")
-    input, weight, bias = _autocast(input, weight, bias)
     for observer in _observers:
         observer(input, weight, stride, padding, dilation, groups)
     out = torch.ops.bwdconv.convolution(input, weight, bias, stride, padding, dilation, groups)
