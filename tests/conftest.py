@@ -20,3 +20,11 @@ def aten_gradients(grad_output, input, weight, stride, padding, dilation, groups
         [0] * len(stride), groups, [True, True, False],
     )
     return grad_input, grad_weight
+
+
+def module_gradients(module, x):
+    """Gradients of x and of every parameter after one backward of a sum of squares."""
+    module.zero_grad(set_to_none=True)
+    x = x.detach().requires_grad_(True)
+    module(x).square().sum().backward()
+    return [x.grad] + [p.grad for p in module.parameters()]

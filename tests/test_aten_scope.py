@@ -4,49 +4,43 @@ import torch
 from torch import nn
 
 import bwdconv
+from conftest import module_gradients
 
 
-def grads(module, x):
-    module.zero_grad(set_to_none=True)
-    x = x.detach().requires_grad_(True)
-    module(x).square().sum().backward()
-    return [x.grad] + [p.grad for p in module.parameters()]
+def run_in_aten_scope(module, x, strategy=None):
+    """(gradients with the aten scope, gradients without it, served counts)."""
+    expected = module_gradients(module, x)
+    bwdconv.reset_served()
+    with bwdconv.enabled("aten"), bwdconv.force_strategy(strategy):
+        ours = module_gradients(module, x)
+    return ours, expected, bwdconv.served()
+
+
+def assert_all_close(ours, expected, tolerance):
+    for a, b in zip(ours, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=tolerance, atol=tolerance)
 
 
 def test_transposed_convolutions_stay_with_aten():
     m = nn.ConvTranspose2d(4, 2, 3, stride=2).double()
-    x = torch.randn(1, 4, 5, 5, dtype=torch.double)
-    expected = grads(m, x)
-    bwdconv.reset_served()
-    with bwdconv.enabled("aten"):
-        ours = grads(m, x)
-    assert sum(bwdconv.served()["input"].values()) == 0
-    for a, b in zip(ours, expected, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    ours, expected, served = run_in_aten_scope(m, torch.randn(1, 4, 5, 5, dtype=torch.double))
+    assert sum(served["input"].values()) == 0
+    assert_all_close(ours, expected, 0)
 
 
 def test_planned_convolutions_are_counted_and_match():
     m = nn.Conv1d(2, 4, 3, stride=2).double()
-    x = torch.randn(3, 2, 11, dtype=torch.double)
-    expected = grads(m, x)
-    bwdconv.reset_served()
-    with bwdconv.enabled("aten"):
-        ours = grads(m, x)
-    assert sum(bwdconv.served()["weight"].values()) == 1
-    for a, b in zip(ours, expected, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    ours, expected, served = run_in_aten_scope(m, torch.randn(3, 2, 11, dtype=torch.double))
+    assert sum(served["weight"].values()) == 1
+    assert_all_close(ours, expected, 1e-12)
 
 
 def test_forced_strategy_applies_through_the_aten_scope():
     m = nn.Conv2d(3, 4, 3, stride=2, padding=1).double()
-    x = torch.randn(2, 3, 9, 9, dtype=torch.double)
-    expected = grads(m, x)
-    bwdconv.reset_served()
-    with bwdconv.enabled("aten"), bwdconv.force_strategy("phase_stacked"):
-        ours = grads(m, x)
-    assert bwdconv.served()["input"]["phase_stacked"] == 1
-    for a, b in zip(ours, expected, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    ours, expected, served = run_in_aten_scope(
+        m, torch.randn(2, 3, 9, 9, dtype=torch.double), strategy="phase_stacked")
+    assert served["input"]["phase_stacked"] == 1
+    assert_all_close(ours, expected, 1e-12)
 
 
 def test_aten_errors_are_kept_for_bad_arguments():

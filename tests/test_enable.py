@@ -8,21 +8,15 @@ import torch.nn.functional as F
 from torch import nn
 
 import bwdconv
-
-
-def grads_of(module, x):
-    module.zero_grad()
-    x = x.detach().requires_grad_(True)
-    module(x).square().sum().backward()
-    return [x.grad] + [p.grad for p in module.parameters()]
+from conftest import module_gradients
 
 
 def test_issue_example_matches_disabled():
     m = nn.Conv2d(4, 8, 3, stride=2).double()
     x = torch.randn(2, 4, 9, 9, dtype=torch.double)
-    expected = grads_of(m, x)
+    expected = module_gradients(m, x)
     bwdconv.enable()
-    ours = grads_of(m, x)
+    ours = module_gradients(m, x)
     for a, b in zip(ours, expected):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
@@ -83,10 +77,10 @@ def test_round_trip_on_modules(make, padding_mode):
     m = make(padding_mode).double()
     dims = m.weight.dim() - 2
     x = torch.randn(2, m.in_channels, *[9] * dims, dtype=torch.double)
-    expected = grads_of(m, x)
+    expected = module_gradients(m, x)
     with bwdconv.enabled():
-        ours = grads_of(m, x)
-    after = grads_of(m, x)
+        ours = module_gradients(m, x)
+    after = module_gradients(m, x)
     for a, b, c in zip(ours, expected, after):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
         torch.testing.assert_close(c, b, rtol=0, atol=0)
@@ -112,9 +106,9 @@ def test_functional_string_padding_matches_torch():
 def test_channels_last_module_gradients_keep_pytorch_layout():
     m = nn.Conv2d(4, 8, 3, stride=2, padding=1).to(memory_format=torch.channels_last)
     x = torch.randn(2, 4, 10, 10).to(memory_format=torch.channels_last)
-    expected = grads_of(m, x)
+    expected = module_gradients(m, x)
     with bwdconv.enabled():
-        ours = grads_of(m, x)
+        ours = module_gradients(m, x)
     for a, b in zip(ours, expected):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
         assert a.stride() == b.stride()

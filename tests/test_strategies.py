@@ -198,7 +198,7 @@ def test_explain_names_the_seed_phases():
 
 
 def test_forcing_a_strategy_that_cannot_serve_raises():
-    x, w = torch.randn(1, 2, 9, 9), torch.randn(2, 2, 3, 3)
+    w = torch.randn(2, 2, 3, 3)
     dy = torch.randn(1, 2, 4, 4)
     with bwdconv.force_strategy("swap1x1"), pytest.raises(ValueError, match="is not 1x1"):
         torch.ops.bwdconv.convolution_backward_input(dy, w, [1, 2, 9, 9], [2, 2], [0, 0],

@@ -103,7 +103,7 @@ def main(argv=None):
     copy_gbps = dev.copy_bandwidth_gbps(device)
     meta["copy_bandwidth_gbps"] = round(copy_gbps, 1)
     peaks = dev.device_peaks(meta["device"]) if gpu else None
-    meta["peaks"] = peaks or f"none known; roofline uses the measured copy bandwidth"
+    meta["peaks"] = peaks or "none known; roofline uses the measured copy bandwidth"
     print(f"{meta['device']} | torch {meta['torch']} | scale 1/{scale} | {iterations} iterations "
           f"after {warmup} warm-up | copy bandwidth {copy_gbps:.1f} GB/s", flush=True)
 
