@@ -40,7 +40,7 @@ def extension():
     # The C++ standard is torch's choice (newer releases need C++20).
     cxx_flags = ["-O0" if DEBUG else "-O3", "-g" if DEBUG else "-DNDEBUG"]
     include_dirs = [os.path.join(ROOT, "csrc")]
-    files = sources("csrc/ops/*.cpp") + sources("csrc/dispatch/*.cpp")
+    files = sources("csrc/ops/*.cpp") + sources("csrc/dispatch/*.cpp") + sources("csrc/hip/*.cpp")
     if toolchain is None:
         return cpp_extension.CppExtension(
             "bwdconv._C", files, include_dirs=include_dirs, extra_compile_args={"cxx": cxx_flags}

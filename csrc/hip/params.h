@@ -7,27 +7,107 @@ namespace bwdconv::hip {
 
 // Batch, channel and up to three spatial dims.
 constexpr int kMaxTensorDims = 5;
+constexpr int kMaxSpatialDims = 3;
 
 // A strided view of a tensor: sizes and element strides in logical
-// (N, C, spatial...) order.
+// (N, C, spatial...) order, and the order in which a kernel walks the dims
+// (order[0] outermost); walking in memory order keeps neighbouring threads on
+// neighbouring addresses for NCHW and channels_last alike.
 struct TensorView {
   int64_t sizes[kMaxTensorDims] = {};
   int64_t strides[kMaxTensorDims] = {};
+  int order[kMaxTensorDims] = {0, 1, 2, 3, 4};
   int dims = 0;
+};
+
+// A positive step along one spatial dim, with its shift when it is a power of
+// two (-1 otherwise): kernels divide by it on every element.
+struct Step {
+  int64_t value = 1;
+  int shift = 0;
 };
 
 // scatter (DESIGN.md, "Geometry"): the zero-inserted, padded grad_output.
 // dst[n, c, j...] = src[n, c, (j - lead)/stride...] where every (j - lead) is a
 // non-negative multiple of its stride below src's size, and 0 elsewhere.
-// Elements are copied as raw bits of `element_bytes` (2, 4 or 8).
+// Elements are copied as raw bits of `element_bytes` (2, 4, 8 or 16: several
+// channels at once when channels are contiguous).
 struct ScatterParams {
   const void* src = nullptr;
   void* dst = nullptr;
   TensorView src_view;
   TensorView dst_view;
-  int64_t stride[3] = {1, 1, 1};
-  int64_t lead[3] = {};
+  Step stride[kMaxSpatialDims];
+  int64_t lead[kMaxSpatialDims] = {};
   int element_bytes = 4;
+};
+
+// What the interleave pass does with the dx slots of one phase.
+enum class PhaseWrite : int {
+  Zero,  // the phase has no taps, or this pass zero-fills it
+  Copy,  // slots q < extent copy the phase's result, later slots are zero
+  Keep,  // another writer (a GEMM writing in place) already filled them
+};
+
+// The result of one phase's stride-1 sub-convolution, indexed (n, c, q...).
+struct PhaseSource {
+  const void* data = nullptr;
+  int64_t strides[kMaxTensorDims] = {};
+  int64_t extent[kMaxSpatialDims] = {};
+  PhaseWrite write = PhaseWrite::Zero;
+};
+
+// Phases one interleave launch can carry (stride^d above this takes several
+// launches, each writing only its own phases' slots).
+constexpr int kMaxPhasesPerLaunch = 32;
+
+// interleave (DESIGN.md, "Geometry"): dx[n, c, i...] is slot q = (i + p) div s
+// of phase r = (i + p) mod s (residues row-major, last dim fastest), for the
+// phases [first_phase, first_phase + phase_count); other phases are left as
+// they are. Source channel of dx channel c:
+// (c / channels_per_group) * group_stride + (c % channels_per_group) * strides[1]
+// (phase_stacked keeps each group's phases side by side in its channels).
+struct InterleaveParams {
+  void* dst = nullptr;
+  TensorView dst_view;
+  Step stride[kMaxSpatialDims];
+  int64_t padding[kMaxSpatialDims] = {};
+  int64_t channels_per_group = 1;
+  int64_t group_stride = 0;
+  int first_phase = 0;
+  int phase_count = 0;
+  PhaseSource phases[kMaxPhasesPerLaunch];
+  int element_bytes = 4;
+};
+
+// splitk (DESIGN.md, "Geometry"): per group g, the weight gradient is the
+// product of dy [M = out channels per group] x [R = N * prod(O)] with the
+// im2col view of x [R] x [columns = in channels per group * prod(K)]:
+//   dw[g*M + m, col] = sum over r of dy[n, g*M + m, o] * x[n, g*C + c, o*s + k*d - p]
+// with r = (n, o) and col = (c, k) row-major. The reduction is cut into
+// `chunks` ranges; chunk j writes its fp32 (fp64 for float64) sums to
+// partials[j] ([out channels, columns] each), and a second kernel adds the
+// chunks in order and casts into grad_weight (contiguous).
+struct SplitKParams {
+  const void* grad_output = nullptr;
+  const void* input = nullptr;
+  void* partials = nullptr;
+  void* grad_weight = nullptr;
+  TensorView grad_output_view;  // [N, out channels, O...]
+  TensorView input_view;        // [N, in channels, I...]
+  int spatial_dims = 0;
+  int64_t filter[kMaxSpatialDims] = {};
+  int64_t stride[kMaxSpatialDims] = {};
+  int64_t padding[kMaxSpatialDims] = {};
+  int64_t dilation[kMaxSpatialDims] = {};
+  int64_t groups = 1;
+  int64_t out_per_group = 0;  // M
+  int64_t in_per_group = 0;   // C
+  int64_t taps = 1;           // prod(K)
+  int64_t columns = 0;        // C * prod(K)
+  int64_t reduction = 0;      // N * prod(O)
+  int64_t chunks = 1;
+  int element = 0;            // ElementType of grad_output, input and grad_weight
 };
 
 }  // namespace bwdconv::hip

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "ops/filter.h"
+#include "ops/interleave.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -52,43 +53,20 @@ at::Tensor phase_stacked_grad_input(const Plan& plan, const at::Tensor& grad_out
                                    std::nullopt, ones, padding, dilation, /*transposed=*/false,
                                    zeros, groups);
 
-  // Every phase's rows q in [0, Q): the stacked output, cropped or zero-extended
-  // to Q rows, and zeros for the empty phases.
-  std::vector<int64_t> phase_sizes{g.batch, groups, static_cast<int64_t>(plan.phases.size()),
-                                   per_group};
-  std::vector<int64_t> out_sizes{g.batch, groups, stacked, per_group};
-  for (int i = 0; i < dims; ++i) {
-    phase_sizes.push_back(sg.dims[i].rows);
-    out_sizes.push_back(sg.dims[i].output);
+  // Stacked phase n's result is channels [n*C/g, (n+1)*C/g) of each group's
+  // block of stacked*C/g channels; the other phases are empty.
+  std::vector<PhaseInput> inputs(plan.phases.size());
+  for (int64_t n = 0; n < stacked; ++n) {
+    PhaseInput& in = inputs[sg.stacked_phases[n]];
+    in.write = hip::PhaseWrite::Copy;
+    in.result = out;
+    in.channel_offset = n * per_group;
   }
-  at::Tensor rows = at::zeros(phase_sizes, grad_output.options());
-  at::Tensor target = rows;
-  at::Tensor source = out.reshape(out_sizes);
-  for (int i = 0; i < dims; ++i) {
-    const int64_t kept = std::min(sg.dims[i].rows, sg.dims[i].output);
-    target = target.slice(i + 4, 0, kept);
-    source = source.slice(i + 4, 0, kept);
-  }
-  const auto index = at::tensor(sg.stacked_phases, grad_output.options().dtype(at::kLong));
-  target.index_copy_(2, index, source);
-
-  // Interleave: E[s*q + r] = phase r's row q, i.e. view the phase index as
-  // (r_0, ..., r_{d-1}) and move each r_i next to its q_i.
-  std::vector<int64_t> split{g.batch, groups};
-  for (int i = 0; i < dims; ++i) split.push_back(g.stride[i]);
-  split.push_back(per_group);
-  for (int i = 0; i < dims; ++i) split.push_back(sg.dims[i].rows);
-  std::vector<int64_t> order{0, 1, dims + 2};
-  std::vector<int64_t> expanded{g.batch, g.in_channels};
-  for (int i = 0; i < dims; ++i) {
-    order.push_back(dims + 3 + i);  // q_i
-    order.push_back(2 + i);         // r_i
-    expanded.push_back(sg.dims[i].rows * g.stride[i]);
-  }
-  at::Tensor dx = rows.reshape(split).permute(order).reshape(expanded);
-  // Crop: dx[i] = E[i + p].
-  for (int i = 0; i < dims; ++i) dx = dx.slice(i + 2, g.padding[i], g.padding[i] + g.input[i]);
-  return dx.contiguous(format);
+  std::vector<int64_t> sizes{g.batch, g.in_channels};
+  for (int i = 0; i < dims; ++i) sizes.push_back(g.input[i]);
+  at::Tensor dx = at::empty(sizes, grad_output.options().memory_format(format));
+  interleave(dx, g, inputs, ChannelMap{per_group, stacked * per_group});
+  return dx;
 }
 
 }  // namespace bwdconv::ops

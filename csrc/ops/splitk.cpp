@@ -2,7 +2,12 @@
 
 #include <vector>
 
+#include "hip/element.h"
 #include "ops/aten.h"
+#include "ops/kernels.h"
+#ifdef BWDCONV_WITH_GPU_KERNELS
+#include "hip/splitk.h"
+#endif
 
 namespace bwdconv::ops {
 namespace {
@@ -46,6 +51,64 @@ at::Tensor partial_grad_weight(const ConvGeometry& g, const at::Tensor& grad_out
                           {params.stride, padding, params.dilation, params.groups});
 }
 
+hip::ElementType element_type(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return hip::ElementType::Float32;
+    case at::kDouble: return hip::ElementType::Float64;
+    case at::kHalf: return hip::ElementType::Float16;
+    case at::kBFloat16: return hip::ElementType::BFloat16;
+    default: TORCH_CHECK(false, "bwdconv splitk: unsupported dtype ", dtype,
+                         " (float32, float64, float16 and bfloat16 are supported)");
+  }
+}
+
+hip::SplitKParams kernel_params(const Plan& plan, const at::Tensor& grad_output,
+                                const at::Tensor& input, const at::Tensor& partials,
+                                at::Tensor& grad_weight) {
+  const ConvGeometry& g = plan.geometry;
+  hip::SplitKParams p;
+  p.grad_output = grad_output.const_data_ptr();
+  p.input = input.const_data_ptr();
+  p.partials = partials.mutable_data_ptr();
+  p.grad_weight = grad_weight.mutable_data_ptr();
+  p.grad_output_view = kernel_view(grad_output);
+  p.input_view = kernel_view(input);
+  p.spatial_dims = g.spatial_dims;
+  for (int i = 0; i < g.spatial_dims; ++i) {
+    p.filter[i] = g.filter[i];
+    p.stride[i] = g.stride[i];
+    p.padding[i] = g.padding[i];
+    p.dilation[i] = g.dilation[i];
+    p.taps *= g.filter[i];
+  }
+  p.groups = g.groups;
+  p.out_per_group = g.out_channels_per_group();
+  p.in_per_group = g.in_channels_per_group();
+  p.columns = p.in_per_group * p.taps;
+  p.reduction = grad_output.numel() / std::max<int64_t>(g.out_channels, 1);
+  p.chunks = plan.splitk.chunks();
+  p.element = static_cast<int>(element_type(grad_output.scalar_type()));
+  return p;
+}
+
+// The csrc/hip kernels: fp32 (fp64) partials per chunk, then an in-order
+// reduce and cast; everything stays on the stream, nothing synchronises.
+at::Tensor splitk_on_gpu(const Plan& plan, const at::Tensor& grad_output,
+                         const at::Tensor& input, at::IntArrayRef weight_sizes,
+                         at::ScalarType partial) {
+  require_gpu_kernels("splitk");
+  at::Tensor grad_weight = at::empty(weight_sizes, grad_output.options());
+  const at::Tensor partials =
+      at::empty({plan.splitk.chunks(), grad_weight.numel()}, grad_output.options().dtype(partial));
+  const hip::SplitKParams p = kernel_params(plan, grad_output, input, partials, grad_weight);
+#ifdef BWDCONV_WITH_GPU_KERNELS
+  check_launch(hip::launch_splitk(p, current_stream()), "splitk");
+#else
+  (void)p;
+#endif
+  return grad_weight;
+}
+
 }  // namespace
 
 at::Tensor splitk_grad_weight(const Plan& plan, const at::Tensor& grad_output,
@@ -55,6 +118,7 @@ at::Tensor splitk_grad_weight(const Plan& plan, const at::Tensor& grad_output,
   const SplitKGeometry& sk = plan.splitk;
   const at::ScalarType partial =
       grad_output.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  if (grad_output.is_cuda()) return splitk_on_gpu(plan, grad_output, input, weight_sizes, partial);
   at::Tensor sum = at::zeros(weight_sizes, grad_output.options().dtype(partial));
   for (int64_t b = 0; b < sk.batch_chunks; ++b) {
     const auto batch = chunk_range(g.batch, sk.batch_chunks, b);

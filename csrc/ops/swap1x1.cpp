@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "ops/filter.h"
-#include "ops/phase.h"
+#include "ops/interleave.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -43,9 +43,12 @@ at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
                               const ConvParams& params, at::MemoryFormat format) {
   const at::Tensor small = small_gradient(grad_output, weight, params.groups);
   at::Tensor dx = at::empty(input_sizes, grad_output.options().memory_format(format));
-  // With K = 1 only phase 0 has a tap (dx[s*q - p] = W^T dy[q]); the other
-  // phases are the holes and are zero-filled.
-  for (const Phase& phase : plan.phases) write_phase(dx, phase, phase.empty() ? at::Tensor() : small);
+  // With K = 1 only phase 0 (every residue 0) has a tap: dx[s*q - p] = W^T dy[q];
+  // the other phases are the holes and are zero-filled in the same pass.
+  std::vector<PhaseInput> inputs(plan.phases.size());
+  inputs[0].write = hip::PhaseWrite::Copy;
+  inputs[0].result = small;
+  interleave(dx, plan.geometry, inputs, ChannelMap{plan.geometry.in_channels, 0});
   return dx;
 }
 

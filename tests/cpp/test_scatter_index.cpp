@@ -3,6 +3,7 @@
 #include <random>
 #include <vector>
 
+#include "hip/layout.h"
 #include "hip/scatter_index.h"
 
 namespace bwdconv::hip {
@@ -28,7 +29,7 @@ TEST(ScatterIndex, MatchesZeroInsertionForRandomDims) {
     const int64_t buffer = 1 + rng() % 60;
     const auto expected = reference_sources(buffer, lead, stride, size);
     for (int64_t j = 0; j < buffer; ++j) {
-      ASSERT_EQ(scatter_source(j, lead, stride, size), expected[j])
+      ASSERT_EQ(scatter_source(j, lead, make_step(stride), size), expected[j])
           << "j " << j << " lead " << lead << " stride " << stride << " size " << size;
     }
   }
@@ -67,7 +68,7 @@ TEST(ScatterIndex, SourceOffsetOfA2dBuffer) {
     p.src_view.strides[d] = src_strides[d];
     p.dst_view.sizes[d] = dst_sizes[d];
   }
-  p.stride[0] = p.stride[1] = 2;
+  p.stride[0] = p.stride[1] = make_step(2);
   p.lead[0] = p.lead[1] = 1;
   for (int64_t h = 0; h < 5; ++h) {
     for (int64_t w = 0; w < 7; ++w) {

@@ -1,0 +1,56 @@
+// Index math of the interleave kernel (phase, phase_stacked and swap1x1 write
+// dx with it), shared with its CPU twin and unit tests.
+#pragma once
+
+#include <cstdint>
+
+#include "index.h"
+
+namespace bwdconv::hip {
+
+// Where dx element `coords` comes from: a phase's result at `offset`
+// (Copy), a zero (Zero), or another pass (Keep).
+struct InterleaveSource {
+  PhaseWrite write = PhaseWrite::Zero;
+  int entry = 0;  // index into InterleaveParams::phases when write == Copy
+  int64_t offset = 0;
+};
+
+// dx position i of a spatial dim is slot q = (i + p) div s of residue
+// r = (i + p) mod s, since i = s*q + r - p (DESIGN.md, "Geometry").
+BWDCONV_HOST_DEVICE inline InterleaveSource interleave_source(const InterleaveParams& p,
+                                                              const int64_t* coords) {
+  const int spatial = p.dst_view.dims - 2;
+  int64_t slot[kMaxSpatialDims] = {};
+  int64_t phase = 0;
+  for (int d = 0; d < spatial; ++d) {
+    int64_t residue;
+    divide(coords[d + 2] + p.padding[d], p.stride[d], &slot[d], &residue);
+    phase = phase * p.stride[d].value + residue;
+  }
+  InterleaveSource source;
+  const int64_t entry = phase - p.first_phase;
+  if (entry < 0 || entry >= p.phase_count) {
+    source.write = PhaseWrite::Keep;
+    return source;
+  }
+  const PhaseSource& ps = p.phases[entry];
+  source.write = ps.write;
+  source.entry = static_cast<int>(entry);
+  if (ps.write != PhaseWrite::Copy) return source;
+  const int64_t c = coords[1];
+  const int64_t group = c / p.channels_per_group;
+  int64_t offset = coords[0] * ps.strides[0] + group * p.group_stride +
+                   (c - group * p.channels_per_group) * ps.strides[1];
+  for (int d = 0; d < spatial; ++d) {
+    if (slot[d] >= ps.extent[d]) {  // past the sub-convolution's output: a zero
+      source.write = PhaseWrite::Zero;
+      return source;
+    }
+    offset += slot[d] * ps.strides[d + 2];
+  }
+  source.offset = offset;
+  return source;
+}
+
+}  // namespace bwdconv::hip

@@ -1,0 +1,18 @@
+// Launch shapes shared by the kernels in this directory.
+#pragma once
+
+#include <cstdint>
+
+namespace bwdconv::hip {
+
+// A multiple of both the NVIDIA warp (32) and the AMD CDNA wavefront (64).
+constexpr int kThreadsPerBlock = 256;
+constexpr int64_t kMaxBlocks = 65535;
+
+// Blocks for a grid-stride loop over `total` elements.
+inline unsigned blocks_for(int64_t total) {
+  int64_t blocks = (total + kThreadsPerBlock - 1) / kThreadsPerBlock;
+  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+}  // namespace bwdconv::hip

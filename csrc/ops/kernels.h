@@ -1,0 +1,42 @@
+// What the ops need to run a csrc/hip kernel: views of tensors, the launch
+// (GPU) or the kernel's CPU twin, and a readable error when a launch fails.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "hip/index.h"
+#include "hip/params.h"
+#include "hip/portability.h"
+
+namespace bwdconv::ops {
+
+// Sizes and strides of `t` in logical order, walked in memory order.
+hip::TensorView kernel_view(const at::Tensor& t);
+
+// Throws, naming the kernel, when the extension was built without its GPU
+// kernels and a GPU tensor needs one.
+void require_gpu_kernels(const char* kernel);
+
+#ifdef BWDCONV_WITH_GPU_KERNELS
+// The stream torch is using on the current device.
+GpuStream current_stream();
+// Throws, naming the kernel, when a launch reported an error.
+void check_launch(GpuError error, const char* kernel);
+#endif
+
+// Calls body(coords, offset) for every element of `view` in walk order, in
+// parallel over contiguous runs: the CPU twin of a grid-stride kernel.
+template <typename Body>
+void for_each_element(const hip::TensorView& view, Body&& body) {
+  at::parallel_for(0, hip::element_count(view), 16384, [&](int64_t begin, int64_t end) {
+    int64_t coords[hip::kMaxTensorDims] = {};
+    int64_t offset = hip::unravel_offset(begin, view, coords);
+    for (int64_t linear = begin; linear < end; ++linear) {
+      body(coords, offset);
+      if (linear + 1 < end) offset = hip::advance_coords(view, coords, offset);
+    }
+  });
+}
+
+}  // namespace bwdconv::ops
