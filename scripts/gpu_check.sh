@@ -2,7 +2,8 @@
 # The one command for a GPU machine (PyTorch, nvcc and pytest preinstalled, no
 # network, no GoogleTest): builds the extension with its kernels, runs the GPU
 # tests, compute-sanitizer (memcheck, racecheck) over a small case of every
-# strategy, the seed-shape benchmark and the model backward benchmark, and
+# strategy, the seed-shape benchmark, the kernels' achieved bandwidth and the
+# model backward benchmark, and
 # writes benchmarks/results/gpu-<date>/report.md. Prints a short summary last.
 set -uo pipefail
 
@@ -32,6 +33,7 @@ for tool in memcheck racecheck; do
     "$PYTHON" scripts/gpu_small_cases.py
 done
 step bench "$PYTHON" -m bwdconv.bench --suite seeds --check --out "$OUT/bench"
+step kernels "$PYTHON" -m bwdconv.bench.kernels --suite seeds
 step models "$PYTHON" -m bwdconv.bench.models
 step models_bf16 "$PYTHON" -m bwdconv.bench.models --dtype bfloat16
 
@@ -52,7 +54,7 @@ PY
   echo
   echo "| step | result |"
   echo "|---|---|"
-  for name in build gpu_tests sanitizer_memcheck sanitizer_racecheck bench models models_bf16; do
+  for name in build gpu_tests sanitizer_memcheck sanitizer_racecheck bench kernels models models_bf16; do
     echo "| $name | ${STATUS[$name]:-not run} |"
   done
   echo
@@ -60,6 +62,7 @@ PY
   for tool in memcheck racecheck; do
     echo "## compute-sanitizer $tool"; echo; echo '```'; tail -n 3 "$OUT/sanitizer_$tool.log"; echo '```'
   done
+  echo "## Data-movement kernels (achieved bandwidth)"; echo; cat "$OUT/kernels.log"; echo
   echo "## Models (backward, aten vs bwdconv)"; echo; echo '```'
   cat "$OUT/models.log" "$OUT/models_bf16.log"; echo '```'
   echo; echo "## Seed shapes"; echo
@@ -68,6 +71,6 @@ PY
 
 echo
 echo "== summary ($OUT/report.md)"
-for name in build gpu_tests sanitizer_memcheck sanitizer_racecheck bench models models_bf16; do
+for name in build gpu_tests sanitizer_memcheck sanitizer_racecheck bench kernels models models_bf16; do
   printf '%-20s %s\n' "$name" "${STATUS[$name]:-not run}"
 done

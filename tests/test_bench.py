@@ -6,9 +6,12 @@ import pathlib
 import pytest
 import torch
 
+import bwdconv
+
 from bwdconv.bench import DriverLineError, parse_line, scale_case
 from bwdconv.bench.cli import main as bench_main
 from bwdconv.bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, FORWARD
+from bwdconv.bench.kernels import kernel_bytes
 
 SUITES = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "suites"
 
@@ -146,3 +149,13 @@ def test_command_line_lines_and_errors(tmp_path, capsys):
         bench_main(["conv", "-n", "1", "-Z", "2"])
     with pytest.raises(SystemExit, match="unknown suite 'nope'"):
         bench_main(["--suite", "nope"])
+
+
+def test_kernel_bytes_count_each_element_once():
+    """1x1, stride 2 on 8x8: dx (2*3*8*8 elements) is written once and the
+    4x4 result read once; scatter reads the 4x4 grad_output of 5 channels and
+    writes a buffer that a stride-1 1x1 convolution maps onto 8x8 dx: 8x8."""
+    case = parse_line("conv -n 2 -c 3 -k 5 -H 8 -W 8 -y 1 -x 1 -u 2 -v 2 -p 0 -q 0")
+    plan = bwdconv.explain(case.input_size(), case.weight_size(), 2, 0).to_dict()
+    assert kernel_bytes("swap1x1", plan, case, 4) == 4 * (2 * 3 * 64 + 2 * 3 * 16)
+    assert kernel_bytes("scatter", plan, case, 2) == 2 * (2 * 5 * 64 + 2 * 5 * 16)

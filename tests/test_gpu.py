@@ -20,6 +20,8 @@ CASES = [  # (input size, weight size, stride, padding, dilation, groups)
     ((3, 8, 17, 19), (8, 8, 3, 2), [3, 2], [1, 0], [2, 1], 1),
     ((1, 4, 9, 10, 11), (8, 4, 3, 3, 3), [2, 2, 2], [1, 1, 1], [1, 1, 1], 1),
     ((4, 32, 56, 56), (64, 32, 3, 3), [1, 1], [1, 1], [1, 1], 1),
+    # 64 phases: more than one interleave launch carries.
+    ((1, 8, 21, 22, 23), (8, 8, 5, 5, 5), [4, 4, 4], [2, 1, 0], [1, 1, 1], 1),
 ]
 
 
@@ -48,7 +50,7 @@ def error(t, ref):
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_forced_strategy_accuracy(strategy, dtype, channels_last):
     """The flash-attention rule: error against float64 at most twice aten's
@@ -79,6 +81,34 @@ def test_splitk_is_deterministic_on_gpu():
         runs = [torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
                 for _ in range(3)]
     assert all(torch.equal(r, runs[0]) for r in runs)
+
+
+@pytest.mark.parametrize("strategy", ["swap1x1", "scatter", "phase", "phase_stacked", "splitk"])
+def test_forced_kernels_are_cuda_graph_capturable(strategy):
+    """Each strategy's kernels record into a CUDA graph (no host synchronisation,
+    no allocation outside the caching allocator) and replay to the same bits."""
+    case = CASES[0] if strategy == "swap1x1" else CASES[1]
+    assert serves(strategy, case)
+    x, w, dy, _ = operands(case, torch.float32, False)
+    s, p, d, groups = case[2:]
+    if strategy == "splitk":
+        def call():
+            return torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
+    else:
+        def call():
+            return torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
+    with bwdconv.force_strategy(strategy):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            expected = [call() for _ in range(2)][-1]  # warm up outside the capture
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = call()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, expected)
 
 
 def test_backward_is_cuda_graph_capturable():

@@ -116,7 +116,7 @@ Reference reference_owners(const ConvGeometry& g, const std::vector<Phase>& phas
 }
 
 // One interleave problem: dx of a geometry, one virtual source per phase.
-struct Setup {
+struct Problem {
   ConvGeometry g;
   std::vector<Phase> phases;
   std::vector<PhaseSource> sources;
@@ -127,8 +127,8 @@ struct Setup {
 
 // Copy sources for non-empty phases ([N, C, conv_output...] contiguous), Zero
 // for empty ones; ungrouped channels.
-Setup make_setup(const ConvGeometry& g) {
-  Setup s;
+Problem make_problem(const ConvGeometry& g) {
+  Problem s;
   s.g = g;
   s.phases = enumerate_phases(g);
   s.dx_sizes = {g.batch, g.in_channels};
@@ -154,15 +154,15 @@ Setup make_setup(const ConvGeometry& g) {
 }
 
 // Random geometries whose phases fit one launch when `one_launch`.
-Setup random_setup(std::mt19937& rng, bool one_launch) {
+Problem random_problem(std::mt19937& rng, bool one_launch) {
   for (;;) {
     const ConvGeometry g = random_geometry(rng);
-    Setup s = make_setup(g);
+    Problem s = make_problem(g);
     if (!one_launch || s.phases.size() <= static_cast<size_t>(kMaxPhasesPerLaunch)) return s;
   }
 }
 
-InterleaveParams launch_params(const Setup& s, int first, int count) {
+InterleaveParams launch_params(const Problem& s, int first, int count) {
   InterleaveParams p;
   p.dst_view.dims = static_cast<int>(s.dx_sizes.size());
   const auto strides = contiguous_strides(s.dx_sizes);
@@ -201,7 +201,7 @@ std::string describe(const ConvGeometry& g, const std::vector<int64_t>& coords) 
 // Every dx element: the launch that carries its owner's phase gives the
 // source's verdict (Copy at the expected offset, Zero, or Keep); every other
 // launch gives Keep.
-void check_launches(const Setup& s, const std::vector<Launch>& launches) {
+void check_launches(const Problem& s, const std::vector<Launch>& launches) {
   const Reference ref = reference_owners(s.g, s.phases);
   ASSERT_EQ(ref.strays, 0);
   for (const Owner& owner : ref.owners) ASSERT_EQ(owner.hits, 1);
@@ -236,12 +236,12 @@ void check_launches(const Setup& s, const std::vector<Launch>& launches) {
   } while (next_index(coords, zero, s.dx_sizes));
 }
 
-int phase_count(const Setup& s) { return static_cast<int>(s.phases.size()); }
+int phase_count(const Problem& s) { return static_cast<int>(s.phases.size()); }
 
 TEST(InterleaveIndex, OneLaunchMatchesThePhaseSlots) {
   std::mt19937 rng(2024);
   for (int trial = 0; trial < 3000; ++trial) {
-    const Setup s = random_setup(rng, true);
+    const Problem s = random_problem(rng, true);
     ASSERT_NO_FATAL_FAILURE(check_launches(s, {{0, phase_count(s)}})) << "trial " << trial;
   }
 }
@@ -250,7 +250,7 @@ TEST(InterleaveIndex, TwoLaunchesEachWriteOnlyTheirPhases) {
   std::mt19937 rng(4048);
   int both_busy = 0;
   for (int trial = 0; trial < 1500; ++trial) {
-    const Setup s = random_setup(rng, false);
+    const Problem s = random_problem(rng, false);
     const int total = phase_count(s);
     // Both launches within kMaxPhasesPerLaunch (total is at most 4^3 = 64).
     const int low = std::max(0, total - kMaxPhasesPerLaunch);
@@ -266,7 +266,7 @@ TEST(InterleaveIndex, TwoLaunchesEachWriteOnlyTheirPhases) {
 TEST(InterleaveIndex, KeepSourcesAreLeftAlone) {
   std::mt19937 rng(77);
   for (int trial = 0; trial < 1000; ++trial) {
-    Setup s = random_setup(rng, true);
+    Problem s = random_problem(rng, true);
     for (PhaseSource& source : s.sources) {
       if (rng() % 2) source.write = PhaseWrite::Keep;
     }
@@ -282,7 +282,7 @@ TEST(InterleaveIndex, GroupedChannelsMapThroughTheGroupStride) {
     g.in_channels = g.out_channels = groups * per_group;
     g.groups = groups;
     g.filter_in_channels = per_group;
-    Setup s = make_setup(g);
+    Problem s = make_problem(g);
     if (phase_count(s) > kMaxPhasesPerLaunch) continue;
     s.channels_per_group = per_group;
     s.group_stride = static_cast<int64_t>(rng() % 50);

@@ -1,0 +1,100 @@
+"""Achieved bandwidth of bwdconv's data-movement kernels on a suite's shapes.
+
+    python -m bwdconv.bench.kernels [--suite seeds] [--iterations 20]
+
+For every backward-data case and every input-gradient strategy that serves
+it (forced), the device time of the strategy's own kernel (scatter_kernel or
+interleave_kernel) is read from the profiler, and the bytes that kernel must
+move (every output element written once, every value read once) are divided
+by it. The fraction of the device's measured copy bandwidth says how close
+the kernel is to a plain copy. Needs a GPU.
+"""
+
+import argparse
+import math
+
+import torch
+
+import bwdconv
+
+from . import device as dev
+from .cli import read_suite, suite_path
+from .driver import BACKWARD_DATA
+from .run import make_operands
+
+KERNELS = {"swap1x1": "interleave_kernel", "scatter": "scatter_kernel",
+           "phase": "interleave_kernel", "phase_stacked": "interleave_kernel"}
+
+
+def kernel_bytes(strategy, plan, case, element_size):
+    """Bytes the strategy's data-movement kernel writes and reads."""
+    if strategy == "scatter":  # the padded, zero-inserted buffer from grad_output
+        written = case.batch * case.out_channels * math.prod(plan["scatter"]["buffer"])
+        read = case.batch * case.out_channels * math.prod(plan["output_size"])
+    else:  # dx from the computed slots of the non-empty phases
+        written = case.batch * case.in_channels * math.prod(case.input)
+        read = sum(case.batch * case.in_channels * math.prod(phase["computed"])
+                   for phase in plan["phases"] if not phase["empty"])
+    return (written + read) * element_size
+
+
+def kernel_ms(fn, kernel, iterations):
+    """Device time per call of the kernels whose name contains `kernel`."""
+    fn()
+    torch.cuda.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as profile:
+        for _ in range(iterations):
+            fn()
+        torch.cuda.synchronize()
+    total_us = sum(event.device_time_total for event in profile.key_averages()
+                   if kernel in event.key)
+    return total_us / 1e3 / iterations
+
+
+def serves(plan, strategy):
+    return any(c["strategy"] == strategy and c["serves"] for c in plan["input"]["candidates"])
+
+
+def measure(case, iterations, copy_gbps):
+    x, w, dy, (stride, padding, dilation, groups) = make_operands(case, torch.device("cuda"))
+    plan = bwdconv.explain(x, w, stride, padding, dilation, groups).to_dict()
+
+    def call():
+        return torch.ops.bwdconv.convolution_backward_input(
+            dy, w, list(x.shape), stride, padding, dilation, groups)
+
+    rows = []
+    for strategy, kernel in KERNELS.items():
+        if not serves(plan, strategy):
+            continue
+        with bwdconv.force_strategy(strategy):
+            ms = kernel_ms(call, kernel, iterations)
+        gbps = kernel_bytes(strategy, plan, case, dy.element_size()) / (ms * 1e-3) / 1e9
+        rows.append((case.label(), strategy, kernel, ms * 1e3, gbps, gbps / copy_gbps))
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m bwdconv.bench.kernels",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--suite", default="seeds")
+    p.add_argument("--iterations", type=int, default=20)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        raise SystemExit("bwdconv.bench.kernels needs a GPU: it reads kernel times from the profiler")
+    device = torch.device("cuda")
+    copy_gbps = dev.copy_bandwidth_gbps(device)
+    print(f"{torch.cuda.get_device_name()} | copy bandwidth {copy_gbps:.1f} GB/s")
+    print("| case | strategy | kernel | time (us) | GB/s | of copy bandwidth |")
+    print("|---|---|---|---|---|---|")
+    for case in read_suite(suite_path(args.suite)):
+        if not case.directions & BACKWARD_DATA:
+            continue
+        for label, strategy, kernel, us, gbps, fraction in measure(case, args.iterations, copy_gbps):
+            print(f"| {label} | {strategy} | {kernel} | {us:.1f} | {gbps:.0f} | {fraction:.0%} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
