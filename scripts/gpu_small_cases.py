@@ -1,7 +1,7 @@
 """A small case of every strategy on the GPU, for compute-sanitizer: each
-forced strategy computes both gradients once, in fp32, fp16 and bf16, NCHW
-and channels_last (64 phases in the last case), and the result is compared
-with aten."""
+forced strategy (swap1x1 with each of its writers) computes both gradients
+once, in fp32, fp16 and bf16, NCHW and channels_last (64 phases in the last
+case), and the result is compared with aten."""
 
 import torch
 
@@ -10,6 +10,7 @@ import bwdconv
 
 def main():
     cases = [((2, 8, 9, 11), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),
+             ((2, 8, 10, 11), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),  # swap1x1 in_place
              ((2, 8, 9, 11), (8, 4, 3, 3), [2, 2], [1, 1], [1, 1], 2),
              ((1, 4, 5, 6, 7), (4, 4, 3, 2, 3), [2, 1, 2], [1, 0, 1], [1, 2, 1], 1),
              ((1, 8, 9, 10, 11), (8, 8, 5, 5, 5), [4, 4, 4], [2, 1, 0], [1, 1, 1], 1)]
@@ -24,12 +25,14 @@ def main():
                 s, p, d, g = case[2:]
                 dy = torch.randn_like(torch.ops.aten.convolution(x, w, None, s, p, d, False,
                                                                  [0] * len(s), g))
-                for strategy in bwdconv.strategies():
+                forcings = [(s, None) for s in bwdconv.strategies() if s != "swap1x1"]
+                forcings += [("swap1x1", writer) for writer in ("fused", "in_place")]
+                for strategy, writer in forcings:
                     try:
-                        with bwdconv.force_strategy(strategy):
+                        with bwdconv.force_strategy(strategy, swap1x1_writer=writer):
                             gx, gw = torch.ops.bwdconv.convolution_backward(dy, x, w, s, p, d, g)
                     except ValueError:
-                        continue  # the strategy cannot serve this shape
+                        continue  # the strategy (or writer) cannot serve this shape
                     ex, ew, _ = torch.ops.aten.convolution_backward(
                         dy, x, w, None, s, p, d, False, [0] * len(s), g, [True, True, False])
                     tol = 1e-3 if dtype == torch.float32 else 1e-1

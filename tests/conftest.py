@@ -11,6 +11,7 @@ def restore_bwdconv_state():
     yield
     bwdconv.disable()
     bwdconv._explain._C.set_forced_strategy(None)
+    bwdconv._explain._C.set_forced_swap1x1_writer(None)
 
 
 def aten_gradients(grad_output, input, weight, stride, padding, dilation, groups):

@@ -139,6 +139,22 @@ def test_tiny_suite_end_to_end(tmp_path, capsys):
     assert (out / "speedup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_both_swap1x1_writers_are_timed_where_both_serve(tmp_path):
+    """A channels_last 1x1 stride-2 case whose slots form one strided batch
+    gets a row per writer; an NCHW one gets the single swap1x1 row."""
+    suite = tmp_path / "writers.txt"
+    suite.write_text("conv -n 2 -c 4 -H 8 -W 9 -k 8 -y 1 -x 1 -u 2 -v 2 -F 2 "
+                     "--in_layout NHWC --out_layout NHWC\n"
+                     "conv -n 2 -c 4 -H 8 -W 9 -k 8 -y 1 -x 1 -u 2 -v 2 -F 2\n")
+    out = tmp_path / "out"
+    assert bench_main(["--suite", str(suite), "--scale", "1", "--iter", "2", "--warmup", "1",
+                       "--check", "--device", "cpu", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert all(r["status"] == "ok" for r in results)
+    names = {(r["index"], r["strategy"]) for r in results if r["strategy"].startswith("swap1x1")}
+    assert names == {(0, "swap1x1[fused]"), (0, "swap1x1[in_place]"), (1, "swap1x1")}
+
+
 def test_command_line_lines_and_errors(tmp_path, capsys):
     out = tmp_path / "out"
     bench_main(["--iter", "1", "--warmup", "0", "--scale", "1", "--out", str(out),
@@ -153,9 +169,11 @@ def test_command_line_lines_and_errors(tmp_path, capsys):
 
 def test_kernel_bytes_count_each_element_once():
     """1x1, stride 2 on 8x8: dx (2*3*8*8 elements) is written once and the
-    4x4 result read once; scatter reads the 4x4 grad_output of 5 channels and
+    4x4 result read once (in_place: only the holes written); scatter reads the 4x4 grad_output of 5 channels and
     writes a buffer that a stride-1 1x1 convolution maps onto 8x8 dx: 8x8."""
     case = parse_line("conv -n 2 -c 3 -k 5 -H 8 -W 8 -y 1 -x 1 -u 2 -v 2 -p 0 -q 0")
     plan = bwdconv.explain(case.input_size(), case.weight_size(), 2, 0).to_dict()
-    assert kernel_bytes("swap1x1", plan, case, 4) == 4 * (2 * 3 * 64 + 2 * 3 * 16)
-    assert kernel_bytes("scatter", plan, case, 2) == 2 * (2 * 5 * 64 + 2 * 5 * 16)
+    assert kernel_bytes("swap1x1", "fused", plan, case, 4) == 4 * (2 * 3 * 64 + 2 * 3 * 16)
+    # in_place: the GEMM filled the 4x4 slots; the pass only zeroes the other 48 of 64.
+    assert kernel_bytes("swap1x1", "in_place", plan, case, 4) == 4 * (2 * 3 * 48)
+    assert kernel_bytes("scatter", None, plan, case, 2) == 2 * (2 * 5 * 64 + 2 * 5 * 16)

@@ -73,6 +73,37 @@ def test_forced_strategy_accuracy(strategy, dtype, channels_last):
     assert checked > 0
 
 
+@pytest.mark.parametrize("writer", ["fused", "in_place"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_swap1x1_writers_on_gpu(writer, dtype):
+    """Both ways swap1x1 writes a channels_last dx, under the accuracy rule,
+    and each records into a CUDA graph that replays to the same bits."""
+    case = ((2, 16, 34, 31), (32, 16, 1, 1), [2, 3], [0, 0], [1, 1], 1)  # 34 = 17 * 2: uniform
+    x, w, dy, (ref_x, _) = operands(case, dtype, True)
+    s, p, d, groups = case[2:]
+    aten_x = aten_gradients(dy, x, w, s, p, d, groups)[0]
+
+    def call():
+        return torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
+
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer=writer):
+        gx = call()
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            expected = call()  # warm up outside the capture, on the capturing stream
+        torch.cuda.current_stream().wait_stream(stream)
+        with torch.cuda.graph(graph):
+            captured = call()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert gx.is_contiguous(memory_format=torch.channels_last)
+    bound = 2 * error(aten_x, ref_x) + 1e-6 * ref_x.abs().max().item()
+    assert error(gx, ref_x) <= bound
+    assert torch.equal(captured, expected)
+
+
 def test_splitk_is_deterministic_on_gpu():
     case = CASES[4]
     x, w, dy, _ = operands(case, torch.bfloat16, False)

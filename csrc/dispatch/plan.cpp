@@ -172,7 +172,8 @@ std::optional<std::string> refusal(Strategy strategy, Gradient gradient, const C
   return std::nullopt;
 }
 
-Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced) {
+Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced,
+               std::optional<Swap1x1Writer> forced_writer) {
   if (auto error = find_geometry_error(geometry)) throw std::invalid_argument(*error);
   Plan plan;
   plan.geometry = geometry;
@@ -191,6 +192,10 @@ Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced) {
     plan.stacked = make_stacked_geometry(geometry, plan.phases);
   }
   plan.splitk = make_splitk_geometry(geometry);
+  if (!refusal(Strategy::swap1x1, Gradient::input, geometry, plan.phases)) {
+    const bool computes_input = plan.input.strategy == Strategy::swap1x1;
+    plan.swap1x1 = choose_swap1x1_writer(geometry, computes_input ? forced_writer : std::nullopt);
+  }
   return plan;
 }
 

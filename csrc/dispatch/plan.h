@@ -14,6 +14,7 @@
 #include "phase_stacked.h"
 #include "scatter.h"
 #include "splitk.h"
+#include "swap1x1.h"
 
 namespace bwdconv {
 
@@ -56,6 +57,7 @@ struct Plan {
   ScatterGeometry scatter;
   StackedGeometry stacked;    // filled when phase_stacked can serve
   SplitKGeometry splitk;
+  Swap1x1Choice swap1x1;      // how swap1x1 writes dx: filled when swap1x1 can serve
 
   const GradientPlan& of(Gradient gradient) const {
     return gradient == Gradient::input ? input : weight;
@@ -66,6 +68,8 @@ struct Plan {
 // invalid geometry (see find_geometry_error). A forced strategy is used for
 // every gradient it can serve, the other gradient is planned freely; when it
 // can serve neither, make_plan throws std::invalid_argument with its reasons.
-Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced = std::nullopt);
+// A forced swap1x1 writer applies when swap1x1 computes the input gradient.
+Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced = std::nullopt,
+               std::optional<Swap1x1Writer> forced_writer = std::nullopt);
 
 }  // namespace bwdconv

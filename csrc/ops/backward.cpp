@@ -21,6 +21,7 @@ namespace {
 struct ForcedStrategy {
   std::mutex mutex;
   std::optional<Strategy> strategy;
+  std::optional<Swap1x1Writer> writer;
 };
 
 ForcedStrategy& forced() {
@@ -46,6 +47,16 @@ std::optional<Strategy> forced_strategy() {
   return forced().strategy;
 }
 
+void set_forced_swap1x1_writer(std::optional<Swap1x1Writer> writer) {
+  std::lock_guard<std::mutex> lock(forced().mutex);
+  forced().writer = writer;
+}
+
+std::optional<Swap1x1Writer> forced_swap1x1_writer() {
+  std::lock_guard<std::mutex> lock(forced().mutex);
+  return forced().writer;
+}
+
 int64_t served_count(Gradient gradient, Strategy strategy) {
   return served_counter(gradient, strategy).load();
 }
@@ -59,7 +70,8 @@ void reset_served_counts() {
 namespace {
 
 // Every field a plan depends on, as the key of the plan cache.
-std::vector<int64_t> plan_key(const ConvGeometry& g, std::optional<Strategy> forced) {
+std::vector<int64_t> plan_key(const ConvGeometry& g, std::optional<Strategy> forced,
+                              std::optional<Swap1x1Writer> writer) {
   std::vector<int64_t> key{g.spatial_dims,
                            g.batch,
                            g.in_channels,
@@ -69,7 +81,8 @@ std::vector<int64_t> plan_key(const ConvGeometry& g, std::optional<Strategy> for
                            static_cast<int64_t>(g.dtype),
                            static_cast<int64_t>(g.layout),
                            static_cast<int64_t>(g.device),
-                           forced ? static_cast<int64_t>(*forced) : -1};
+                           forced ? static_cast<int64_t>(*forced) : -1,
+                           writer ? static_cast<int64_t>(*writer) : -1};
   for (const SpatialSizes* sizes :
        {&g.input, &g.filter, &g.output, &g.stride, &g.padding, &g.dilation}) {
     key.insert(key.end(), sizes->begin(), sizes->begin() + g.spatial_dims);
@@ -93,7 +106,8 @@ PlanCache& plan_cache() {
 
 std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry) {
   const std::optional<Strategy> forced = forced_strategy();
-  auto key = plan_key(geometry, forced);
+  const std::optional<Swap1x1Writer> writer = forced_swap1x1_writer();
+  auto key = plan_key(geometry, forced, writer);
   PlanCache& cache = plan_cache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
@@ -101,7 +115,7 @@ std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry) {
   }
   std::shared_ptr<const Plan> plan;
   try {
-    plan = std::make_shared<const Plan>(make_plan(geometry, forced));
+    plan = std::make_shared<const Plan>(make_plan(geometry, forced, writer));
   } catch (const std::invalid_argument& error) {
     TORCH_CHECK_VALUE(false, "bwdconv: ", error.what());
   }

@@ -41,5 +41,8 @@ void reset_served_counts();
 // Forces `strategy` on every plan made from now on (nothing: plan freely).
 void set_forced_strategy(std::optional<Strategy> strategy);
 std::optional<Strategy> forced_strategy();
+// How swap1x1 writes dx, when it serves (nothing: the planner's choice).
+void set_forced_swap1x1_writer(std::optional<Swap1x1Writer> writer);
+std::optional<Swap1x1Writer> forced_swap1x1_writer();
 
 }  // namespace bwdconv::ops

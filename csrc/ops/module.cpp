@@ -30,6 +30,22 @@ void set_forced(const std::optional<std::string>& name) {
   set_forced_strategy(name ? std::optional<Strategy>(strategy_named(*name)) : std::nullopt);
 }
 
+void set_forced_writer(const std::optional<std::string>& name) {
+  std::optional<Swap1x1Writer> writer;
+  if (name) {
+    writer = parse_swap1x1_writer(*name);
+    if (!writer) {
+      throw pybind11::value_error("unknown swap1x1 writer '" + *name + "'; known: fused, in_place");
+    }
+  }
+  set_forced_swap1x1_writer(writer);
+}
+
+std::optional<std::string> get_forced_writer() {
+  const auto writer = forced_swap1x1_writer();
+  return writer ? std::optional<std::string>(swap1x1_writer_name(*writer)) : std::nullopt;
+}
+
 std::optional<std::string> get_forced() {
   const auto strategy = forced_strategy();
   return strategy ? std::optional<std::string>(strategy_name(*strategy)) : std::nullopt;
@@ -162,6 +178,14 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   splitk["batch_chunks"] = plan.splitk.batch_chunks;
   splitk["space_chunks"] = plan.splitk.space_chunks;
   result["splitk"] = splitk;
+  if (!refusal(Strategy::swap1x1, Gradient::input, g, plan.phases)) {
+    pybind11::dict writer;
+    writer["writer"] = swap1x1_writer_name(plan.swap1x1.writer);
+    writer["reason"] = plan.swap1x1.reason;
+    const std::optional<std::string> in_place = in_place_refusal(g);
+    writer["in_place_refusal"] = in_place ? pybind11::cast(*in_place) : pybind11::none();
+    result["swap1x1"] = writer;
+  }
   return result;
 }
 
@@ -195,6 +219,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("aten_scope_enabled", &aten_scope_enabled);
   m.def("set_forced_strategy", &set_forced, pybind11::arg("name"));
   m.def("forced_strategy", &get_forced);
+  m.def("set_forced_swap1x1_writer", &set_forced_writer, pybind11::arg("name"));
+  m.def("forced_swap1x1_writer", &get_forced_writer);
   m.def("strategies", &strategy_names);
   m.def("served_counts", &served_counts);
   m.def("reset_served_counts", &reset_served_counts);

@@ -88,6 +88,9 @@ class Explanation:
                 if c["strategy"] != plan["strategy"]:
                     verdict = "ranked lower" if c["serves"] else "refused"
                     lines.append(f"    {c['strategy']}: {verdict}: {c['reason']}")
+        if "swap1x1" in p:
+            writer = p["swap1x1"]
+            lines.append(f"  swap1x1 writes dx: {writer['writer']} ({writer['reason']})")
         phases = p["phases"]
         empty = sum(ph["empty"] for ph in phases)
         taps = ", ".join("x".join(map(str, ph["taps"])) for ph in phases if not ph["empty"])
@@ -138,18 +141,29 @@ def forced_strategy():
 
 
 @contextlib.contextmanager
-def force_strategy(name):
-    """Forces strategy `name` (None: plan freely) for the body of a `with` block."""
-    previous = _C.forced_strategy()
-    _C.set_forced_strategy(name)
+def force_strategy(name, *, swap1x1_writer=None):
+    """Forces strategy `name` (None: plan freely) for the body of a `with` block;
+    `swap1x1_writer` ("fused" or "in_place") also forces how swap1x1 writes dx."""
+    previous = _C.forced_strategy(), _C.forced_swap1x1_writer()
+    _C.set_forced_swap1x1_writer(swap1x1_writer)
+    try:
+        _C.set_forced_strategy(name)
+    except ValueError:
+        _C.set_forced_swap1x1_writer(previous[1])
+        raise
     try:
         yield
     finally:
-        _C.set_forced_strategy(previous)
+        _C.set_forced_strategy(previous[0])
+        _C.set_forced_swap1x1_writer(previous[1])
 
 
 def _apply_environment():
-    """BWDCONV_STRATEGY=<name> forces a strategy for the whole process."""
+    """BWDCONV_STRATEGY=<name> forces a strategy for the whole process, and
+    BWDCONV_SWAP1X1_WRITER=<fused|in_place> how swap1x1 writes dx."""
     name = os.environ.get("BWDCONV_STRATEGY")
     if name:
         _C.set_forced_strategy(name)
+    writer = os.environ.get("BWDCONV_SWAP1X1_WRITER")
+    if writer:
+        _C.set_forced_swap1x1_writer(writer)

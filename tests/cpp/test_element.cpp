@@ -48,8 +48,8 @@ double grid_value(const Format& f, uint32_t bits) {
 // Exact value of a non-NaN pattern.
 double exact_value(const Format& f, uint32_t bits) {
   const uint32_t magnitude = bits & ~kSign;
-  const double value =
-      magnitude == f.infinity() ? std::numeric_limits<double>::infinity() : grid_value(f, magnitude);
+  const double value = magnitude == f.infinity() ? std::numeric_limits<double>::infinity()
+                                                 : grid_value(f, magnitude);
   return bits & kSign ? -value : value;
 }
 
@@ -78,7 +78,8 @@ void expect_every_pattern_decodes_exactly(const Format& f) {
       ASSERT_TRUE(std::isnan(value)) << f.name << " " << std::hex << bits;
       continue;
     }
-    ASSERT_EQ(static_cast<double>(value), exact_value(f, bits)) << f.name << " " << std::hex << bits;
+    ASSERT_EQ(static_cast<double>(value), exact_value(f, bits))
+        << f.name << " " << std::hex << bits;
     ASSERT_EQ(std::signbit(value), (bits & kSign) != 0) << f.name << " " << std::hex << bits;
   }
 }

@@ -128,13 +128,13 @@ struct Problem {
 // Copy sources for non-empty phases ([N, C, conv_output...] contiguous), Zero
 // for empty ones; ungrouped channels.
 Problem make_problem(const ConvGeometry& g) {
-  Problem s;
-  s.g = g;
-  s.phases = enumerate_phases(g);
-  s.dx_sizes = {g.batch, g.in_channels};
-  for (int i = 0; i < g.spatial_dims; ++i) s.dx_sizes.push_back(g.input[i]);
-  s.channels_per_group = g.in_channels;
-  for (const Phase& phase : s.phases) {
+  Problem pb;
+  pb.g = g;
+  pb.phases = enumerate_phases(g);
+  pb.dx_sizes = {g.batch, g.in_channels};
+  for (int i = 0; i < g.spatial_dims; ++i) pb.dx_sizes.push_back(g.input[i]);
+  pb.channels_per_group = g.in_channels;
+  for (const Phase& phase : pb.phases) {
     PhaseSource source;
     if (phase_is_empty(phase)) {
       source.write = PhaseWrite::Zero;
@@ -148,37 +148,37 @@ Problem make_problem(const ConvGeometry& g) {
       const auto strides = contiguous_strides(sizes);
       std::copy(strides.begin(), strides.end(), source.strides);
     }
-    s.sources.push_back(source);
+    pb.sources.push_back(source);
   }
-  return s;
+  return pb;
 }
 
 // Random geometries whose phases fit one launch when `one_launch`.
 Problem random_problem(std::mt19937& rng, bool one_launch) {
   for (;;) {
     const ConvGeometry g = random_geometry(rng);
-    Problem s = make_problem(g);
-    if (!one_launch || s.phases.size() <= static_cast<size_t>(kMaxPhasesPerLaunch)) return s;
+    Problem pb = make_problem(g);
+    if (!one_launch || pb.phases.size() <= static_cast<size_t>(kMaxPhasesPerLaunch)) return pb;
   }
 }
 
-InterleaveParams launch_params(const Problem& s, int first, int count) {
+InterleaveParams launch_params(const Problem& pb, int first, int count) {
   InterleaveParams p;
-  p.dst_view.dims = static_cast<int>(s.dx_sizes.size());
-  const auto strides = contiguous_strides(s.dx_sizes);
+  p.dst_view.dims = static_cast<int>(pb.dx_sizes.size());
+  const auto strides = contiguous_strides(pb.dx_sizes);
   for (int d = 0; d < p.dst_view.dims; ++d) {
-    p.dst_view.sizes[d] = s.dx_sizes[d];
+    p.dst_view.sizes[d] = pb.dx_sizes[d];
     p.dst_view.strides[d] = strides[d];
   }
-  for (int i = 0; i < s.g.spatial_dims; ++i) {
-    p.stride[i] = make_step(s.g.stride[i]);
-    p.padding[i] = s.g.padding[i];
+  for (int i = 0; i < pb.g.spatial_dims; ++i) {
+    p.stride[i] = make_step(pb.g.stride[i]);
+    p.padding[i] = pb.g.padding[i];
   }
-  p.channels_per_group = s.channels_per_group;
-  p.group_stride = s.group_stride;
+  p.channels_per_group = pb.channels_per_group;
+  p.group_stride = pb.group_stride;
   p.first_phase = first;
   p.phase_count = count;
-  for (int e = 0; e < count; ++e) p.phases[e] = s.sources[first + e];
+  for (int e = 0; e < count; ++e) p.phases[e] = pb.sources[first + e];
   return p;
 }
 
@@ -201,23 +201,23 @@ std::string describe(const ConvGeometry& g, const std::vector<int64_t>& coords) 
 // Every dx element: the launch that carries its owner's phase gives the
 // source's verdict (Copy at the expected offset, Zero, or Keep); every other
 // launch gives Keep.
-void check_launches(const Problem& s, const std::vector<Launch>& launches) {
-  const Reference ref = reference_owners(s.g, s.phases);
+void check_launches(const Problem& pb, const std::vector<Launch>& launches) {
+  const Reference ref = reference_owners(pb.g, pb.phases);
   ASSERT_EQ(ref.strays, 0);
   for (const Owner& owner : ref.owners) ASSERT_EQ(owner.hits, 1);
   std::vector<InterleaveParams> params;
-  for (const Launch& l : launches) params.push_back(launch_params(s, l.first, l.count));
-  const std::vector<int64_t> zero(s.dx_sizes.size(), 0);
+  for (const Launch& l : launches) params.push_back(launch_params(pb, l.first, l.count));
+  const std::vector<int64_t> zero(pb.dx_sizes.size(), 0);
   std::vector<int64_t> coords = zero;
   do {
     int64_t flat = 0;
-    for (int i = 0; i < s.g.spatial_dims; ++i) flat = flat * s.g.input[i] + coords[i + 2];
+    for (int i = 0; i < pb.g.spatial_dims; ++i) flat = flat * pb.g.input[i] + coords[i + 2];
     const Owner& owner = ref.owners[flat];
-    const PhaseSource& source = s.sources[owner.phase];
+    const PhaseSource& source = pb.sources[owner.phase];
     const int64_t n = coords[0], c = coords[1];
-    int64_t offset = n * source.strides[0] + (c / s.channels_per_group) * s.group_stride +
-                     (c % s.channels_per_group) * source.strides[1];
-    for (int i = 0; i < s.g.spatial_dims; ++i) offset += owner.q[i] * source.strides[i + 2];
+    int64_t offset = n * source.strides[0] + (c / pb.channels_per_group) * pb.group_stride +
+                     (c % pb.channels_per_group) * source.strides[1];
+    for (int i = 0; i < pb.g.spatial_dims; ++i) offset += owner.q[i] * source.strides[i + 2];
     int writers = 0;
     for (size_t l = 0; l < launches.size(); ++l) {
       const InterleaveSource actual = interleave_source(params[l], coords.data());
@@ -226,23 +226,23 @@ void check_launches(const Problem& s, const std::vector<Launch>& launches) {
       PhaseWrite expected = PhaseWrite::Keep;
       if (carried) expected = source.write == PhaseWrite::Copy && !owner.copy ? PhaseWrite::Zero
                                                                               : source.write;
-      ASSERT_EQ(actual.write, expected) << "launch " << l << " " << describe(s.g, coords);
+      ASSERT_EQ(actual.write, expected) << "launch " << l << " " << describe(pb.g, coords);
       writers += actual.write != PhaseWrite::Keep;
       if (expected != PhaseWrite::Copy) continue;
-      ASSERT_EQ(actual.entry, owner.phase - launches[l].first) << describe(s.g, coords);
-      ASSERT_EQ(actual.offset, offset) << describe(s.g, coords);
+      ASSERT_EQ(actual.entry, owner.phase - launches[l].first) << describe(pb.g, coords);
+      ASSERT_EQ(actual.offset, offset) << describe(pb.g, coords);
     }
-    ASSERT_EQ(writers, source.write == PhaseWrite::Keep ? 0 : 1) << describe(s.g, coords);
-  } while (next_index(coords, zero, s.dx_sizes));
+    ASSERT_EQ(writers, source.write == PhaseWrite::Keep ? 0 : 1) << describe(pb.g, coords);
+  } while (next_index(coords, zero, pb.dx_sizes));
 }
 
-int phase_count(const Problem& s) { return static_cast<int>(s.phases.size()); }
+int phase_count(const Problem& pb) { return static_cast<int>(pb.phases.size()); }
 
 TEST(InterleaveIndex, OneLaunchMatchesThePhaseSlots) {
   std::mt19937 rng(2024);
   for (int trial = 0; trial < 3000; ++trial) {
-    const Problem s = random_problem(rng, true);
-    ASSERT_NO_FATAL_FAILURE(check_launches(s, {{0, phase_count(s)}})) << "trial " << trial;
+    const Problem pb = random_problem(rng, true);
+    ASSERT_NO_FATAL_FAILURE(check_launches(pb, {{0, phase_count(pb)}})) << "trial " << trial;
   }
 }
 
@@ -250,14 +250,14 @@ TEST(InterleaveIndex, TwoLaunchesEachWriteOnlyTheirPhases) {
   std::mt19937 rng(4048);
   int both_busy = 0;
   for (int trial = 0; trial < 1500; ++trial) {
-    const Problem s = random_problem(rng, false);
-    const int total = phase_count(s);
+    const Problem pb = random_problem(rng, false);
+    const int total = phase_count(pb);
     // Both launches within kMaxPhasesPerLaunch (total is at most 4^3 = 64).
     const int low = std::max(0, total - kMaxPhasesPerLaunch);
     const int high = std::min(total, kMaxPhasesPerLaunch);
     const int split = low + static_cast<int>(rng() % (high - low + 1));
     both_busy += split > 0 && split < total;
-    ASSERT_NO_FATAL_FAILURE(check_launches(s, {{0, split}, {split, total - split}}))
+    ASSERT_NO_FATAL_FAILURE(check_launches(pb, {{0, split}, {split, total - split}}))
         << "trial " << trial << " split " << split << " of " << total;
   }
   EXPECT_GT(both_busy, 500);
@@ -266,11 +266,11 @@ TEST(InterleaveIndex, TwoLaunchesEachWriteOnlyTheirPhases) {
 TEST(InterleaveIndex, KeepSourcesAreLeftAlone) {
   std::mt19937 rng(77);
   for (int trial = 0; trial < 1000; ++trial) {
-    Problem s = random_problem(rng, true);
-    for (PhaseSource& source : s.sources) {
+    Problem pb = random_problem(rng, true);
+    for (PhaseSource& source : pb.sources) {
       if (rng() % 2) source.write = PhaseWrite::Keep;
     }
-    ASSERT_NO_FATAL_FAILURE(check_launches(s, {{0, phase_count(s)}})) << "trial " << trial;
+    ASSERT_NO_FATAL_FAILURE(check_launches(pb, {{0, phase_count(pb)}})) << "trial " << trial;
   }
 }
 
@@ -282,11 +282,11 @@ TEST(InterleaveIndex, GroupedChannelsMapThroughTheGroupStride) {
     g.in_channels = g.out_channels = groups * per_group;
     g.groups = groups;
     g.filter_in_channels = per_group;
-    Problem s = make_problem(g);
-    if (phase_count(s) > kMaxPhasesPerLaunch) continue;
-    s.channels_per_group = per_group;
-    s.group_stride = static_cast<int64_t>(rng() % 50);
-    ASSERT_NO_FATAL_FAILURE(check_launches(s, {{0, phase_count(s)}})) << "trial " << trial;
+    Problem pb = make_problem(g);
+    if (phase_count(pb) > kMaxPhasesPerLaunch) continue;
+    pb.channels_per_group = per_group;
+    pb.group_stride = static_cast<int64_t>(rng() % 50);
+    ASSERT_NO_FATAL_FAILURE(check_launches(pb, {{0, phase_count(pb)}})) << "trial " << trial;
   }
 }
 

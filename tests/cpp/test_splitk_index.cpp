@@ -24,7 +24,8 @@ TEST(SplitKIndex, ChunksPartitionTheReductionEvenly) {
     const int64_t floor_size = reduction / chunks;
     const int64_t ceil_size = floor_size + (reduction % chunks != 0);
     for (int64_t j = 0; j < chunks; ++j) {
-      const int64_t size = chunk_begin(reduction, chunks, j + 1) - chunk_begin(reduction, chunks, j);
+      const int64_t size =
+          chunk_begin(reduction, chunks, j + 1) - chunk_begin(reduction, chunks, j);
       ASSERT_TRUE(size == floor_size || size == ceil_size)
           << "R " << reduction << " chunks " << chunks << " j " << j << " size " << size;
     }
@@ -176,8 +177,9 @@ std::vector<double> reference_weight_gradient(const Problem& pr, const std::vect
     const int64_t i2 = o2 * pr.stride[2] + k2 * pr.dilation[2] - pr.padding[2];
     if (i0 < 0 || i0 >= I[0] || i1 < 0 || i1 >= I[1] || i2 < 0 || i2 >= I[2]) continue;
     const int64_t ic = (oc / M) * C + c;
-    const double dy_value = dy[(((n * pr.out_channels() + oc) * O[0] + o0) * O[1] + o1) * O[2] + o2];
-    const double x_value = x[(((n * pr.in_channels() + ic) * I[0] + i0) * I[1] + i1) * I[2] + i2];
+    const int64_t dy_flat = (((n * pr.out_channels() + oc) * O[0] + o0) * O[1] + o1) * O[2] + o2;
+    const int64_t x_flat = (((n * pr.in_channels() + ic) * I[0] + i0) * I[1] + i1) * I[2] + i2;
+    const double dy_value = dy[dy_flat], x_value = x[x_flat];
     dw[(((oc * C + c) * K[0] + k0) * K[1] + k1) * K[2] + k2] += dy_value * x_value;
   }
   return dw;

@@ -3,7 +3,7 @@
     python -m bwdconv.bench.kernels [--suite seeds] [--iterations 20]
 
 For every backward-data case and every input-gradient strategy that serves
-it (forced), the device time of the strategy's own kernel (scatter_kernel or
+it (forced; swap1x1 once per writer where both serve), the device time of the strategy's own kernel (scatter_kernel or
 interleave_kernel) is read from the profiler, and the bytes that kernel must
 move (every output element written once, every value read once) are divided
 by it. The fraction of the device's measured copy bandwidth says how close
@@ -20,21 +20,25 @@ import bwdconv
 from . import device as dev
 from .cli import read_suite, suite_path
 from .driver import BACKWARD_DATA
-from .run import make_operands
+from .run import INPUT_STRATEGIES, forced_entries, forcing, make_operands
 
 KERNELS = {"swap1x1": "interleave_kernel", "scatter": "scatter_kernel",
            "phase": "interleave_kernel", "phase_stacked": "interleave_kernel"}
 
 
-def kernel_bytes(strategy, plan, case, element_size):
+def kernel_bytes(strategy, writer, plan, case, element_size):
     """Bytes the strategy's data-movement kernel writes and reads."""
+    computed = sum(case.batch * case.in_channels * math.prod(phase["computed"])
+                   for phase in plan["phases"] if not phase["empty"])
     if strategy == "scatter":  # the padded, zero-inserted buffer from grad_output
         written = case.batch * case.out_channels * math.prod(plan["scatter"]["buffer"])
         read = case.batch * case.out_channels * math.prod(plan["output_size"])
+    elif writer == "in_place":  # the GEMM filled the slots: only the holes are zeroed
+        written = case.batch * case.in_channels * math.prod(case.input) - computed
+        read = 0
     else:  # dx from the computed slots of the non-empty phases
         written = case.batch * case.in_channels * math.prod(case.input)
-        read = sum(case.batch * case.in_channels * math.prod(phase["computed"])
-                   for phase in plan["phases"] if not phase["empty"])
+        read = computed
     return (written + read) * element_size
 
 
@@ -52,26 +56,23 @@ def kernel_ms(fn, kernel, iterations):
     return total_us / 1e3 / iterations
 
 
-def serves(plan, strategy):
-    return any(c["strategy"] == strategy and c["serves"] for c in plan["input"]["candidates"])
-
-
 def measure(case, iterations, copy_gbps):
     x, w, dy, (stride, padding, dilation, groups) = make_operands(case, torch.device("cuda"))
-    plan = bwdconv.explain(x, w, stride, padding, dilation, groups).to_dict()
+    explanation = bwdconv.explain(x, w, stride, padding, dilation, groups)
+    plan = explanation.to_dict()
 
     def call():
         return torch.ops.bwdconv.convolution_backward_input(
             dy, w, list(x.shape), stride, padding, dilation, groups)
 
     rows = []
-    for strategy, kernel in KERNELS.items():
-        if not serves(plan, strategy):
-            continue
-        with bwdconv.force_strategy(strategy):
-            ms = kernel_ms(call, kernel, iterations)
-        gbps = kernel_bytes(strategy, plan, case, dy.element_size()) / (ms * 1e-3) / 1e9
-        rows.append((case.label(), strategy, kernel, ms * 1e3, gbps, gbps / copy_gbps))
+    for name, fn, forced in forced_entries(explanation, BACKWARD_DATA, call, INPUT_STRATEGIES):
+        strategy, writer = forced if isinstance(forced, tuple) else (forced, None)
+        kernel = KERNELS[strategy]
+        with forcing(forced):
+            ms = kernel_ms(fn, kernel, iterations)
+        gbps = kernel_bytes(strategy, writer, plan, case, dy.element_size()) / (ms * 1e-3) / 1e9
+        rows.append((case.label(), name, kernel, ms * 1e3, gbps, gbps / copy_gbps))
     return rows
 
 

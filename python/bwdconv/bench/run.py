@@ -13,6 +13,7 @@ from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, DIRECTION_NAMES, FORWARD
 
 INPUT_STRATEGIES = ("swap1x1", "scatter", "phase", "phase_stacked")
 WEIGHT_STRATEGIES = ("splitk",)
+SWAP1X1_WRITERS = ("fused", "in_place")
 
 
 def _layout(case, channels_last):
@@ -91,18 +92,39 @@ def _reference(direction, x, w, dy, args):
 ROUNDS = 5  # timing rounds; each round times every entry, in a rotated order
 
 
+def forcing(forced):
+    """A context that forces `forced`: None (the planner's choice), a strategy
+    name, or (strategy, swap1x1 writer)."""
+    strategy, writer = forced if isinstance(forced, tuple) else (forced, None)
+    return bwdconv.force_strategy(strategy, swap1x1_writer=writer)
+
+
+def forced_entries(plan, direction, fn, strategies):
+    """(name, fn, forced) for each strategy that serves; swap1x1 once per
+    writer where both can write dx ("swap1x1[fused]", "swap1x1[in_place]")."""
+    entries = []
+    for s in strategies:
+        if not _serves(plan, direction, s):
+            continue
+        if s == "swap1x1" and plan.to_dict()["swap1x1"]["in_place_refusal"] is None:
+            entries += [(f"{s}[{w}]", fn, (s, w)) for w in SWAP1X1_WRITERS]
+        else:
+            entries.append((s, fn, s))
+    return entries
+
+
 def _timed(entries, device, warmup, iterations):
     """{name: per-call times}: the iterations split into rounds whose order
     rotates, so that no entry always runs first (caches, clocks) or last."""
     for name, fn, forced in entries:
-        with bwdconv.force_strategy(forced):
+        with forcing(forced):
             dev.time_ms(fn, device, warmup, 0)
     times = {name: [] for name, _, _ in entries}
     rounds = min(ROUNDS, iterations)
     for r in range(rounds):
         count = iterations // rounds + (1 if r < iterations % rounds else 0)
         for name, fn, forced in entries[r % len(entries):] + entries[: r % len(entries)]:
-            with bwdconv.force_strategy(forced):
+            with forcing(forced):
                 times[name] += dev.time_ms(fn, device, 0, count)
     return times
 
@@ -113,7 +135,7 @@ def _checked(entries, reference, aten_error, rows, base):
     kept, errors = [], {}
     for name, fn, forced in entries:
         if reference is not None and name != "aten":
-            with bwdconv.force_strategy(forced):
+            with forcing(forced):
                 errors[name] = _error(fn(), reference)
             if errors[name] > 2 * aten_error + 1e-6 * reference.abs().max().item():
                 rows.append(dict(base, strategy=name, status="wrong", max_error=errors[name],
@@ -132,13 +154,12 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
         fns, strategies = callables(direction, x, w, dy, args)
         chosen = {BACKWARD_DATA: plan.input_strategy,
                   BACKWARD_WEIGHT: plan.weight_strategy}.get(direction)
-        servable = [s for s in strategies if _serves(plan, direction, s)]
         reference = _reference(direction, x, w, dy, args) if check and direction != FORWARD else None
         aten_error = _error(fns["aten"](), reference) if reference is not None else None
         entries = [("aten", fns["aten"], None)]
         if "bwdconv" in fns:  # the planner's choice, then each strategy forced
             entries.append(("bwdconv", fns["bwdconv"], None))
-            entries += [(s, fns["bwdconv"], s) for s in servable]
+            entries += forced_entries(plan, direction, fns["bwdconv"], strategies)
         base = {"index": index, "case": case.label(), "line": case.line or case.to_line(),
                 "direction": DIRECTION_NAMES[direction], "plan": chosen, "status": "ok"}
         entries, errors = _checked(entries, reference, aten_error, rows, base)

@@ -1,0 +1,85 @@
+#include "swap1x1.h"
+
+#include <stdexcept>
+#include <vector>
+
+namespace bwdconv {
+namespace {
+
+// The GEMM's batch dims (n, o_0, ..., o_{d-2}) of dx's slots, with counts
+// greater than one (the others never step): count and element step in
+// channels_last dx, whose strides are X_i = C * prod(I_{i+1..}), X_n = C * prod(I).
+struct BatchDim {
+  int64_t count;
+  int64_t step;
+};
+
+std::vector<BatchDim> stepping_batch_dims(const ConvGeometry& g) {
+  SpatialSizes x{};
+  int64_t step = g.in_channels;
+  for (int i = g.spatial_dims - 1; i >= 0; --i) {
+    x[i] = step;
+    step *= g.input[i];
+  }
+  std::vector<BatchDim> dims{{g.batch, step}};
+  for (int i = 0; i + 1 < g.spatial_dims; ++i) dims.push_back({g.output[i], g.stride[i] * x[i]});
+  std::vector<BatchDim> stepping;
+  for (const BatchDim& d : dims) {
+    if (d.count > 1) stepping.push_back(d);
+  }
+  return stepping;
+}
+
+}  // namespace
+
+const char* swap1x1_writer_name(Swap1x1Writer writer) {
+  return writer == Swap1x1Writer::fused ? "fused" : "in_place";
+}
+
+std::optional<Swap1x1Writer> parse_swap1x1_writer(const std::string& name) {
+  if (name == "fused") return Swap1x1Writer::fused;
+  if (name == "in_place") return Swap1x1Writer::in_place;
+  return std::nullopt;
+}
+
+std::optional<std::string> in_place_refusal(const ConvGeometry& g) {
+  if (g.layout != MemoryLayout::ChannelsLast) return "dx is not channels_last";
+  if (g.groups != 1) return "grouped: the GEMM is a grouped convolution";
+  for (int i = 0; i < g.spatial_dims; ++i) {
+    if (g.padding[i] != 0) return "padding crops the first slots";
+  }
+  // One uniformly strided batch: each dim steps its successor's count times its step.
+  const std::vector<BatchDim> dims = stepping_batch_dims(g);
+  for (size_t i = 0; i + 1 < dims.size(); ++i) {
+    if (dims[i].step != dims[i + 1].count * dims[i + 1].step) {
+      return "the slots' rows are not one uniformly strided batch (input " +
+             format_sizes(g.input, g.spatial_dims) + ", stride " +
+             format_sizes(g.stride, g.spatial_dims) + ")";
+    }
+  }
+  return std::nullopt;
+}
+
+int64_t in_place_batch_stride(const ConvGeometry& g) {
+  const std::vector<BatchDim> dims = stepping_batch_dims(g);
+  return dims.empty() ? 1 : dims.back().step;  // a single batch never steps
+}
+
+Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& g, std::optional<Swap1x1Writer> forced) {
+  const std::optional<std::string> refused = in_place_refusal(g);
+  if (forced == Swap1x1Writer::in_place && refused) {
+    throw std::invalid_argument("swap1x1 writer in_place cannot serve this shape: " + *refused);
+  }
+  if (forced) return {*forced, "forced"};
+  if (refused) return {Swap1x1Writer::fused, "in_place refused: " + *refused};
+  if (g.device == DeviceKind::CPU) {
+    return {Swap1x1Writer::fused,
+            "the CPU measurements that made swap1x1 the CPU default used fused; in_place is "
+            "not measured there"};
+  }
+  return {Swap1x1Writer::in_place,
+          "the GEMM writes dx's slots directly and only the holes are zeroed: the small result "
+          "is never stored or read back (not yet measured against fused on a GPU)"};
+}
+
+}  // namespace bwdconv

@@ -1,0 +1,45 @@
+// swap1x1: how dx is written after the GEMM on the small grad_output
+// (DESIGN.md, "swap1x1").
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "geometry.h"
+
+namespace bwdconv {
+
+enum class Swap1x1Writer {
+  fused,     // the GEMM writes a small result; one interleave pass writes all of dx from it
+  in_place,  // a batched GEMM writes straight into dx's strided slots; a pass zeroes the holes
+};
+
+const char* swap1x1_writer_name(Swap1x1Writer writer);
+std::optional<Swap1x1Writer> parse_swap1x1_writer(const std::string& name);
+
+// Why the GEMM cannot write into dx's slots, or nothing when it can: dx must
+// be channels_last with one group and no padding, and the slots' rows must
+// form one uniformly strided batch: with s the stride and X the channels_last
+// strides of dx, slot (n, o_0, ..., o_{d-1}) is at n*X_n + sum o_i*s_i*X_i;
+// among the batch dims (n, o_0, ..., o_{d-2}) with more than one value, each
+// must step its successor's count times its successor's step (e.g. 2D:
+// X_n = O_0*s_0*X_0, i.e. I_0 = O_0*s_0, unless N = 1).
+std::optional<std::string> in_place_refusal(const ConvGeometry& geometry);
+
+// dx element offset between consecutive batches of the in-place GEMM (valid
+// when in_place_refusal is empty): the step of the innermost batch dim with
+// more than one value.
+int64_t in_place_batch_stride(const ConvGeometry& geometry);
+
+struct Swap1x1Choice {
+  Swap1x1Writer writer = Swap1x1Writer::fused;
+  std::string reason;
+};
+
+// The writer for a geometry swap1x1 serves: `forced` when given (throws
+// std::invalid_argument when in_place is forced but cannot serve), otherwise
+// in_place on GPUs where it can serve, fused elsewhere.
+Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& geometry,
+                                    std::optional<Swap1x1Writer> forced = std::nullopt);
+
+}  // namespace bwdconv

@@ -1,0 +1,158 @@
+#include <gtest/gtest.h>
+
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "dispatch/plan.h"
+#include "dispatch/swap1x1.h"
+
+namespace bwdconv {
+namespace {
+
+// A channels_last 1x1 convolution without padding (the in_place writer's
+// domain), with `dims` spatial dims (0: 1-3 at random).
+ConvGeometry one_by_one(std::mt19937& rng, int dims = 0) {
+  ConvGeometry g;
+  g.device = DeviceKind::CUDA;
+  g.layout = MemoryLayout::ChannelsLast;
+  g.spatial_dims = dims > 0 ? dims : 1 + static_cast<int>(rng() % 3);
+  g.batch = 1 + rng() % 3;
+  g.in_channels = 1 + rng() % 4;
+  g.out_channels = 1 + rng() % 4;
+  g.filter_in_channels = g.in_channels;
+  for (int i = 0; i < g.spatial_dims; ++i) {
+    g.stride[i] = 1 + rng() % 3;
+    g.input[i] = 1 + rng() % 7;
+    g.filter[i] = 1;
+    g.dilation[i] = 1;
+  }
+  derive_output_sizes(g);
+  return g;
+}
+
+// Offsets of dx's slots dx[n, s*o] in channels_last dx, row-major over (n, o).
+std::vector<int64_t> slot_offsets(const ConvGeometry& g) {
+  std::vector<int64_t> strides(g.spatial_dims);
+  int64_t step = g.in_channels;
+  for (int i = g.spatial_dims - 1; i >= 0; --i) {
+    strides[i] = step;
+    step *= g.input[i];
+  }
+  std::vector<int64_t> offsets{0};
+  for (int64_t n = 1; n < g.batch; ++n) offsets.push_back(n * step);
+  for (int i = 0; i < g.spatial_dims; ++i) {
+    std::vector<int64_t> next;
+    for (int64_t base : offsets) {
+      for (int64_t o = 0; o < g.output[i]; ++o) next.push_back(base + o * g.stride[i] * strides[i]);
+    }
+    offsets = next;
+  }
+  return offsets;
+}
+
+// Whether the slots are batches of [O_last, C] rows that one strided batched
+// GEMM can write: offset = b * batch_stride + row * s_last * C.
+bool one_strided_batch(const ConvGeometry& g, const std::vector<int64_t>& offsets,
+                       int64_t batch_stride) {
+  const int last = g.spatial_dims - 1;
+  const int64_t rows = g.output[last], row_stride = g.stride[last] * g.in_channels;
+  for (size_t k = 0; k < offsets.size(); ++k) {
+    const int64_t b = static_cast<int64_t>(k) / rows, row = static_cast<int64_t>(k) % rows;
+    if (offsets[k] != b * batch_stride + row * row_stride) return false;
+  }
+  return true;
+}
+
+TEST(Swap1x1, InPlaceServesExactlyTheUniformlyStridedSlots) {
+  std::mt19937 rng(7);
+  int served = 0, refused = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    const ConvGeometry g = one_by_one(rng);
+    const auto offsets = slot_offsets(g);
+    const bool refuses = in_place_refusal(g).has_value();
+    // With a single batch row every stride "works"; otherwise the rows' spacing is fixed.
+    const int64_t batch_rows = static_cast<int64_t>(offsets.size()) / g.output[g.spatial_dims - 1];
+    if (!refuses) {
+      ++served;
+      EXPECT_TRUE(one_strided_batch(g, offsets, in_place_batch_stride(g)))
+          << format_sizes(g.input, g.spatial_dims) << " stride "
+          << format_sizes(g.stride, g.spatial_dims);
+    } else if (batch_rows > 1) {
+      ++refused;
+      const int64_t spacing = offsets[g.output[g.spatial_dims - 1]] - offsets[0];
+      EXPECT_FALSE(one_strided_batch(g, offsets, spacing))
+          << format_sizes(g.input, g.spatial_dims) << " stride "
+          << format_sizes(g.stride, g.spatial_dims);
+    }
+  }
+  EXPECT_GT(served, 100);
+  EXPECT_GT(refused, 100);
+}
+
+TEST(Swap1x1, InPlaceNeedsChannelsLastOneGroupAndNoPadding) {
+  std::mt19937 rng(3);
+  ConvGeometry g = one_by_one(rng, 1);
+  g.input[0] = 8;
+  g.stride[0] = 2;
+  derive_output_sizes(g);
+  ASSERT_FALSE(in_place_refusal(g).has_value());
+  ConvGeometry contiguous = g, padded = g, grouped = g;
+  contiguous.layout = MemoryLayout::Contiguous;
+  padded.padding[0] = 1;
+  derive_output_sizes(padded);
+  grouped.in_channels = grouped.out_channels = 4;
+  grouped.groups = 2;
+  grouped.filter_in_channels = 2;
+  for (const ConvGeometry& refused : {contiguous, padded, grouped}) {
+    EXPECT_TRUE(in_place_refusal(refused).has_value());
+    EXPECT_EQ(choose_swap1x1_writer(refused).writer, Swap1x1Writer::fused);
+    EXPECT_THROW(choose_swap1x1_writer(refused, Swap1x1Writer::in_place), std::invalid_argument);
+  }
+  EXPECT_EQ(choose_swap1x1_writer(g).writer, Swap1x1Writer::in_place);
+  ConvGeometry on_cpu = g;
+  on_cpu.device = DeviceKind::CPU;
+  EXPECT_EQ(choose_swap1x1_writer(on_cpu).writer, Swap1x1Writer::fused);
+  EXPECT_EQ(choose_swap1x1_writer(on_cpu, Swap1x1Writer::in_place).writer,
+            Swap1x1Writer::in_place);
+}
+
+TEST(Swap1x1, WriterNamesRoundTrip) {
+  for (Swap1x1Writer writer : {Swap1x1Writer::fused, Swap1x1Writer::in_place}) {
+    EXPECT_EQ(parse_swap1x1_writer(swap1x1_writer_name(writer)), writer);
+  }
+  EXPECT_FALSE(parse_swap1x1_writer("inplace").has_value());
+}
+
+TEST(Swap1x1, PlanCarriesTheWriterWhenSwap1x1ServesTheInputGradient) {
+  std::mt19937 rng(5);
+  ConvGeometry g = one_by_one(rng, 2);
+  g.input[0] = g.input[1] = 8;
+  g.stride[0] = g.stride[1] = 2;
+  derive_output_sizes(g);
+  const Plan plan = make_plan(g, Strategy::swap1x1, Swap1x1Writer::fused);
+  ASSERT_EQ(plan.input.strategy, Strategy::swap1x1);
+  EXPECT_EQ(plan.swap1x1.writer, Swap1x1Writer::fused);
+  EXPECT_EQ(make_plan(g, Strategy::swap1x1).swap1x1.writer, Swap1x1Writer::in_place);
+}
+
+TEST(Swap1x1, WriterIsKnownWheneverSwap1x1CanServeAndForcedOnlyWhenItDoes) {
+  std::mt19937 rng(11);
+  ConvGeometry g = one_by_one(rng, 2);
+  g.input[0] = g.input[1] = 8;
+  g.stride[0] = g.stride[1] = 2;
+  g.padding[0] = 1;  // in_place refuses padding
+  derive_output_sizes(g);
+  // Planned freely on a GPU, aten computes dx; the writer swap1x1 would use is still known.
+  const Plan free = make_plan(g);
+  ASSERT_NE(free.input.strategy, Strategy::swap1x1);
+  EXPECT_EQ(free.swap1x1.writer, Swap1x1Writer::fused);
+  EXPECT_NE(free.swap1x1.reason.find("padding"), std::string::npos) << free.swap1x1.reason;
+  // A forced writer binds only when swap1x1 computes dx.
+  EXPECT_NO_THROW(make_plan(g, Strategy::phase, Swap1x1Writer::in_place));
+  EXPECT_THROW(make_plan(g, Strategy::swap1x1, Swap1x1Writer::in_place), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace bwdconv

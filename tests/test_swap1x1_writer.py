@@ -1,0 +1,150 @@
+"""swap1x1's two ways of writing dx, forced: `fused` (one interleave pass from
+the small GEMM result) and `in_place` (a batched GEMM into dx's strided slots,
+then only the holes zeroed), against aten and float64 math."""
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import bwdconv
+from conftest import aten_gradients
+
+WRITERS = ["fused", "in_place"]
+
+
+def in_place_refusal(case, channels_last=True, device="cpu"):
+    x_size, w_size, s, p = case
+    plan = bwdconv.explain(list(x_size), list(w_size), s, p, channels_last=channels_last,
+                           device=device).to_dict()
+    return plan["swap1x1"]["in_place_refusal"]
+
+
+def random_in_place_case(rng):
+    """A 2-D 1x1 convolution, stride > 1, whose slots in channels_last dx form
+    one uniformly strided batch: batch 1, or input height = output height * stride;
+    grad_output unambiguously channels_last."""
+    while True:
+        s = [rng.randint(2, 4), rng.randint(1, 4)]
+        n = rng.randint(1, 3)
+        out_h = rng.randint(1, 5)
+        h = out_h * s[0] if n > 1 or rng.random() < 0.5 else out_h * s[0] - rng.randint(0, s[0] - 1)
+        c, k, w = rng.randint(2, 6), rng.randint(2, 6), rng.randint(1, 12)
+        case = ((n, c, h, w), (k, c, 1, 1), s, [0, 0])
+        # One output position, or one channel, leaves the layout of grad_output ambiguous.
+        if out_h * ((w - 1) // s[1] + 1) > 1 and in_place_refusal(case) is None:
+            return case
+
+
+def operands(case, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(case[0], generator=g, dtype=torch.float64)
+    w = torch.randn(case[1], generator=g, dtype=torch.float64)
+    y = torch.ops.aten.convolution(x, w, None, case[2], case[3], [1, 1], False, [0, 0], 1)
+    dy = torch.randn(y.shape, generator=g, dtype=torch.float64)
+    return x, w, dy
+
+
+def forced_grad_input(writer, dy, w, x_size, case):
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer=writer):
+        return torch.ops.bwdconv.convolution_backward_input(dy, w, list(x_size), case[2], case[3],
+                                                            [1, 1], 1)
+
+
+def channels_last(t):
+    return t.contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_both_writers_match_aten_in_float64(writer):
+    rng = random.Random(20261123)
+    for trial in range(150):
+        case = random_in_place_case(rng)
+        x, w, dy = operands(case, torch.float64, trial)
+        x, dy = channels_last(x), channels_last(dy)
+        expected = aten_gradients(dy, x, w, case[2], case[3], [1, 1], 1)[0]
+        ours = forced_grad_input(writer, dy, w, x.shape, case)
+        meta = aten_gradients(dy.to("meta"), x.to("meta"), w.to("meta"), case[2], case[3],
+                              [1, 1], 1)[0]
+        assert ours.stride() == meta.stride(), case
+        torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12, msg=f"trial {trial} {case}")
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_both_writers_lower_precision(writer, dtype):
+    """Error against float64 math at most twice aten's in the same dtype."""
+    case = ((2, 16, 12, 10), (24, 16, 1, 1), [2, 2], [0, 0])
+    assert in_place_refusal(case) is None
+    x64, w64, dy64 = operands(case, torch.float64, 0)
+    ref = aten_gradients(dy64, x64, w64, case[2], case[3], [1, 1], 1)[0]
+    x, w, dy = channels_last(x64.to(dtype)), w64.to(dtype), channels_last(dy64.to(dtype))
+    theirs = aten_gradients(dy, x, w, case[2], case[3], [1, 1], 1)[0]
+    ours = forced_grad_input(writer, dy, w, x.shape, case)
+    assert ours.dtype == dtype and ours.is_contiguous(memory_format=torch.channels_last)
+    error = lambda t: (t.double() - ref).abs().max().item()  # noqa: E731
+    assert error(ours) <= 2 * error(theirs) + 1e-5 * ref.abs().max().item()
+
+
+@pytest.mark.parametrize("case, layout, reason", [
+    (((1, 4, 8, 8), (4, 4, 1, 1), [2, 2], [1, 1]), True, "padding"),
+    (((2, 4, 9, 8), (4, 4, 1, 1), [2, 2], [0, 0]), True, "uniformly strided"),
+    (((2, 4, 8, 8), (4, 4, 1, 1), [2, 2], [0, 0]), False, "not channels_last"),
+])
+def test_forcing_in_place_where_it_cannot_serve_raises(case, layout, reason):
+    assert reason in in_place_refusal(case, channels_last=layout)
+    x, w, dy = operands(case, torch.float64, 0)
+    if layout:
+        dy = channels_last(dy)
+    with pytest.raises(ValueError, match=reason):
+        forced_grad_input("in_place", dy, w, x.shape, case)
+    # fused serves the same shape, and the forced writer is gone after the block.
+    expected = aten_gradients(dy, x, w, case[2], case[3], [1, 1], 1)[0]
+    torch.testing.assert_close(forced_grad_input("fused", dy, w, x.shape, case), expected)
+    assert bwdconv._explain._C.forced_swap1x1_writer() is None
+
+
+def test_a_forced_writer_binds_only_where_swap1x1_computes_dx():
+    """in_place forced beside another strategy, on a shape it cannot serve, is ignored."""
+    case = ((1, 4, 8, 8), (4, 4, 1, 1), [2, 2], [1, 1])
+    x, w, dy = operands(case, torch.float64, 0)
+    with bwdconv.force_strategy("phase", swap1x1_writer="in_place"):
+        ours = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), [2, 2], [1, 1],
+                                                            [1, 1], 1)
+    torch.testing.assert_close(ours, aten_gradients(dy, x, w, [2, 2], [1, 1], [1, 1], 1)[0])
+
+
+def test_unknown_writer_raises_and_keeps_the_previous_forcing():
+    with pytest.raises(ValueError, match="unknown swap1x1 writer 'inplace'"):
+        with bwdconv.force_strategy("swap1x1", swap1x1_writer="inplace"):
+            pass
+    assert bwdconv.forced_strategy() is None
+    assert bwdconv._explain._C.forced_swap1x1_writer() is None
+
+
+def test_explain_names_the_writer_per_device():
+    sizes = ([8, 64, 56, 56], [128, 64, 1, 1], 2, 0)
+    gpu = bwdconv.explain(*sizes, channels_last=True, device="cuda")
+    assert gpu.to_dict()["swap1x1"]["writer"] == "in_place"
+    assert "swap1x1 writes dx: in_place" in str(gpu)
+    cpu = bwdconv.explain(*sizes, channels_last=True).to_dict()["swap1x1"]
+    assert cpu["writer"] == "fused" and cpu["in_place_refusal"] is None
+    nchw = bwdconv.explain(*sizes, device="cuda").to_dict()["swap1x1"]
+    assert nchw["writer"] == "fused" and "not channels_last" in nchw["in_place_refusal"]
+    assert "swap1x1" not in bwdconv.explain([8, 64, 56, 56], [128, 64, 3, 3], 2, 1).to_dict()
+
+
+def test_environment_variable_forces_a_writer():
+    code = ("import bwdconv; print(bwdconv._explain._C.forced_swap1x1_writer()); "
+            "print(bwdconv.explain([1, 4, 8, 8], [4, 4, 1, 1], 2, channels_last=True,"
+            " device='cuda').to_dict()['swap1x1']['writer'])")
+    env = dict(os.environ, BWDCONV_STRATEGY="swap1x1", BWDCONV_SWAP1X1_WRITER="fused")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["fused", "fused"]
+    env["BWDCONV_SWAP1X1_WRITER"] = "scattered"
+    bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "unknown swap1x1 writer 'scattered'" in bad.stderr
