@@ -104,6 +104,23 @@ def test_swap1x1_writers_on_gpu(writer, dtype):
     assert torch.equal(captured, expected)
 
 
+def test_interleave_beyond_two_to_the_31_elements():
+    """A dx of more than 2^31 elements takes the kernels' 64-bit index path:
+    swap1x1 (fused, NCHW) against its definition, dx[:, :, ::2, ::2] = W^T dy
+    and zeros in every other position."""
+    h, w = 32768, 32770
+    dy = torch.randn(1, 2, h // 2, (w + 1) // 2, device="cuda", dtype=torch.bfloat16)
+    weight = torch.randn(2, 2, 1, 1, device="cuda", dtype=torch.bfloat16)
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer="fused"):
+        dx = torch.ops.bwdconv.convolution_backward_input(dy, weight, [1, 2, h, w], [2, 2], [0, 0],
+                                                          [1, 1], 1)
+    assert dx.numel() > 2**31
+    slots = torch.einsum("nkhw,kc->nchw", dy.float(), weight[:, :, 0, 0].float())
+    torch.testing.assert_close(dx[:, :, ::2, ::2].float(), slots, rtol=1e-2, atol=1e-2)
+    assert dx[:, :, 1::2, :].abs().max().item() == 0
+    assert dx[:, :, ::2, 1::2].abs().max().item() == 0
+
+
 def test_splitk_is_deterministic_on_gpu():
     case = CASES[4]
     x, w, dy, _ = operands(case, torch.bfloat16, False)

@@ -17,7 +17,8 @@ struct InterleaveSource {
 };
 
 // dx position i of a spatial dim is slot q = (i + p) div s of residue
-// r = (i + p) mod s, since i = s*q + r - p (DESIGN.md, "Geometry").
+// r = (i + p) mod s, since i = s*q + r - p (DESIGN.md, "Geometry"). Index as in divide.
+template <typename Index = int64_t>
 BWDCONV_HOST_DEVICE inline InterleaveSource interleave_source(const InterleaveParams& p,
                                                               const int64_t* coords) {
   const int spatial = p.dst_view.dims - 2;
@@ -25,7 +26,7 @@ BWDCONV_HOST_DEVICE inline InterleaveSource interleave_source(const InterleavePa
   int64_t phase = 0;
   for (int d = 0; d < spatial; ++d) {
     int64_t residue;
-    divide(coords[d + 2] + p.padding[d], p.stride[d], &slot[d], &residue);
+    divide<Index>(coords[d + 2] + p.padding[d], p.stride[d], &slot[d], &residue);
     phase = phase * p.stride[d].value + residue;
   }
   InterleaveSource source;
@@ -38,10 +39,9 @@ BWDCONV_HOST_DEVICE inline InterleaveSource interleave_source(const InterleavePa
   source.write = ps.write;
   source.entry = static_cast<int>(entry);
   if (ps.write != PhaseWrite::Copy) return source;
-  const int64_t c = coords[1];
-  const int64_t group = c / p.channels_per_group;
-  int64_t offset = coords[0] * ps.strides[0] + group * p.group_stride +
-                   (c - group * p.channels_per_group) * ps.strides[1];
+  int64_t group, channel;
+  divide<Index>(coords[1], p.channels_per_group, &group, &channel);
+  int64_t offset = coords[0] * ps.strides[0] + group * p.group_stride + channel * ps.strides[1];
   for (int d = 0; d < spatial; ++d) {
     if (slot[d] >= ps.extent[d]) {  // past the sub-convolution's output: a zero
       source.write = PhaseWrite::Zero;
@@ -51,6 +51,21 @@ BWDCONV_HOST_DEVICE inline InterleaveSource interleave_source(const InterleavePa
   }
   source.offset = offset;
   return source;
+}
+
+}  // namespace bwdconv::hip
+
+namespace bwdconv::hip {
+
+// Whether every division of an interleave walk may be narrow (host only): each
+// dividend (a linear index, i + p, or a channel) and divisor below kNarrowLimit.
+inline bool interleave_divides_narrow(const InterleaveParams& p) {
+  bool narrow = element_count(p.dst_view) < kNarrowLimit;
+  for (int d = 2; d < p.dst_view.dims; ++d) {
+    narrow = narrow && p.dst_view.sizes[d] + p.padding[d - 2] < kNarrowLimit &&
+             p.stride[d - 2].value < kNarrowLimit;
+  }
+  return narrow;
 }
 
 }  // namespace bwdconv::hip

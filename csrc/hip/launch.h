@@ -9,6 +9,17 @@ namespace bwdconv::hip {
 constexpr int kThreadsPerBlock = 256;
 constexpr int64_t kMaxBlocks = 65535;
 
+// Calls f(int32_t{}) when a walk's divisions may all be narrow (index.h,
+// "divide"), f(int64_t{}) otherwise: the index type a kernel is instantiated with.
+template <typename F>
+void visit_index(bool narrow, F&& f) {
+  if (narrow) {
+    f(int32_t{});
+  } else {
+    f(int64_t{});
+  }
+}
+
 // Blocks for a grid-stride loop over `total` elements.
 inline unsigned blocks_for(int64_t total) {
   int64_t blocks = (total + kThreadsPerBlock - 1) / kThreadsPerBlock;

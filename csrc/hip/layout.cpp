@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "index.h"
+
 namespace bwdconv::hip {
 
 Step make_step(int64_t value) {
@@ -11,7 +13,18 @@ Step make_step(int64_t value) {
   for (int shift = 0; shift < 63; ++shift) {
     if ((int64_t{1} << shift) == value) step.shift = shift;
   }
+  if (value >= 1 && value < kNarrowLimit) {  // narrow_quotient's constants (index.h)
+    int l = 0;
+    while ((int64_t{1} << l) < value) ++l;
+    const uint64_t excess = (uint64_t{1} << l) - static_cast<uint64_t>(value);
+    step.magic = static_cast<uint32_t>((excess << 32) / static_cast<uint64_t>(value) + 1);
+    step.magic_shift = l;
+  }
   return step;
+}
+
+void set_size_steps(TensorView& view) {
+  for (int d = 0; d < view.dims; ++d) view.size_steps[d] = make_step(std::max<int64_t>(view.sizes[d], 1));
 }
 
 void walk_in_memory_order(TensorView& view) {
@@ -35,6 +48,7 @@ int64_t packet_elements(int element_bytes, const std::vector<int64_t>& multiples
 
 void widen_channels(TensorView& view, int64_t k) {
   view.sizes[1] /= k;
+  view.size_steps[1] = make_step(std::max<int64_t>(view.sizes[1], 1));
   widen_strides(view.strides, view.dims, k);
 }
 

@@ -9,22 +9,28 @@ namespace bwdconv::hip {
 constexpr int kMaxTensorDims = 5;
 constexpr int kMaxSpatialDims = 3;
 
+// A positive divisor that kernels divide by on every element (a stride, a
+// size, a channel count): its shift when it is a power of two (-1 otherwise),
+// and for values below 2^31 the multiplier and shift of narrow division
+// (index.h, "narrow_quotient"). Built by make_step (layout.h).
+struct Step {
+  int64_t value = 1;
+  int shift = 0;
+  uint32_t magic = 0;
+  int magic_shift = 0;
+};
+
 // A strided view of a tensor: sizes and element strides in logical
 // (N, C, spatial...) order, and the order in which a kernel walks the dims
 // (order[0] outermost); walking in memory order keeps neighbouring threads on
-// neighbouring addresses for NCHW and channels_last alike.
+// neighbouring addresses for NCHW and channels_last alike. size_steps holds
+// the sizes as divisors for unravel_offset (set_size_steps, layout.h).
 struct TensorView {
   int64_t sizes[kMaxTensorDims] = {};
   int64_t strides[kMaxTensorDims] = {};
   int order[kMaxTensorDims] = {0, 1, 2, 3, 4};
   int dims = 0;
-};
-
-// A positive step along one spatial dim, with its shift when it is a power of
-// two (-1 otherwise): kernels divide by it on every element.
-struct Step {
-  int64_t value = 1;
-  int shift = 0;
+  Step size_steps[kMaxTensorDims];
 };
 
 // scatter (DESIGN.md, "Geometry"): the zero-inserted, padded grad_output.
@@ -72,7 +78,7 @@ struct InterleaveParams {
   TensorView dst_view;
   Step stride[kMaxSpatialDims];
   int64_t padding[kMaxSpatialDims] = {};
-  int64_t channels_per_group = 1;
+  Step channels_per_group;
   int64_t group_stride = 0;
   int first_phase = 0;
   int phase_count = 0;

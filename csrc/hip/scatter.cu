@@ -8,7 +8,7 @@ namespace bwdconv::hip {
 namespace {
 
 // One thread per dst element (grid-stride, dst walked in memory order).
-template <typename Bits>
+template <typename Bits, typename Index>
 __global__ void scatter_kernel(ScatterParams p, int64_t total) {
   const Bits* src = static_cast<const Bits*>(p.src);
   Bits* dst = static_cast<Bits*>(p.dst);
@@ -16,8 +16,8 @@ __global__ void scatter_kernel(ScatterParams p, int64_t total) {
   for (int64_t linear = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
        linear < total; linear += step) {
     int64_t coords[kMaxTensorDims];
-    const int64_t dst_offset = unravel_offset(linear, p.dst_view, coords);
-    const int64_t src_offset = scatter_source_offset(p, coords);
+    const int64_t dst_offset = unravel_offset<Index>(linear, p.dst_view, coords);
+    const int64_t src_offset = scatter_source_offset<Index>(p, coords);
     dst[dst_offset] = src_offset >= 0 ? src[src_offset] : Bits{};
   }
 }
@@ -28,8 +28,10 @@ GpuError launch_scatter(const ScatterParams& params, GpuStream stream) {
   const int64_t total = element_count(params.dst_view);
   if (total == 0) return kGpuSuccess;
   const bool known = visit_bits(params.element_bytes, [&](auto bits) {
-    using Bits = decltype(bits);
-    scatter_kernel<Bits><<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(params, total);
+    visit_index(scatter_divides_narrow(params), [&](auto index) {
+      scatter_kernel<decltype(bits), decltype(index)>
+          <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(params, total);
+    });
   });
   return known ? gpu_last_error() : kGpuInvalidValue;
 }

@@ -4,6 +4,7 @@
 
 #include "hip/bits.h"
 #include "hip/interleave_index.h"
+#include "hip/launch.h"
 #include "hip/layout.h"
 #include "ops/kernels.h"
 #ifdef BWDCONV_WITH_GPU_KERNELS
@@ -29,7 +30,7 @@ hip::InterleaveParams launch_params(at::Tensor& dx, const ConvGeometry& g,
     p.stride[i] = hip::make_step(g.stride[i]);
     p.padding[i] = g.padding[i];
   }
-  p.channels_per_group = channels.per_group;
+  p.channels_per_group = hip::make_step(channels.per_group);
   p.first_phase = first;
   p.phase_count = count;
   p.element_bytes = static_cast<int>(dx.element_size());
@@ -50,7 +51,7 @@ hip::InterleaveParams launch_params(at::Tensor& dx, const ConvGeometry& g,
 // contiguous and the sizes, strides and addresses allow it.
 void pack_channels(hip::InterleaveParams& p) {
   if (p.dst_view.strides[1] != 1) return;
-  std::vector<int64_t> multiples{p.dst_view.sizes[1], p.channels_per_group, p.group_stride};
+  std::vector<int64_t> multiples{p.dst_view.sizes[1], p.channels_per_group.value, p.group_stride};
   std::vector<uintptr_t> addresses{reinterpret_cast<uintptr_t>(p.dst)};
   for (int d = 0; d < p.dst_view.dims; ++d) {
     if (d != 1) multiples.push_back(p.dst_view.strides[d]);
@@ -68,16 +69,16 @@ void pack_channels(hip::InterleaveParams& p) {
   if (k == 1) return;
   hip::widen_channels(p.dst_view, k);
   for (int e = 0; e < p.phase_count; ++e) hip::widen_strides(p.phases[e].strides, p.dst_view.dims, k);
-  p.channels_per_group /= k;
+  p.channels_per_group = hip::make_step(p.channels_per_group.value / k);
   p.group_stride /= k;
   p.element_bytes *= static_cast<int>(k);
 }
 
-template <typename Bits>
+template <typename Bits, typename Index>
 void interleave_on_cpu(const hip::InterleaveParams& p) {
   Bits* dst = static_cast<Bits*>(p.dst);
-  for_each_element(p.dst_view, [&](const int64_t* coords, int64_t offset) {
-    const hip::InterleaveSource source = hip::interleave_source(p, coords);
+  for_each_element<Index>(p.dst_view, [&](const int64_t* coords, int64_t offset) {
+    const hip::InterleaveSource source = hip::interleave_source<Index>(p, coords);
     if (source.write == hip::PhaseWrite::Copy) {
       dst[offset] = static_cast<const Bits*>(p.phases[source.entry].data)[source.offset];
     } else if (source.write == hip::PhaseWrite::Zero) {
@@ -95,7 +96,9 @@ void run(const hip::InterleaveParams& p, bool on_gpu) {
     return;
   }
   const bool known = hip::visit_bits(p.element_bytes, [&](auto bits) {
-    interleave_on_cpu<decltype(bits)>(p);
+    hip::visit_index(hip::interleave_divides_narrow(p), [&](auto index) {
+      interleave_on_cpu<decltype(bits), decltype(index)>(p);
+    });
   });
   TORCH_CHECK(known, "bwdconv interleave: unsupported element size ", p.element_bytes);
 }

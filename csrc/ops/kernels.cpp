@@ -15,6 +15,7 @@ hip::TensorView kernel_view(const at::Tensor& t) {
     view.strides[d] = t.stride(d);
   }
   hip::walk_in_memory_order(view);
+  hip::set_size_steps(view);
   return view;
 }
 

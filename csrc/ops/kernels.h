@@ -26,12 +26,13 @@ void check_launch(GpuError error, const char* kernel);
 #endif
 
 // Calls body(coords, offset) for every element of `view` in walk order, in
-// parallel over contiguous runs: the CPU twin of a grid-stride kernel.
-template <typename Body>
+// parallel over contiguous runs: the CPU twin of a grid-stride kernel with
+// index type Index (hip/index.h, "divide").
+template <typename Index, typename Body>
 void for_each_element(const hip::TensorView& view, Body&& body) {
   at::parallel_for(0, hip::element_count(view), 16384, [&](int64_t begin, int64_t end) {
     int64_t coords[hip::kMaxTensorDims] = {};
-    int64_t offset = hip::unravel_offset(begin, view, coords);
+    int64_t offset = hip::unravel_offset<Index>(begin, view, coords);
     for (int64_t linear = begin; linear < end; ++linear) {
       body(coords, offset);
       if (linear + 1 < end) offset = hip::advance_coords(view, coords, offset);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "hip/bits.h"
+#include "hip/launch.h"
 #include "hip/layout.h"
 #include "hip/scatter_index.h"
 #include "ops/filter.h"
@@ -48,12 +49,12 @@ void pack_channels(hip::ScatterParams& p) {
   p.element_bytes *= static_cast<int>(k);
 }
 
-template <typename Bits>
+template <typename Bits, typename Index>
 void scatter_on_cpu(const hip::ScatterParams& p) {
   const Bits* src = static_cast<const Bits*>(p.src);
   Bits* dst = static_cast<Bits*>(p.dst);
-  for_each_element(p.dst_view, [&](const int64_t* coords, int64_t offset) {
-    const int64_t source = hip::scatter_source_offset(p, coords);
+  for_each_element<Index>(p.dst_view, [&](const int64_t* coords, int64_t offset) {
+    const int64_t source = hip::scatter_source_offset<Index>(p, coords);
     dst[offset] = source >= 0 ? src[source] : Bits{};
   });
 }
@@ -66,8 +67,11 @@ void fill_buffer(const hip::ScatterParams& p, const at::Tensor& buffer) {
 #endif
     return;
   }
-  const bool known =
-      hip::visit_bits(p.element_bytes, [&](auto bits) { scatter_on_cpu<decltype(bits)>(p); });
+  const bool known = hip::visit_bits(p.element_bytes, [&](auto bits) {
+    hip::visit_index(hip::scatter_divides_narrow(p), [&](auto index) {
+      scatter_on_cpu<decltype(bits), decltype(index)>(p);
+    });
+  });
   TORCH_CHECK(known, "bwdconv scatter: unsupported element size ", p.element_bytes);
 }
 

@@ -174,7 +174,7 @@ InterleaveParams launch_params(const Problem& pb, int first, int count) {
     p.stride[i] = make_step(pb.g.stride[i]);
     p.padding[i] = pb.g.padding[i];
   }
-  p.channels_per_group = pb.channels_per_group;
+  p.channels_per_group = make_step(pb.channels_per_group);
   p.group_stride = pb.group_stride;
   p.first_phase = first;
   p.phase_count = count;
@@ -196,6 +196,16 @@ std::string describe(const ConvGeometry& g, const std::vector<int64_t>& coords) 
             std::to_string(g.dilation[i]);
   }
   return text;
+}
+
+// interleave_source with narrow and with 64-bit division, which must agree.
+InterleaveSource source_of(const InterleaveParams& p, const int64_t* coords) {
+  const InterleaveSource narrow = interleave_source<int32_t>(p, coords);
+  const InterleaveSource wide = interleave_source<int64_t>(p, coords);
+  EXPECT_EQ(narrow.write, wide.write);
+  EXPECT_EQ(narrow.entry, wide.entry);
+  EXPECT_EQ(narrow.offset, wide.offset);
+  return narrow;
 }
 
 // Every dx element: the launch that carries its owner's phase gives the
@@ -220,7 +230,7 @@ void check_launches(const Problem& pb, const std::vector<Launch>& launches) {
     for (int i = 0; i < pb.g.spatial_dims; ++i) offset += owner.q[i] * source.strides[i + 2];
     int writers = 0;
     for (size_t l = 0; l < launches.size(); ++l) {
-      const InterleaveSource actual = interleave_source(params[l], coords.data());
+      const InterleaveSource actual = source_of(params[l], coords.data());
       const bool carried = owner.phase >= launches[l].first &&
                            owner.phase < launches[l].first + launches[l].count;
       PhaseWrite expected = PhaseWrite::Keep;
@@ -300,7 +310,7 @@ TEST(InterleaveIndex, OneDimStrideTwoByHand) {
   std::copy(strides, strides + 3, p.dst_view.strides);
   p.stride[0] = make_step(2);
   p.padding[0] = 1;
-  p.channels_per_group = 1;
+  p.channels_per_group = make_step(1);
   p.phase_count = 2;
   for (int e = 0; e < 2; ++e) {
     p.phases[e].write = PhaseWrite::Copy;
@@ -313,12 +323,29 @@ TEST(InterleaveIndex, OneDimStrideTwoByHand) {
   const int64_t offset[5] = {0, 10, 10, 0, 20};
   for (int64_t i = 0; i < 5; ++i) {
     const int64_t coords[3] = {0, 0, i};
-    const InterleaveSource source = interleave_source(p, coords);
+    const InterleaveSource source = source_of(p, coords);
     EXPECT_EQ(source.write, write[i]) << i;
     if (write[i] != PhaseWrite::Copy) continue;
     EXPECT_EQ(source.entry, entry[i]) << i;
     EXPECT_EQ(source.offset, offset[i]) << i;
   }
+}
+
+TEST(InterleaveIndex, NarrowOnlyWhileEveryDividendFits) {
+  InterleaveParams p;
+  p.dst_view.dims = 3;
+  const int64_t sizes[3] = {4, 8, 1000};
+  std::copy(sizes, sizes + 3, p.dst_view.sizes);
+  p.stride[0] = make_step(3);
+  EXPECT_TRUE(interleave_divides_narrow(p));
+  p.padding[0] = kNarrowLimit - 1000;  // i + p reaches 2^31
+  EXPECT_FALSE(interleave_divides_narrow(p));
+  p.padding[0] = 0;
+  p.stride[0] = make_step(kNarrowLimit + 1);  // no narrow constants for the stride
+  EXPECT_FALSE(interleave_divides_narrow(p));
+  p.stride[0] = make_step(3);
+  p.dst_view.sizes[0] = kNarrowLimit / (8 * 1000) + 1;  // more than 2^31 elements
+  EXPECT_FALSE(interleave_divides_narrow(p));
 }
 
 }  // namespace

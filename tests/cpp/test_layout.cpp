@@ -20,6 +20,7 @@ TensorView view_of(const std::vector<int64_t>& sizes, const std::vector<int64_t>
     view.sizes[d] = sizes[d];
     view.strides[d] = strides[d];
   }
+  set_size_steps(view);
   return view;
 }
 
@@ -87,6 +88,38 @@ TEST(Layout, DivideAgreesWithQuotientAndRemainder) {
       divide(value, step, &quotient, &remainder);
       ASSERT_EQ(quotient, value / divisor) << value << " / " << divisor;
       ASSERT_EQ(remainder, value % divisor) << value << " % " << divisor;
+      if (value >= kNarrowLimit) continue;
+      divide<int32_t>(value, step, &quotient, &remainder);
+      ASSERT_EQ(quotient, value / divisor) << "narrow " << value << " / " << divisor;
+      ASSERT_EQ(remainder, value % divisor) << "narrow " << value << " % " << divisor;
+    }
+  }
+}
+
+// Narrow division against the divide instruction: every divisor below 2^31
+// (small ones, powers of two and their neighbours, random ones) with small,
+// largest and random dividends below 2^31.
+TEST(Layout, NarrowQuotientIsExactBelowTwoToThe31) {
+  std::mt19937_64 rng(31);
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d <= 300; ++d) divisors.push_back(d);
+  for (int shift = 1; shift < 31; ++shift) {
+    for (const int64_t delta : {-1, 0, 1}) divisors.push_back((int64_t{1} << shift) + delta);
+  }
+  divisors.push_back(kNarrowLimit - 1);
+  for (int i = 0; i < 2000; ++i) divisors.push_back(1 + static_cast<int64_t>(rng() % (kNarrowLimit - 1)));
+  for (const int64_t divisor : divisors) {
+    if (divisor >= kNarrowLimit) continue;
+    const Step step = make_step(divisor);
+    std::vector<int64_t> values{0, 1, divisor - 1, divisor, divisor + 1, kNarrowLimit - 1,
+                                kNarrowLimit - 2, (kNarrowLimit - 1) / divisor * divisor,
+                                (kNarrowLimit - 1) / divisor * divisor - 1};
+    for (int i = 0; i < 200; ++i) values.push_back(static_cast<int64_t>(rng() % kNarrowLimit));
+    for (int i = 0; i < 50; ++i) values.push_back(static_cast<int64_t>(rng() % (4 * divisor)));
+    for (const int64_t value : values) {
+      if (value < 0 || value >= kNarrowLimit) continue;
+      ASSERT_EQ(narrow_quotient(static_cast<uint32_t>(value), step), value / divisor)
+          << value << " / " << divisor;
     }
   }
 }
@@ -148,12 +181,15 @@ TEST(Layout, AdvanceCoordsMatchesUnravelOffset) {
       view.strides[d] = static_cast<int64_t>(rng() % 41) - 10;  // zero and negative too
     }
     std::shuffle(view.order, view.order + view.dims, rng);
+    set_size_steps(view);
     int64_t walked[kMaxTensorDims] = {};
     int64_t walked_offset = 0;
     for (int64_t linear = 0; linear < element_count(view); ++linear) {
       if (linear > 0) walked_offset = advance_coords(view, walked, walked_offset);
-      int64_t coords[kMaxTensorDims] = {};
+      int64_t coords[kMaxTensorDims] = {}, narrow[kMaxTensorDims] = {};
       const int64_t offset = unravel_offset(linear, view, coords);
+      ASSERT_EQ(unravel_offset<int32_t>(linear, view, narrow), offset) << "trial " << trial;
+      for (int d = 0; d < view.dims; ++d) ASSERT_EQ(narrow[d], coords[d]) << "trial " << trial;
       ASSERT_EQ(ravel(view, coords), linear) << "trial " << trial;
       ASSERT_EQ(offset, offset_of(view, coords)) << "trial " << trial;
       for (int d = 0; d < view.dims; ++d) {

@@ -29,8 +29,10 @@ TEST(ScatterIndex, MatchesZeroInsertionForRandomDims) {
     const int64_t buffer = 1 + rng() % 60;
     const auto expected = reference_sources(buffer, lead, stride, size);
     for (int64_t j = 0; j < buffer; ++j) {
-      ASSERT_EQ(scatter_source(j, lead, make_step(stride), size), expected[j])
+      ASSERT_EQ(scatter_source<int64_t>(j, lead, make_step(stride), size), expected[j])
           << "j " << j << " lead " << lead << " stride " << stride << " size " << size;
+      ASSERT_EQ(scatter_source<int32_t>(j, lead, make_step(stride), size), expected[j])
+          << "narrow: j " << j << " lead " << lead << " stride " << stride << " size " << size;
     }
   }
 }
@@ -45,6 +47,7 @@ TEST(ScatterIndex, UnravelFollowsStrides) {
     view.sizes[d] = sizes[d];
     view.strides[d] = strides[d];
   }
+  set_size_steps(view);
   std::vector<bool> seen(120, false);
   for (int64_t linear = 0; linear < 120; ++linear) {
     int64_t coords[kMaxTensorDims];
@@ -70,14 +73,30 @@ TEST(ScatterIndex, SourceOffsetOfA2dBuffer) {
   }
   p.stride[0] = p.stride[1] = make_step(2);
   p.lead[0] = p.lead[1] = 1;
+  EXPECT_TRUE(scatter_divides_narrow(p));
   for (int64_t h = 0; h < 5; ++h) {
     for (int64_t w = 0; w < 7; ++w) {
       const int64_t coords[4] = {0, 0, h, w};
       const bool filled = h % 2 == 1 && w % 2 == 1 && w < 6;
       const int64_t expected = filled ? (h / 2) * 3 + w / 2 : -1;
-      EXPECT_EQ(scatter_source_offset(p, coords), expected) << h << "," << w;
+      EXPECT_EQ(scatter_source_offset<int64_t>(p, coords), expected) << h << "," << w;
+      EXPECT_EQ(scatter_source_offset<int32_t>(p, coords), expected) << h << "," << w;
     }
   }
+}
+
+TEST(ScatterIndex, NarrowOnlyWhileEveryDividendFits) {
+  ScatterParams p;
+  p.dst_view.dims = 3;
+  const int64_t dst_sizes[3] = {4, 8, 1000};
+  std::copy(dst_sizes, dst_sizes + 3, p.dst_view.sizes);
+  p.stride[0] = make_step(3);
+  EXPECT_TRUE(scatter_divides_narrow(p));
+  p.lead[0] = -(kNarrowLimit - 1000);  // j - lead reaches 2^31
+  EXPECT_FALSE(scatter_divides_narrow(p));
+  p.lead[0] = 0;
+  p.dst_view.sizes[0] = kNarrowLimit / (8 * 1000) + 1;  // more than 2^31 elements
+  EXPECT_FALSE(scatter_divides_narrow(p));
 }
 
 }  // namespace
