@@ -82,4 +82,15 @@ BWDCONV_HOST_DEVICE inline int64_t element_count(const TensorView& view) {
   return count;
 }
 
+// Whether every division of a walk over `view` may be narrow (host only): the
+// linear index, each spatial coordinate plus shift[i] (its largest dividend)
+// and each spatial divisor step[i] stay below kNarrowLimit.
+inline bool walk_divides_narrow(const TensorView& view, const Step* step, const int64_t* shift) {
+  bool narrow = element_count(view) < kNarrowLimit;
+  for (int i = 0; i + 2 < view.dims; ++i) {
+    narrow = narrow && view.sizes[i + 2] + shift[i] < kNarrowLimit && step[i].value < kNarrowLimit;
+  }
+  return narrow;
+}
+
 }  // namespace bwdconv::hip

@@ -57,15 +57,10 @@ BWDCONV_HOST_DEVICE inline InterleaveSource interleave_source(const InterleavePa
 
 namespace bwdconv::hip {
 
-// Whether every division of an interleave walk may be narrow (host only): each
-// dividend (a linear index, i + p, or a channel) and divisor below kNarrowLimit.
+// Whether the interleave walk may divide narrow (host only): i + p is its
+// largest spatial dividend; channels stay below the element count.
 inline bool interleave_divides_narrow(const InterleaveParams& p) {
-  bool narrow = element_count(p.dst_view) < kNarrowLimit;
-  for (int d = 2; d < p.dst_view.dims; ++d) {
-    narrow = narrow && p.dst_view.sizes[d] + p.padding[d - 2] < kNarrowLimit &&
-             p.stride[d - 2].value < kNarrowLimit;
-  }
-  return narrow;
+  return walk_divides_narrow(p.dst_view, p.stride, p.padding);
 }
 
 }  // namespace bwdconv::hip

@@ -38,15 +38,12 @@ BWDCONV_HOST_DEVICE inline int64_t scatter_source_offset(const ScatterParams& p,
 
 namespace bwdconv::hip {
 
-// Whether every division of a scatter walk may be narrow (host only): each
-// dividend (a linear index, or j - lead) and each stride below kNarrowLimit.
+// Whether the scatter walk may divide narrow (host only): j - lead is its
+// largest spatial dividend.
 inline bool scatter_divides_narrow(const ScatterParams& p) {
-  bool narrow = element_count(p.dst_view) < kNarrowLimit;
-  for (int d = 2; d < p.dst_view.dims; ++d) {
-    narrow = narrow && p.dst_view.sizes[d] - p.lead[d - 2] < kNarrowLimit &&
-             p.stride[d - 2].value < kNarrowLimit;
-  }
-  return narrow;
+  int64_t shift[kMaxSpatialDims] = {};
+  for (int i = 0; i < kMaxSpatialDims; ++i) shift[i] = -p.lead[i];
+  return walk_divides_narrow(p.dst_view, p.stride, shift);
 }
 
 }  // namespace bwdconv::hip

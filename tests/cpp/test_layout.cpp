@@ -124,6 +124,22 @@ TEST(Layout, NarrowQuotientIsExactBelowTwoToThe31) {
   }
 }
 
+TEST(Layout, WalksDivideNarrowBelowTwoToThe31Only) {
+  const Step steps[3] = {make_step(3), make_step(2), make_step(5)};
+  const int64_t no_shift[3] = {0, 0, 0};
+  TensorView view = view_of({2, 3, 4, 5, 6}, {360, 120, 30, 6, 1});
+  EXPECT_TRUE(walk_divides_narrow(view, steps, no_shift));
+  view.sizes[0] = kNarrowLimit / 360;  // just below 2^31 elements
+  EXPECT_TRUE(walk_divides_narrow(view, steps, no_shift));
+  view.sizes[0] += 1;  // 2^31 elements or more
+  EXPECT_FALSE(walk_divides_narrow(view, steps, no_shift));
+  view.sizes[0] = 2;
+  const Step wide_stride[3] = {make_step(3), make_step(kNarrowLimit + 3), make_step(5)};
+  EXPECT_FALSE(walk_divides_narrow(view, wide_stride, no_shift));
+  const int64_t shift[3] = {0, 0, kNarrowLimit - 6};  // the last dim's size + shift = 2^31
+  EXPECT_FALSE(walk_divides_narrow(view, steps, shift));
+}
+
 TEST(Layout, ContiguousKeepsLogicalOrder) {
   EXPECT_EQ(memory_order({2, 3, 4, 5}, {60, 20, 5, 1}), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(memory_order({2, 3, 4, 5, 6}, {360, 120, 30, 6, 1}),
