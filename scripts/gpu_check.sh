@@ -2,9 +2,13 @@
 # The one command for a GPU machine (PyTorch, nvcc and pytest preinstalled, no
 # network, no GoogleTest): builds the extension with its kernels, runs the GPU
 # tests, compute-sanitizer (memcheck, racecheck) over a small case of every
-# strategy, the seed-shape benchmark, the kernels' achieved bandwidth and the
-# model backward benchmark, and
-# writes benchmarks/results/gpu-<date>/report.md. Prints a short summary last.
+# strategy, the seed-shape benchmark (as given and channels_last), the
+# kernels' achieved bandwidth and the model backward benchmark, and writes
+# benchmarks/results/gpu-<date>/report.md. Prints a short summary last.
+#
+# BWDCONV_GPU_STEPS="build bench ..." runs only the named steps (the others
+# keep the result an earlier run left in the same directory), so the check can
+# be split over several calls; the report always covers every step.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,16 +16,22 @@ cd "$ROOT"
 PYTHON="${PYTHON:-python}"
 OUT="${BWDCONV_GPU_OUT:-benchmarks/results/gpu-$(date -u +%Y-%m-%d)}"
 mkdir -p "$OUT"
-declare -A STATUS
+SELECTED=" ${BWDCONV_GPU_STEPS:-} "
+STEPS=(build gpu_tests sanitizer_memcheck sanitizer_racecheck bench bench_channels_last kernels
+       kernels_channels_last models models_bf16)
 
-step() {  # step NAME COMMAND...: runs it, logs to $OUT/NAME.log, records pass/fail
+step() {  # step NAME COMMAND...: runs it (if selected), logs to $OUT/NAME.log, result to NAME.status
   local name=$1; shift
-  local start=$SECONDS
+  if [ -n "${BWDCONV_GPU_STEPS:-}" ] && [[ "$SELECTED" != *" $name "* ]]; then return; fi
+  local start=$SECONDS result=passed
   echo "== $name: $*"
-  if "$@" > "$OUT/$name.log" 2>&1; then STATUS[$name]="passed"; else STATUS[$name]="FAILED"; fi
-  STATUS[$name]+=" ($((SECONDS - start)) s)"
+  "$@" > "$OUT/$name.log" 2>&1 || result=FAILED
+  echo "$result ($((SECONDS - start)) s)" > "$OUT/$name.status"
   tail -n 3 "$OUT/$name.log"
 }
+
+status() { cat "$OUT/$1.status" 2>/dev/null || echo "not run"; }
+show() { if [ -f "$OUT/$1" ]; then "${@:2}" "$OUT/$1"; else echo "($1: not run)"; fi; }
 
 step build env MAX_JOBS="${MAX_JOBS:-16}" "$PYTHON" -m pip install --no-build-isolation \
   --no-deps -e .
@@ -33,7 +43,11 @@ for tool in memcheck racecheck; do
     "$PYTHON" scripts/gpu_small_cases.py
 done
 step bench "$PYTHON" -m bwdconv.bench --suite seeds --check --out "$OUT/bench"
+# channels_last: cuDNN's preferred layout, and where swap1x1's in_place writer can serve.
+step bench_channels_last "$PYTHON" -m bwdconv.bench --suite seeds --layout channels_last \
+  --check --iter 20 --out "$OUT/bench_channels_last"
 step kernels "$PYTHON" -m bwdconv.bench.kernels --suite seeds
+step kernels_channels_last "$PYTHON" -m bwdconv.bench.kernels --suite seeds --layout channels_last
 step models "$PYTHON" -m bwdconv.bench.models
 step models_bf16 "$PYTHON" -m bwdconv.bench.models --dtype bfloat16
 
@@ -54,23 +68,27 @@ PY
   echo
   echo "| step | result |"
   echo "|---|---|"
-  for name in build gpu_tests sanitizer_memcheck sanitizer_racecheck bench kernels models models_bf16; do
-    echo "| $name | ${STATUS[$name]:-not run} |"
+  for name in "${STEPS[@]}"; do
+    echo "| $name | $(status "$name") |"
   done
   echo
-  echo "## GPU tests"; echo; echo '```'; tail -n 5 "$OUT/gpu_tests.log"; echo '```'
+  echo "## GPU tests"; echo; echo '```'; show gpu_tests.log tail -n 5; echo '```'
   for tool in memcheck racecheck; do
-    echo "## compute-sanitizer $tool"; echo; echo '```'; tail -n 3 "$OUT/sanitizer_$tool.log"; echo '```'
+    echo "## compute-sanitizer $tool"; echo; echo '```'; show "sanitizer_$tool.log" tail -n 3
+    echo '```'
   done
-  echo "## Data-movement kernels (achieved bandwidth)"; echo; cat "$OUT/kernels.log"; echo
+  echo "## Data-movement kernels (achieved bandwidth)"; echo; show kernels.log cat; echo
+  echo "### channels_last"; echo; show kernels_channels_last.log cat; echo
   echo "## Models (backward, aten vs bwdconv)"; echo; echo '```'
-  cat "$OUT/models.log" "$OUT/models_bf16.log"; echo '```'
+  show models.log cat; show models_bf16.log cat; echo '```'
   echo; echo "## Seed shapes"; echo
-  [ -f "$OUT/bench/report.md" ] && sed -n '/^| case/,$p' "$OUT/bench/report.md"
+  show bench/report.md sed -n '/^| case/,$p'
+  echo; echo "## Seed shapes, channels_last"; echo
+  show bench_channels_last/report.md sed -n '/^| case/,$p'
 } > "$OUT/report.md"
 
 echo
 echo "== summary ($OUT/report.md)"
-for name in build gpu_tests sanitizer_memcheck sanitizer_racecheck bench kernels models models_bf16; do
-  printf '%-20s %s\n' "$name" "${STATUS[$name]:-not run}"
+for name in "${STEPS[@]}"; do
+  printf '%-22s %s\n' "$name" "$(status "$name")"
 done

@@ -155,6 +155,19 @@ def test_both_swap1x1_writers_are_timed_where_both_serve(tmp_path):
     assert names == {(0, "swap1x1[fused]"), (0, "swap1x1[in_place]"), (1, "swap1x1")}
 
 
+def test_layout_option_puts_every_case_in_one_layout(tmp_path):
+    out = tmp_path / "out"
+    line = ["conv", "-n", "2", "-c", "4", "-H", "8", "-W", "9", "-k", "8", "-y", "1", "-x", "1",
+            "-u", "2", "-v", "2", "-F", "2"]
+    assert bench_main(["--layout", "channels_last", "--iter", "1", "--warmup", "0", "--scale", "1",
+                       "--device", "cpu", "--out", str(out), *line]) == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert {r["strategy"] for r in results} >= {"swap1x1[fused]", "swap1x1[in_place]"}
+    assert all("NHWC" in r["case"] and "--in_layout NHWC" in r["line"] for r in results)
+    with pytest.raises(SystemExit):
+        bench_main(["--layout", "NHWC", *line])
+
+
 def test_command_line_lines_and_errors(tmp_path, capsys):
     out = tmp_path / "out"
     bench_main(["--iter", "1", "--warmup", "0", "--scale", "1", "--out", str(out),

@@ -12,7 +12,7 @@ import torch
 
 from . import device as dev
 from . import report
-from .driver import DTYPES, DriverLineError, parse_line, scale_case
+from .driver import DTYPES, DriverLineError, parse_line, scale_case, with_layout
 from .run import progress, run_case
 
 SUITE_DIRS = [
@@ -55,6 +55,12 @@ def split_lines(argv):
     return options, lines
 
 
+def add_layout_option(p):
+    p.add_argument("--layout", choices=["channels_first", "channels_last"], default=None,
+                   help="put every case's input and grad_output in this layout "
+                        "(default: each line's --in_layout/--out_layout)")
+
+
 def parser():
     p = argparse.ArgumentParser(
         prog="python -m bwdconv.bench",
@@ -69,6 +75,7 @@ def parser():
                    help="timed iterations per call (default: 50 on a GPU, 10 on the CPU; "
                         "a line's own --iter wins)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 10 / 2)")
+    add_layout_option(p)
     p.add_argument("--check", action="store_true",
                    help="compare every result with a float64 reference; a wrong result gets no time")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -96,6 +103,7 @@ def main(argv=None):
         cases += read_suite(suite_path(name))
     if not cases:
         parser().error("give MIOpenDriver lines or --suite")
+    cases = [with_layout(case, args.layout) for case in cases]
 
     meta = dev.describe(device)
     meta["scale"] = scale

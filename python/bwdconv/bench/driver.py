@@ -256,6 +256,16 @@ def _validate(case):
                 f"filter {d * (k - 1) + 1}")
 
 
+def with_layout(case, layout):
+    """The case with grad_output and input in `layout` ("channels_first" or
+    "channels_last"; None keeps the line's own). A changed case forgets the
+    line it was read from (its to_line() describes it)."""
+    channels_last = layout == "channels_last"
+    if layout is None or channels_last == case.channels_last:
+        return case
+    return dataclasses.replace(case, channels_last=channels_last, line="")
+
+
 def scale_case(case, scale):
     """The case shrunk by `scale` in batch, channels and spatial size (for a CPU)."""
     if scale <= 1:

@@ -1,6 +1,6 @@
 """Achieved bandwidth of bwdconv's data-movement kernels on a suite's shapes.
 
-    python -m bwdconv.bench.kernels [--suite seeds] [--iterations 20]
+    python -m bwdconv.bench.kernels [--suite seeds] [--iterations 20] [--layout channels_last]
 
 For every backward-data case and every input-gradient strategy that serves
 it (forced; swap1x1 once per writer where both serve), the device time of the strategy's own kernel (scatter_kernel or
@@ -18,8 +18,8 @@ import torch
 import bwdconv
 
 from . import device as dev
-from .cli import read_suite, suite_path
-from .driver import BACKWARD_DATA
+from .cli import add_layout_option, read_suite, suite_path
+from .driver import BACKWARD_DATA, with_layout
 from .run import INPUT_STRATEGIES, forced_entries, forcing, make_operands
 
 KERNELS = {"swap1x1": "interleave_kernel", "scatter": "scatter_kernel",
@@ -81,6 +81,7 @@ def main(argv=None):
                                 description=__doc__.split("\n")[0])
     p.add_argument("--suite", default="seeds")
     p.add_argument("--iterations", type=int, default=20)
+    add_layout_option(p)
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("bwdconv.bench.kernels needs a GPU: it reads kernel times from the profiler")
@@ -90,6 +91,7 @@ def main(argv=None):
     print("| case | strategy | kernel | time (us) | GB/s | of copy bandwidth |")
     print("|---|---|---|---|---|---|")
     for case in read_suite(suite_path(args.suite)):
+        case = with_layout(case, args.layout)
         if not case.directions & BACKWARD_DATA:
             continue
         for label, strategy, kernel, us, gbps, fraction in measure(case, args.iterations, copy_gbps):
