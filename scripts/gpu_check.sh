@@ -20,7 +20,8 @@ SELECTED=" ${BWDCONV_GPU_STEPS:-} "
 STEPS=(build gpu_tests sanitizer_memcheck sanitizer_racecheck bench bench_channels_last kernels
        kernels_channels_last models models_bf16)
 
-step() {  # step NAME COMMAND...: runs it (if selected), logs to $OUT/NAME.log, result to NAME.status
+# step NAME COMMAND...: runs it (if selected), logs to $OUT/NAME.log, result to NAME.status
+step() {
   local name=$1; shift
   if [ -n "${BWDCONV_GPU_STEPS:-}" ] && [[ "$SELECTED" != *" $name "* ]]; then return; fi
   local start=$SECONDS result=passed

@@ -182,8 +182,9 @@ def test_command_line_lines_and_errors(tmp_path, capsys):
 
 def test_kernel_bytes_count_each_element_once():
     """1x1, stride 2 on 8x8: dx (2*3*8*8 elements) is written once and the
-    4x4 result read once (in_place: only the holes written); scatter reads the 4x4 grad_output of 5 channels and
-    writes a buffer that a stride-1 1x1 convolution maps onto 8x8 dx: 8x8."""
+    4x4 result read once (in_place: only the holes written); scatter reads the
+    4x4 grad_output of 5 channels and writes a buffer that a stride-1 1x1
+    convolution maps onto 8x8 dx: 8x8."""
     case = parse_line("conv -n 2 -c 3 -k 5 -H 8 -W 8 -y 1 -x 1 -u 2 -v 2 -p 0 -q 0")
     plan = bwdconv.explain(case.input_size(), case.weight_size(), 2, 0).to_dict()
     assert kernel_bytes("swap1x1", "fused", plan, case, 4) == 4 * (2 * 3 * 64 + 2 * 3 * 16)

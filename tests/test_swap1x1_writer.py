@@ -70,7 +70,8 @@ def test_both_writers_match_aten_in_float64(writer):
         meta = aten_gradients(dy.to("meta"), x.to("meta"), w.to("meta"), case[2], case[3],
                               [1, 1], 1)[0]
         assert ours.stride() == meta.stride(), case
-        torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12, msg=f"trial {trial} {case}")
+        torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12,
+                                   msg=f"trial {trial} {case}")
 
 
 @pytest.mark.parametrize("writer", WRITERS)

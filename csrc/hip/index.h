@@ -88,7 +88,8 @@ BWDCONV_HOST_DEVICE inline int64_t element_count(const TensorView& view) {
 inline bool walk_divides_narrow(const TensorView& view, const Step* step, const int64_t* shift) {
   bool narrow = element_count(view) < kNarrowLimit;
   for (int i = 0; i + 2 < view.dims; ++i) {
-    narrow = narrow && view.sizes[i + 2] + shift[i] < kNarrowLimit && step[i].value < kNarrowLimit;
+    narrow = narrow && view.sizes[i + 2] + shift[i] < kNarrowLimit &&
+             step[i].value < kNarrowLimit;
   }
   return narrow;
 }

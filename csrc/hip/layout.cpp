@@ -23,8 +23,15 @@ Step make_step(int64_t value) {
   return step;
 }
 
+namespace {
+
+// A size as a divisor; a size 0 divides as 1 (such a view has nothing to walk).
+Step size_step(int64_t size) { return make_step(std::max<int64_t>(size, 1)); }
+
+}  // namespace
+
 void set_size_steps(TensorView& view) {
-  for (int d = 0; d < view.dims; ++d) view.size_steps[d] = make_step(std::max<int64_t>(view.sizes[d], 1));
+  for (int d = 0; d < view.dims; ++d) view.size_steps[d] = size_step(view.sizes[d]);
 }
 
 void walk_in_memory_order(TensorView& view) {
@@ -48,7 +55,7 @@ int64_t packet_elements(int element_bytes, const std::vector<int64_t>& multiples
 
 void widen_channels(TensorView& view, int64_t k) {
   view.sizes[1] /= k;
-  view.size_steps[1] = make_step(std::max<int64_t>(view.sizes[1], 1));
+  view.size_steps[1] = size_step(view.sizes[1]);
   widen_strides(view.strides, view.dims, k);
 }
 

@@ -107,7 +107,9 @@ TEST(Layout, NarrowQuotientIsExactBelowTwoToThe31) {
     for (const int64_t delta : {-1, 0, 1}) divisors.push_back((int64_t{1} << shift) + delta);
   }
   divisors.push_back(kNarrowLimit - 1);
-  for (int i = 0; i < 2000; ++i) divisors.push_back(1 + static_cast<int64_t>(rng() % (kNarrowLimit - 1)));
+  for (int i = 0; i < 2000; ++i) {
+    divisors.push_back(1 + static_cast<int64_t>(rng() % (kNarrowLimit - 1)));
+  }
   for (const int64_t divisor : divisors) {
     if (divisor >= kNarrowLimit) continue;
     const Step step = make_step(divisor);

@@ -3,10 +3,10 @@
     python -m bwdconv.bench.kernels [--suite seeds] [--iterations 20] [--layout channels_last]
 
 For every backward-data case and every input-gradient strategy that serves
-it (forced; swap1x1 once per writer where both serve), the device time of the strategy's own kernel (scatter_kernel or
-interleave_kernel) is read from the profiler, and the bytes that kernel must
-move (every output element written once, every value read once) are divided
-by it. The fraction of the device's measured copy bandwidth says how close
+it (forced; swap1x1 once per writer where both serve), the device time of
+the strategy's own kernel (scatter_kernel or interleave_kernel) is read from
+the profiler, and the bytes that kernel must move (every output element
+written once, every value read once) are divided by it. The fraction of the device's measured copy bandwidth says how close
 the kernel is to a plain copy. Needs a GPU.
 """
 
@@ -67,7 +67,7 @@ def measure(case, iterations, copy_gbps):
 
     rows = []
     for name, fn, forced in forced_entries(explanation, BACKWARD_DATA, call, INPUT_STRATEGIES):
-        strategy, writer = forced if isinstance(forced, tuple) else (forced, None)
+        strategy, writer = forced
         kernel = KERNELS[strategy]
         with forcing(forced):
             ms = kernel_ms(fn, kernel, iterations)

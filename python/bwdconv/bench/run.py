@@ -92,15 +92,16 @@ def _reference(direction, x, w, dy, args):
 ROUNDS = 5  # timing rounds; each round times every entry, in a rotated order
 
 
+PLANNED = (None, None)  # an entry's forcing: (strategy, swap1x1 writer); None plans freely
+
+
 def forcing(forced):
-    """A context that forces `forced`: None (the planner's choice), a strategy
-    name, or (strategy, swap1x1 writer)."""
-    strategy, writer = forced if isinstance(forced, tuple) else (forced, None)
-    return bwdconv.force_strategy(strategy, swap1x1_writer=writer)
+    """A context that forces an entry's (strategy, swap1x1 writer)."""
+    return bwdconv.force_strategy(forced[0], swap1x1_writer=forced[1])
 
 
 def forced_entries(plan, direction, fn, strategies):
-    """(name, fn, forced) for each strategy that serves; swap1x1 once per
+    """(name, fn, forcing) for each strategy that serves; swap1x1 once per
     writer where both can write dx ("swap1x1[fused]", "swap1x1[in_place]")."""
     entries = []
     for s in strategies:
@@ -109,7 +110,7 @@ def forced_entries(plan, direction, fn, strategies):
         if s == "swap1x1" and plan.to_dict()["swap1x1"]["in_place_refusal"] is None:
             entries += [(f"{s}[{w}]", fn, (s, w)) for w in SWAP1X1_WRITERS]
         else:
-            entries.append((s, fn, s))
+            entries.append((s, fn, (s, None)))
     return entries
 
 
@@ -156,9 +157,9 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
                   BACKWARD_WEIGHT: plan.weight_strategy}.get(direction)
         reference = _reference(direction, x, w, dy, args) if check and direction != FORWARD else None
         aten_error = _error(fns["aten"](), reference) if reference is not None else None
-        entries = [("aten", fns["aten"], None)]
+        entries = [("aten", fns["aten"], PLANNED)]
         if "bwdconv" in fns:  # the planner's choice, then each strategy forced
-            entries.append(("bwdconv", fns["bwdconv"], None))
+            entries.append(("bwdconv", fns["bwdconv"], PLANNED))
             entries += forced_entries(plan, direction, fns["bwdconv"], strategies)
         base = {"index": index, "case": case.label(), "line": case.line or case.to_line(),
                 "direction": DIRECTION_NAMES[direction], "plan": chosen, "status": "ok"}
