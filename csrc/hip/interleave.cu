@@ -30,11 +30,10 @@ __global__ void interleave_kernel(InterleaveParams p, int64_t total) {
 GpuError launch_interleave(const InterleaveParams& params, GpuStream stream) {
   const int64_t total = element_count(params.dst_view);
   if (total == 0) return kGpuSuccess;
-  const bool known = visit_bits(params.element_bytes, [&](auto bits) {
-    visit_index(interleave_divides_narrow(params), [&](auto index) {
-      interleave_kernel<decltype(bits), decltype(index)>
-          <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(params, total);
-    });
+  const bool narrow = interleave_divides_narrow(params);
+  const bool known = visit_walk(params.element_bytes, narrow, [&](auto bits, auto index) {
+    interleave_kernel<decltype(bits), decltype(index)>
+        <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(params, total);
   });
   return known ? gpu_last_error() : kGpuInvalidValue;
 }

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "bits.h"
+
 namespace bwdconv::hip {
 
 // A multiple of both the NVIDIA warp (32) and the AMD CDNA wavefront (64).
@@ -18,6 +20,15 @@ void visit_index(bool narrow, F&& f) {
   } else {
     f(int64_t{});
   }
+}
+
+// Calls f(Bits{}, Index{}) with the bits type of `element_bytes` (bits.h) and
+// the index type `narrow` picks: the instantiation of a data-movement walk.
+// False for an element width no walk moves.
+template <typename F>
+bool visit_walk(int element_bytes, bool narrow, F&& f) {
+  return visit_bits(element_bytes,
+                    [&](auto bits) { visit_index(narrow, [&](auto index) { f(bits, index); }); });
 }
 
 // Blocks for a grid-stride loop over `total` elements.

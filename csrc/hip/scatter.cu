@@ -27,11 +27,10 @@ __global__ void scatter_kernel(ScatterParams p, int64_t total) {
 GpuError launch_scatter(const ScatterParams& params, GpuStream stream) {
   const int64_t total = element_count(params.dst_view);
   if (total == 0) return kGpuSuccess;
-  const bool known = visit_bits(params.element_bytes, [&](auto bits) {
-    visit_index(scatter_divides_narrow(params), [&](auto index) {
-      scatter_kernel<decltype(bits), decltype(index)>
-          <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(params, total);
-    });
+  const bool narrow = scatter_divides_narrow(params);
+  const bool known = visit_walk(params.element_bytes, narrow, [&](auto bits, auto index) {
+    scatter_kernel<decltype(bits), decltype(index)>
+        <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(params, total);
   });
   return known ? gpu_last_error() : kGpuInvalidValue;
 }

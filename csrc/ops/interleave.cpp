@@ -95,10 +95,9 @@ void run(const hip::InterleaveParams& p, bool on_gpu) {
 #endif
     return;
   }
-  const bool known = hip::visit_bits(p.element_bytes, [&](auto bits) {
-    hip::visit_index(hip::interleave_divides_narrow(p), [&](auto index) {
-      interleave_on_cpu<decltype(bits), decltype(index)>(p);
-    });
+  const bool narrow = hip::interleave_divides_narrow(p);
+  const bool known = hip::visit_walk(p.element_bytes, narrow, [&](auto bits, auto index) {
+    interleave_on_cpu<decltype(bits), decltype(index)>(p);
   });
   TORCH_CHECK(known, "bwdconv interleave: unsupported element size ", p.element_bytes);
 }

@@ -67,10 +67,9 @@ void fill_buffer(const hip::ScatterParams& p, const at::Tensor& buffer) {
 #endif
     return;
   }
-  const bool known = hip::visit_bits(p.element_bytes, [&](auto bits) {
-    hip::visit_index(hip::scatter_divides_narrow(p), [&](auto index) {
-      scatter_on_cpu<decltype(bits), decltype(index)>(p);
-    });
+  const bool narrow = hip::scatter_divides_narrow(p);
+  const bool known = hip::visit_walk(p.element_bytes, narrow, [&](auto bits, auto index) {
+    scatter_on_cpu<decltype(bits), decltype(index)>(p);
   });
   TORCH_CHECK(known, "bwdconv scatter: unsupported element size ", p.element_bytes);
 }
