@@ -239,3 +239,32 @@ def test_explain_for_another_device_and_dtype():
     one_by_one = ([32, 512, 100, 100], [1024, 512, 1, 1], 2, 0)
     assert bwdconv.explain(*one_by_one, dtype=torch.float16).input_strategy == "aten"
     assert bwdconv.explain(*one_by_one, dtype=torch.bfloat16).input_strategy == "swap1x1"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("case", [
+    ((4, 16, 12, 12), (32, 16, 1, 1), [2, 2], [0, 0], [1, 1], 1),
+    ((2, 16, 11, 12), (32, 8, 3, 3), [2, 1], [1, 1], [1, 1], 2),
+    ((2, 8, 6, 7, 8), (16, 8, 3, 3, 3), [2, 2, 2], [1, 1, 1], [1, 1, 1], 1),
+])
+def test_aten_strategy_is_aten_bit_for_bit(dtype, channels_last, case):
+    """Each gradient alone, planned `aten`, is what aten computes: the same
+    backend in the same layout, so the same bits (the input gradient sees only
+    the input's sizes, and must still pick the layout the real input asks for)."""
+    x, w = operands(case, dtype=dtype)
+    _, _, s, p, d, groups = case
+    if channels_last:
+        fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+        x = x.contiguous(memory_format=fmt)
+    dy = torch.randn_like(torch.ops.aten.convolution(x, w, None, s, p, d, False, [0] * len(s),
+                                                     groups))
+    expected = [torch.ops.aten.convolution_backward(
+        dy, x, w, None, s, p, d, False, [0] * len(s), groups, mask)[i]
+        for i, mask in ((0, [True, False, False]), (1, [False, True, False]))]
+    with bwdconv.force_strategy("aten"):
+        gx = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
+        gw = torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
+    # Strides follow PyTorch's meta function (tested above), which can differ
+    # from eager aten's in size-1 dims; the values must not.
+    assert torch.equal(gx, expected[0]) and torch.equal(gw, expected[1])

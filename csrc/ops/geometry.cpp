@@ -179,6 +179,8 @@ std::vector<int64_t> fresh_strides(at::IntArrayRef sizes, at::MemoryFormat forma
 at::Tensor in_layout(const at::Tensor& t, at::MemoryFormat format) {
   const std::vector<int64_t> strides = fresh_strides(t.sizes(), format);
   if (t.strides() == at::IntArrayRef(strides)) return t;
+  // Dense in `format` already: only strides of size-1 dims differ, same memory.
+  if (t.is_contiguous(format)) return t.as_strided(t.sizes(), strides);
   return at::empty_strided(t.sizes(), strides, t.options()).copy_(t);
 }
 

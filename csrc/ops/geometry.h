@@ -42,8 +42,9 @@ at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes);
 // meta_convolution_backward): channels_last when either operand suggests it.
 at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b);
 
-// `t` with exactly the strides a fresh tensor in `format` has (copied only when
-// they differ; size-1 dims make several stride sets "channels_last").
+// `t` with exactly the strides a fresh tensor in `format` has: `t` itself, a
+// restrided view when only the strides of size-1 dims differ (several stride
+// sets are "channels_last" then), or a copy.
 at::Tensor in_layout(const at::Tensor& t, at::MemoryFormat format);
 
 }  // namespace bwdconv::ops
