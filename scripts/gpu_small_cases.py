@@ -25,7 +25,7 @@ def main():
                 s, p, d, g = case[2:]
                 dy = torch.randn_like(torch.ops.aten.convolution(x, w, None, s, p, d, False,
                                                                  [0] * len(s), g))
-                forcings = [(s, None) for s in bwdconv.strategies() if s != "swap1x1"]
+                forcings = [(name, None) for name in bwdconv.strategies() if name != "swap1x1"]
                 forcings += [("swap1x1", writer) for writer in ("fused", "in_place")]
                 for strategy, writer in forcings:
                     try:
