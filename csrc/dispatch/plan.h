@@ -57,7 +57,7 @@ struct Plan {
   ScatterGeometry scatter;
   StackedGeometry stacked;    // filled when phase_stacked can serve
   SplitKGeometry splitk;
-  Swap1x1Choice swap1x1;      // how swap1x1 writes dx: filled when swap1x1 can serve
+  std::optional<Swap1x1Choice> swap1x1;  // how swap1x1 writes dx, when swap1x1 can serve
 
   const GradientPlan& of(Gradient gradient) const {
     return gradient == Gradient::input ? input : weight;

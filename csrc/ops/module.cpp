@@ -178,10 +178,10 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   splitk["batch_chunks"] = plan.splitk.batch_chunks;
   splitk["space_chunks"] = plan.splitk.space_chunks;
   result["splitk"] = splitk;
-  if (!refusal(Strategy::swap1x1, Gradient::input, g, plan.phases)) {
+  if (plan.swap1x1) {
     pybind11::dict writer;
-    writer["writer"] = swap1x1_writer_name(plan.swap1x1.writer);
-    writer["reason"] = plan.swap1x1.reason;
+    writer["writer"] = swap1x1_writer_name(plan.swap1x1->writer);
+    writer["reason"] = plan.swap1x1->reason;
     const std::optional<std::string> in_place = in_place_refusal(g);
     writer["in_place_refusal"] = in_place ? pybind11::cast(*in_place) : pybind11::none();
     result["swap1x1"] = writer;

@@ -69,7 +69,7 @@ at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
   // With K = 1 only phase 0 (every residue 0) has a tap: dx[s*q - p] = W^T dy[q];
   // the other phases are the holes and are zero-filled by the interleave pass.
   std::vector<PhaseInput> inputs(plan.phases.size());
-  if (plan.swap1x1.writer == Swap1x1Writer::in_place) {
+  if (plan.swap1x1->writer == Swap1x1Writer::in_place) {
     // The planner chose in_place from grad_output's layout, which leads dx's.
     TORCH_INTERNAL_ASSERT(format != at::MemoryFormat::Contiguous && dx.is_contiguous(format),
                           "swap1x1 in_place planned for a dx that is not channels_last");

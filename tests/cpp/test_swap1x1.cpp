@@ -133,8 +133,9 @@ TEST(Swap1x1, PlanCarriesTheWriterWhenSwap1x1ServesTheInputGradient) {
   derive_output_sizes(g);
   const Plan plan = make_plan(g, Strategy::swap1x1, Swap1x1Writer::fused);
   ASSERT_EQ(plan.input.strategy, Strategy::swap1x1);
-  EXPECT_EQ(plan.swap1x1.writer, Swap1x1Writer::fused);
-  EXPECT_EQ(make_plan(g, Strategy::swap1x1).swap1x1.writer, Swap1x1Writer::in_place);
+  ASSERT_TRUE(plan.swap1x1.has_value());
+  EXPECT_EQ(plan.swap1x1->writer, Swap1x1Writer::fused);
+  EXPECT_EQ(make_plan(g, Strategy::swap1x1).swap1x1->writer, Swap1x1Writer::in_place);
 }
 
 TEST(Swap1x1, WriterIsKnownWheneverSwap1x1CanServeAndForcedOnlyWhenItDoes) {
@@ -147,8 +148,9 @@ TEST(Swap1x1, WriterIsKnownWheneverSwap1x1CanServeAndForcedOnlyWhenItDoes) {
   // Planned freely on a GPU, aten computes dx; the writer swap1x1 would use is still known.
   const Plan free = make_plan(g);
   ASSERT_NE(free.input.strategy, Strategy::swap1x1);
-  EXPECT_EQ(free.swap1x1.writer, Swap1x1Writer::fused);
-  EXPECT_NE(free.swap1x1.reason.find("padding"), std::string::npos) << free.swap1x1.reason;
+  ASSERT_TRUE(free.swap1x1.has_value());
+  EXPECT_EQ(free.swap1x1->writer, Swap1x1Writer::fused);
+  EXPECT_NE(free.swap1x1->reason.find("padding"), std::string::npos) << free.swap1x1->reason;
   // A forced writer binds only when swap1x1 computes dx.
   EXPECT_NO_THROW(make_plan(g, Strategy::phase, Swap1x1Writer::in_place));
   EXPECT_THROW(make_plan(g, Strategy::swap1x1, Swap1x1Writer::in_place), std::invalid_argument);
