@@ -9,11 +9,16 @@
 # BWDCONV_GPU_STEPS="build bench ..." runs only the named steps (the others
 # keep the result an earlier run left in the same directory), so the check can
 # be split over several calls; the report always covers every step.
+# BWDCONV_GPU_BUDGET (seconds, default 540) bounds the whole check: a step
+# still running when it is spent is stopped and reported as timed out, the
+# steps after it as skipped, so the report and summary are always written.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-PYTHON="${PYTHON:-python}"
+PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
+BUDGET="${BWDCONV_GPU_BUDGET:-540}"
+REPORT_SECONDS=20  # kept back from the budget for the report
 OUT="${BWDCONV_GPU_OUT:-benchmarks/results/gpu-$(date -u +%Y-%m-%d)}"
 mkdir -p "$OUT"
 SELECTED=" ${BWDCONV_GPU_STEPS:-} "
@@ -24,9 +29,18 @@ STEPS=(build gpu_tests sanitizer_memcheck sanitizer_racecheck bench bench_channe
 step() {
   local name=$1; shift
   if [ -n "${BWDCONV_GPU_STEPS:-}" ] && [[ "$SELECTED" != *" $name "* ]]; then return; fi
-  local start=$SECONDS result=passed
+  local start=$SECONDS result=passed left=$((BUDGET - REPORT_SECONDS - SECONDS))
+  if [ "$left" -le 0 ]; then
+    echo "skipped (budget of $BUDGET s spent)" > "$OUT/$name.status"
+    return
+  fi
   echo "== $name: $*"
-  "$@" > "$OUT/$name.log" 2>&1 || result=FAILED
+  timeout --kill-after=10 "$left" "$@" > "$OUT/$name.log" 2>&1
+  case $? in
+    0) ;;
+    124 | 137) result="TIMED OUT" ;;
+    *) result=FAILED ;;
+  esac
   echo "$result ($((SECONDS - start)) s)" > "$OUT/$name.status"
   tail -n 3 "$OUT/$name.log"
 }
@@ -34,6 +48,14 @@ step() {
 status() { cat "$OUT/$1.status" 2>/dev/null || echo "not run"; }
 show() { if [ -f "$OUT/$1" ]; then "${@:2}" "$OUT/$1"; else echo "($1: not run)"; fi; }
 
+# Device code for the GPU at hand only (unless TORCH_CUDA_ARCH_LIST says
+# otherwise): CI compiles every target architecture already.
+if [ -z "${TORCH_CUDA_ARCH_LIST:-}" ]; then
+  TORCH_CUDA_ARCH_LIST="$("$PYTHON" -c 'import torch
+if torch.version.cuda and torch.cuda.is_available():
+    print("%d.%d" % torch.cuda.get_device_capability())' 2>/dev/null)"
+  [ -n "$TORCH_CUDA_ARCH_LIST" ] && export TORCH_CUDA_ARCH_LIST || unset TORCH_CUDA_ARCH_LIST
+fi
 step build env MAX_JOBS="${MAX_JOBS:-16}" "$PYTHON" -m pip install --no-build-isolation \
   --no-deps -e .
 step gpu_tests "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_ops.py \
@@ -89,7 +111,7 @@ PY
 } > "$OUT/report.md"
 
 echo
-echo "== summary ($OUT/report.md)"
+echo "== summary ($OUT/report.md, $SECONDS s)"
 for name in "${STEPS[@]}"; do
   printf '%-22s %s\n' "$name" "$(status "$name")"
 done
