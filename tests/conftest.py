@@ -10,8 +10,7 @@ def restore_bwdconv_state():
     bwdconv.disable()
     yield
     bwdconv.disable()
-    bwdconv._explain._C.set_forced_strategy(None)
-    bwdconv._explain._C.set_forced_swap1x1_writer(None)
+    bwdconv._explain._C.set_forcing(None, None)
 
 
 def aten_gradients(grad_output, input, weight, stride, padding, dilation, groups):

@@ -105,7 +105,7 @@ def test_forcing_in_place_where_it_cannot_serve_raises(case, layout, reason):
     # fused serves the same shape, and the forced writer is gone after the block.
     expected = aten_gradients(dy, x, w, case[2], case[3], [1, 1], 1)[0]
     torch.testing.assert_close(forced_grad_input("fused", dy, w, x.shape, case), expected)
-    assert bwdconv._explain._C.forced_swap1x1_writer() is None
+    assert bwdconv._explain._C.forcing() == (None, None)
 
 
 def test_a_forced_writer_binds_only_where_swap1x1_computes_dx():
@@ -119,11 +119,15 @@ def test_a_forced_writer_binds_only_where_swap1x1_computes_dx():
 
 
 def test_unknown_writer_raises_and_keeps_the_previous_forcing():
-    with pytest.raises(ValueError, match="unknown swap1x1 writer 'inplace'"):
-        with bwdconv.force_strategy("swap1x1", swap1x1_writer="inplace"):
-            pass
-    assert bwdconv.forced_strategy() is None
-    assert bwdconv._explain._C.forced_swap1x1_writer() is None
+    with bwdconv.force_strategy("phase", swap1x1_writer="fused"):
+        with pytest.raises(ValueError, match="unknown swap1x1 writer 'inplace'"):
+            with bwdconv.force_strategy("swap1x1", swap1x1_writer="inplace"):
+                pass
+        with pytest.raises(ValueError, match="unknown strategy 'fastest'"):
+            with bwdconv.force_strategy("fastest", swap1x1_writer="in_place"):
+                pass
+        assert bwdconv._explain._C.forcing() == ("phase", "fused")
+    assert bwdconv._explain._C.forcing() == (None, None)
 
 
 def test_explain_names_the_writer_per_device():
@@ -139,7 +143,7 @@ def test_explain_names_the_writer_per_device():
 
 
 def test_environment_variable_forces_a_writer():
-    code = ("import bwdconv; print(bwdconv._explain._C.forced_swap1x1_writer()); "
+    code = ("import bwdconv; print(bwdconv._explain._C.forcing()[1]); "
             "print(bwdconv.explain([1, 4, 8, 8], [4, 4, 1, 1], 2, channels_last=True,"
             " device='cuda').to_dict()['swap1x1']['writer'])")
     env = dict(os.environ, BWDCONV_STRATEGY="swap1x1", BWDCONV_SWAP1X1_WRITER="fused")

@@ -18,14 +18,13 @@
 namespace bwdconv::ops {
 namespace {
 
-struct ForcedStrategy {
+struct ForcingState {
   std::mutex mutex;
-  std::optional<Strategy> strategy;
-  std::optional<Swap1x1Writer> writer;
+  Forcing forcing;
 };
 
-ForcedStrategy& forced() {
-  static ForcedStrategy instance;
+ForcingState& forcing_state() {
+  static ForcingState instance;
   return instance;
 }
 
@@ -37,24 +36,14 @@ std::atomic<int64_t>& served_counter(Gradient gradient, Strategy strategy) {
 
 }  // namespace
 
-void set_forced_strategy(std::optional<Strategy> strategy) {
-  std::lock_guard<std::mutex> lock(forced().mutex);
-  forced().strategy = strategy;
+void set_forcing(const Forcing& forcing) {
+  std::lock_guard<std::mutex> lock(forcing_state().mutex);
+  forcing_state().forcing = forcing;
 }
 
-std::optional<Strategy> forced_strategy() {
-  std::lock_guard<std::mutex> lock(forced().mutex);
-  return forced().strategy;
-}
-
-void set_forced_swap1x1_writer(std::optional<Swap1x1Writer> writer) {
-  std::lock_guard<std::mutex> lock(forced().mutex);
-  forced().writer = writer;
-}
-
-std::optional<Swap1x1Writer> forced_swap1x1_writer() {
-  std::lock_guard<std::mutex> lock(forced().mutex);
-  return forced().writer;
+Forcing current_forcing() {
+  std::lock_guard<std::mutex> lock(forcing_state().mutex);
+  return forcing_state().forcing;
 }
 
 int64_t served_count(Gradient gradient, Strategy strategy) {
@@ -70,8 +59,7 @@ void reset_served_counts() {
 namespace {
 
 // Every field a plan depends on, as the key of the plan cache.
-std::vector<int64_t> plan_key(const ConvGeometry& g, std::optional<Strategy> forced,
-                              std::optional<Swap1x1Writer> writer) {
+std::vector<int64_t> plan_key(const ConvGeometry& g, const Forcing& forcing) {
   std::vector<int64_t> key{g.spatial_dims,
                            g.batch,
                            g.in_channels,
@@ -81,8 +69,9 @@ std::vector<int64_t> plan_key(const ConvGeometry& g, std::optional<Strategy> for
                            static_cast<int64_t>(g.dtype),
                            static_cast<int64_t>(g.layout),
                            static_cast<int64_t>(g.device),
-                           forced ? static_cast<int64_t>(*forced) : -1,
-                           writer ? static_cast<int64_t>(*writer) : -1};
+                           forcing.strategy ? static_cast<int64_t>(*forcing.strategy) : -1,
+                           forcing.swap1x1_writer ? static_cast<int64_t>(*forcing.swap1x1_writer)
+                                                  : -1};
   for (const SpatialSizes* sizes :
        {&g.input, &g.filter, &g.output, &g.stride, &g.padding, &g.dilation}) {
     key.insert(key.end(), sizes->begin(), sizes->begin() + g.spatial_dims);
@@ -105,9 +94,8 @@ PlanCache& plan_cache() {
 }  // namespace
 
 std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry) {
-  const std::optional<Strategy> forced = forced_strategy();
-  const std::optional<Swap1x1Writer> writer = forced_swap1x1_writer();
-  auto key = plan_key(geometry, forced, writer);
+  const Forcing forcing = current_forcing();
+  auto key = plan_key(geometry, forcing);
   PlanCache& cache = plan_cache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
@@ -115,7 +103,7 @@ std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry) {
   }
   std::shared_ptr<const Plan> plan;
   try {
-    plan = std::make_shared<const Plan>(make_plan(geometry, forced, writer));
+    plan = std::make_shared<const Plan>(make_plan(geometry, forcing.strategy, forcing.swap1x1_writer));
   } catch (const std::invalid_argument& error) {
     TORCH_CHECK_VALUE(false, "bwdconv: ", error.what());
   }

@@ -38,11 +38,14 @@ std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry);
 int64_t served_count(Gradient gradient, Strategy strategy);
 void reset_served_counts();
 
-// Forces `strategy` on every plan made from now on (nothing: plan freely).
-void set_forced_strategy(std::optional<Strategy> strategy);
-std::optional<Strategy> forced_strategy();
-// How swap1x1 writes dx, when it serves (nothing: the planner's choice).
-void set_forced_swap1x1_writer(std::optional<Swap1x1Writer> writer);
-std::optional<Swap1x1Writer> forced_swap1x1_writer();
+// What every plan made from now on is forced to use: a strategy (nothing:
+// plan freely) and how swap1x1 writes dx when it serves (nothing: the
+// planner's choice). Set and read as one, so a plan never sees half of a change.
+struct Forcing {
+  std::optional<Strategy> strategy;
+  std::optional<Swap1x1Writer> swap1x1_writer;
+};
+void set_forcing(const Forcing& forcing);
+Forcing current_forcing();
 
 }  // namespace bwdconv::ops

@@ -26,29 +26,29 @@ Strategy strategy_named(const std::string& name) {
   return *strategy;
 }
 
-void set_forced(const std::optional<std::string>& name) {
-  set_forced_strategy(name ? std::optional<Strategy>(strategy_named(*name)) : std::nullopt);
-}
-
-void set_forced_writer(const std::optional<std::string>& name) {
-  std::optional<Swap1x1Writer> writer;
-  if (name) {
-    writer = parse_swap1x1_writer(*name);
-    if (!writer) {
-      throw pybind11::value_error("unknown swap1x1 writer '" + *name + "'; known: fused, in_place");
-    }
+Swap1x1Writer swap1x1_writer_named(const std::string& name) {
+  const auto writer = parse_swap1x1_writer(name);
+  if (!writer) {
+    throw pybind11::value_error("unknown swap1x1 writer '" + name + "'; known: fused, in_place");
   }
-  set_forced_swap1x1_writer(writer);
+  return *writer;
 }
 
-std::optional<std::string> get_forced_writer() {
-  const auto writer = forced_swap1x1_writer();
-  return writer ? std::optional<std::string>(swap1x1_writer_name(*writer)) : std::nullopt;
+// Both names are checked before either takes effect.
+void set_forcing_by_name(const std::optional<std::string>& strategy,
+                         const std::optional<std::string>& swap1x1_writer) {
+  Forcing forcing;
+  if (strategy) forcing.strategy = strategy_named(*strategy);
+  if (swap1x1_writer) forcing.swap1x1_writer = swap1x1_writer_named(*swap1x1_writer);
+  set_forcing(forcing);
 }
 
-std::optional<std::string> get_forced() {
-  const auto strategy = forced_strategy();
-  return strategy ? std::optional<std::string>(strategy_name(*strategy)) : std::nullopt;
+std::pair<std::optional<std::string>, std::optional<std::string>> forcing_names() {
+  const Forcing forcing = current_forcing();
+  std::pair<std::optional<std::string>, std::optional<std::string>> names;
+  if (forcing.strategy) names.first = strategy_name(*forcing.strategy);
+  if (forcing.swap1x1_writer) names.second = swap1x1_writer_name(*forcing.swap1x1_writer);
+  return names;
 }
 
 DType dtype_named(const std::string& name) {
@@ -217,10 +217,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("enable_aten_scope", &enable_aten_scope);
   m.def("disable_aten_scope", &disable_aten_scope);
   m.def("aten_scope_enabled", &aten_scope_enabled);
-  m.def("set_forced_strategy", &set_forced, pybind11::arg("name"));
-  m.def("forced_strategy", &get_forced);
-  m.def("set_forced_swap1x1_writer", &set_forced_writer, pybind11::arg("name"));
-  m.def("forced_swap1x1_writer", &get_forced_writer);
+  m.def("set_forcing", &set_forcing_by_name, pybind11::arg("strategy"),
+        pybind11::arg("swap1x1_writer"));
+  m.def("forcing", &forcing_names);
   m.def("strategies", &strategy_names);
   m.def("served_counts", &served_counts);
   m.def("reset_served_counts", &reset_served_counts);

@@ -137,33 +137,23 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
 
 def forced_strategy():
     """The strategy every plan is forced to use, or None."""
-    return _C.forced_strategy()
+    return _C.forcing()[0]
 
 
 @contextlib.contextmanager
 def force_strategy(name, *, swap1x1_writer=None):
     """Forces strategy `name` (None: plan freely) for the body of a `with` block;
     `swap1x1_writer` ("fused" or "in_place") also forces how swap1x1 writes dx."""
-    previous = _C.forced_strategy(), _C.forced_swap1x1_writer()
-    _C.set_forced_swap1x1_writer(swap1x1_writer)
-    try:
-        _C.set_forced_strategy(name)
-    except ValueError:
-        _C.set_forced_swap1x1_writer(previous[1])
-        raise
+    previous = _C.forcing()
+    _C.set_forcing(name, swap1x1_writer)
     try:
         yield
     finally:
-        _C.set_forced_strategy(previous[0])
-        _C.set_forced_swap1x1_writer(previous[1])
+        _C.set_forcing(*previous)
 
 
 def _apply_environment():
     """BWDCONV_STRATEGY=<name> forces a strategy for the whole process, and
     BWDCONV_SWAP1X1_WRITER=<fused|in_place> how swap1x1 writes dx."""
-    name = os.environ.get("BWDCONV_STRATEGY")
-    if name:
-        _C.set_forced_strategy(name)
-    writer = os.environ.get("BWDCONV_SWAP1X1_WRITER")
-    if writer:
-        _C.set_forced_swap1x1_writer(writer)
+    _C.set_forcing(os.environ.get("BWDCONV_STRATEGY") or None,
+                   os.environ.get("BWDCONV_SWAP1X1_WRITER") or None)
