@@ -38,18 +38,17 @@ std::pair<at::Tensor, at::Tensor> aten_grads(const at::Tensor& grad_output,
 at::Tensor aten_grad_input(const at::Tensor& grad_output, const at::Tensor& weight,
                            at::IntArrayRef input_sizes, const ConvParams& params) {
   // The backends compute in channels_last when the input or the weight is
-  // channels_last. The input is only a stand-in of the right sizes here, so the
-  // weight carries the gradient's layout: aten then computes in the layout it
-  // picks for the real input (a 1x1 filter is restrided for free).
-  const at::Tensor laid_out = in_layout(weight, gradient_memory_format(grad_output, weight));
-  return aten_gradient(grad_output, stand_in(grad_output, input_sizes), laid_out, params,
-                       /*want_input=*/true);
+  // channels_last: the stand-in input carries the gradient's layout.
+  const at::Tensor input =
+      stand_in(grad_output, input_sizes, gradient_memory_format(grad_output, weight));
+  return aten_gradient(grad_output, input, weight, params, /*want_input=*/true);
 }
 
 at::Tensor aten_grad_weight(const at::Tensor& grad_output, const at::Tensor& input,
                             at::IntArrayRef weight_sizes, const ConvParams& params) {
-  return aten_gradient(grad_output, input, stand_in(grad_output, weight_sizes), params,
-                       /*want_input=*/false);
+  const at::Tensor weight =
+      stand_in(grad_output, weight_sizes, gradient_memory_format(input, grad_output));
+  return aten_gradient(grad_output, input, weight, params, /*want_input=*/false);
 }
 
 }  // namespace bwdconv::ops

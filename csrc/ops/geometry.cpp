@@ -143,8 +143,8 @@ ConvGeometry backward_geometry(const char* op, const at::Tensor& grad_output,
   return g;
 }
 
-at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes) {
-  return like.new_empty({1}).expand(sizes);
+at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes, at::MemoryFormat format) {
+  return at::empty(sizes, like.options().memory_format(format));
 }
 
 at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b) {
