@@ -101,6 +101,22 @@ std::pair<Strategy, std::string> unmeasured_on_gpu(std::pair<Strategy, std::stri
                               strategy_name(seed.first) + " (" + seed.second + ")"};
 }
 
+// On the CPU, oneDNN's strided float16 backward in channels_last is several
+// times slower than its stride-1 convolutions, so phase's stride-1
+// sub-convolutions win once the channels are wide enough to keep them busy
+// (benchmarks/results/cpu-2026-11-23-float16-channels-last: 1.1-8x over aten
+// at these bounds, slower below them, with several groups or in 3D).
+constexpr int64_t kFloat16PhaseMinInChannels = 32;
+constexpr int64_t kFloat16PhaseMinOutChannels = 64;
+constexpr int64_t kFloat16PhaseMinInputElements = 8192;
+
+bool float16_channels_last_phase_pays_on_cpu(const ConvGeometry& g) {
+  return g.dtype == DType::Float16 && g.layout == MemoryLayout::ChannelsLast &&
+         g.spatial_dims == 2 && g.groups == 1 && g.in_channels >= kFloat16PhaseMinInChannels &&
+         g.out_channels >= kFloat16PhaseMinOutChannels &&
+         input_elements(g) >= kFloat16PhaseMinInputElements;
+}
+
 // The default strategy for the input gradient and why. Simple rules until
 // measured choices replace them: on the CPU they follow the first CPU
 // measurement (python -m bwdconv.bench --suite seeds).
@@ -110,6 +126,11 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
     return {Strategy::aten, "stride 1: there are no inserted zeros to skip"};
   }
   if (g.device != DeviceKind::CPU) return unmeasured_on_gpu(seed_rule_input(g, phases));
+  if (float16_channels_last_phase_pays_on_cpu(g)) {
+    return {Strategy::phase,
+            "float16 channels_last with wide channels on the CPU: stride-1 sub-convolutions "
+            "(measured faster than aten's strided float16 backward)"};
+  }
   if (all_equal_to(g.filter, g.spatial_dims, 1) && g.dtype != DType::Float16) {
     return {Strategy::swap1x1,
             "1x1 filter with stride > 1: a GEMM on the small grad_output, then a strided "

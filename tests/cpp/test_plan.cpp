@@ -85,6 +85,57 @@ TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
   EXPECT_EQ(make_plan(one_by_one).input.strategy, Strategy::aten);
 }
 
+// float16 channels_last on the CPU: phase from 32 input and 64 output
+// channels and 8192 dx elements, one group, 2D; aten otherwise.
+TEST(Plan, CpuFloat16ChannelsLastTakesPhaseWhenChannelsAreWide) {
+  for (int64_t filter : {1, 3}) {
+    ConvGeometry g = conv(2, 16, filter, 2, filter / 2, 1, 32);
+    g.out_channels = 64;
+    derive_output_sizes(g);
+    g.device = DeviceKind::CPU;
+    g.dtype = DType::Float16;
+    g.layout = MemoryLayout::ChannelsLast;
+    EXPECT_EQ(make_plan(g).input.strategy, Strategy::phase) << filter;
+    EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
+    auto expect_aten = [&](ConvGeometry other, const char* why) {
+      EXPECT_EQ(make_plan(other).input.strategy, filter == 1 && other.dtype != DType::Float16
+                                                     ? Strategy::swap1x1
+                                                     : Strategy::aten)
+          << why << ", filter " << filter;
+    };
+    ConvGeometry narrow = g;
+    narrow.in_channels = narrow.filter_in_channels = 16;
+    expect_aten(narrow, "16 input channels");
+    ConvGeometry few_outputs = g;
+    few_outputs.out_channels = 32;
+    expect_aten(few_outputs, "32 output channels");
+    ConvGeometry small = g;
+    small.input = {15, 15, 0};
+    derive_output_sizes(small);
+    expect_aten(small, "32 x 15 x 15 dx elements");
+    ConvGeometry grouped = g;
+    grouped.groups = 2;
+    grouped.filter_in_channels = 16;
+    expect_aten(grouped, "two groups");
+    ConvGeometry nchw = g;
+    nchw.layout = MemoryLayout::Contiguous;
+    expect_aten(nchw, "NCHW");
+    ConvGeometry bf16 = g;
+    bf16.dtype = DType::BFloat16;
+    expect_aten(bf16, "bfloat16");
+    ConvGeometry volume = conv(3, 16, filter, 2, filter / 2, 1, 32);
+    volume.out_channels = 64;
+    derive_output_sizes(volume);
+    volume.device = DeviceKind::CPU;
+    volume.dtype = DType::Float16;
+    volume.layout = MemoryLayout::ChannelsLast;
+    expect_aten(volume, "3D");
+    ConvGeometry gpu = g;
+    gpu.device = DeviceKind::CUDA;
+    EXPECT_EQ(make_plan(gpu).input.strategy, Strategy::aten);
+  }
+}
+
 TEST(Plan, SeedSplitKShapeSplitsAndSmallReductionsDoNot) {
   // convbfp16 -n 16 -c 16 -H 225 -W 225 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -F 4
   ConvGeometry seed = conv(2, 225, 3, 1, 1, 16, 16);
