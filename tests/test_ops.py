@@ -196,3 +196,35 @@ def test_nn_grad_api_every_rank(dims):
                                theirs_in(x.shape, w, dy, 2, 1, 1, 2))
     torch.testing.assert_close(ours_w(x, w.shape, dy, 2, 1, 1, 2),
                                theirs_w(x, w.shape, dy, 2, 1, 1, 2))
+
+
+@pytest.mark.parametrize("grad_mode", [True, False])
+def test_forward_mode_ad_is_refused_never_dropped(grad_mode):
+    """A forward-mode tangent reaches autograd even under no_grad (where the
+    ops otherwise skip autograd): refused with an error, never silently lost."""
+    import torch.autograd.forward_ad as fwAD
+
+    x = torch.randn(1, 2, 6, 6, dtype=torch.double)
+    w = torch.randn(3, 2, 3, 3, dtype=torch.double)
+    with fwAD.dual_level(), torch.set_grad_enabled(grad_mode):
+        dual = fwAD.make_dual(x, torch.randn_like(x))
+        with pytest.raises(RuntimeError, match="jvp is not implemented"):
+            torch.ops.bwdconv.convolution(dual, w, None, [1, 1], [0, 0], [1, 1], 1)
+        dy = fwAD.make_dual(torch.randn(1, 3, 4, 4, dtype=torch.double),
+                            torch.randn(1, 3, 4, 4, dtype=torch.double))
+        with pytest.raises(RuntimeError, match="jvp is not implemented"):
+            torch.ops.bwdconv.convolution_backward_input(dy, w, [1, 2, 6, 6], [1, 1], [0, 0],
+                                                         [1, 1], 1)
+
+
+def test_no_graph_is_recorded_without_a_gradient_to_compute():
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    w = torch.randn(3, 2, 3, 3)
+    with torch.no_grad():
+        y = torch.ops.bwdconv.convolution(x, w, None, [1, 1], [0, 0], [1, 1], 1)
+    assert y.grad_fn is None and not y.requires_grad
+    y = torch.ops.bwdconv.convolution(x, w, None, [1, 1], [0, 0], [1, 1], 1)
+    assert y.grad_fn is not None
+    torch.testing.assert_close(
+        torch.autograd.grad(y.sum(), x)[0],
+        torch.autograd.grad(torch.nn.functional.conv2d(x, w).sum(), x)[0])

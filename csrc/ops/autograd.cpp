@@ -163,35 +163,81 @@ class BackwardBothFunction : public torch::autograd::Function<BackwardBothFuncti
   }
 };
 
+// Whether autograd has to see an operand: it needs a gradient (grad mode on),
+// or it carries a forward-mode tangent (which no_grad does not switch off).
+bool needs_autograd(const at::Tensor& t) {
+  return t.defined() &&
+         ((at::GradMode::is_enabled() && t.requires_grad()) || t._fw_grad(/*level=*/0).defined());
+}
+bool needs_autograd(const std::optional<at::Tensor>& t) { return t && needs_autograd(*t); }
+
+// Autograd records a node only when an operand needs it; otherwise (a plain
+// backward pass, inference) the op runs below autograd at once: no node,
+// saved tensors or saved parameters per call.
+template <typename Recorded, typename Plain, typename... Operands>
+auto recorded_if_needed(Recorded recorded, Plain plain, const Operands&... operands) {
+  if ((needs_autograd(operands) || ...)) return recorded();
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return plain();
+}
+
 std::tuple<at::Tensor, at::Tensor> backward_both_autograd(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  auto grads = BackwardBothFunction::apply(grad_output, input, weight, stride, padding, dilation,
-                                           groups);
-  return {grads[0], grads[1]};
+  return recorded_if_needed(
+      [&] {
+        auto grads = BackwardBothFunction::apply(grad_output, input, weight, stride, padding,
+                                                 dilation, groups);
+        return std::make_tuple(grads[0], grads[1]);
+      },
+      [&] {
+        return call_backward_both(grad_output, input, weight, stride, padding, dilation, groups);
+      },
+      grad_output, input, weight);
 }
 
 at::Tensor convolution_autograd(const at::Tensor& input, const at::Tensor& weight,
                                 const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                 at::IntArrayRef padding, at::IntArrayRef dilation,
                                 int64_t groups) {
-  return ConvolutionFunction::apply(input, weight, bias, stride, padding, dilation, groups);
+  return recorded_if_needed(
+      [&] {
+        return ConvolutionFunction::apply(input, weight, bias, stride, padding, dilation, groups);
+      },
+      [&] { return call_convolution(input, weight, bias, stride, padding, dilation, groups); },
+      input, weight, bias);
 }
 
 at::Tensor backward_input_autograd(const at::Tensor& grad_output, const at::Tensor& weight,
                                    c10::SymIntArrayRef input_size, at::IntArrayRef stride,
                                    at::IntArrayRef padding, at::IntArrayRef dilation,
                                    int64_t groups) {
-  return BackwardFunction<Adjoint::input>::apply(grad_output, weight, input_size, stride,
-                                                 padding, dilation, groups);
+  return recorded_if_needed(
+      [&] {
+        return BackwardFunction<Adjoint::input>::apply(grad_output, weight, input_size, stride,
+                                                       padding, dilation, groups);
+      },
+      [&] {
+        return call_backward_input(grad_output, weight, input_size, stride, padding, dilation,
+                                   groups);
+      },
+      grad_output, weight);
 }
 
 at::Tensor backward_weight_autograd(const at::Tensor& grad_output, const at::Tensor& input,
                                     c10::SymIntArrayRef weight_size, at::IntArrayRef stride,
                                     at::IntArrayRef padding, at::IntArrayRef dilation,
                                     int64_t groups) {
-  return BackwardFunction<Adjoint::weight>::apply(grad_output, input, weight_size, stride,
-                                                  padding, dilation, groups);
+  return recorded_if_needed(
+      [&] {
+        return BackwardFunction<Adjoint::weight>::apply(grad_output, input, weight_size, stride,
+                                                        padding, dilation, groups);
+      },
+      [&] {
+        return call_backward_weight(grad_output, input, weight_size, stride, padding, dilation,
+                                    groups);
+      },
+      grad_output, input);
 }
 
 }  // namespace
