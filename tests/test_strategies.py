@@ -189,8 +189,8 @@ def test_explain_names_the_seed_phases():
     three = bwdconv.explain([32, 256, 200, 200], [256, 8, 3, 3], 2, 1, 1, 32)
     assert [ph["taps"] for ph in three.phases] == [[2, 2], [2, 1], [1, 2], [1, 1]]
     assert "phases: 4 (4 with taps 2x2, 2x1, 1x2, 1x1; 0 empty)" in str(three)
-    one = bwdconv.explain([4, 32, 470, 725], [224, 32, 1, 1], 2, 0)
-    assert one.input_strategy == "swap1x1"
+    one = bwdconv.explain([4, 32, 470, 725], [224, 32, 1, 1], 2, 0, device="cuda")
+    assert "swap1x1 (" in one.to_dict()["input"]["reason"]  # the seeds' choice, awaiting a GPU
     assert [ph["empty"] for ph in one.phases] == [False, True, True, True]
     for gradient in ("input", "weight"):
         names = [c["strategy"] for c in one.to_dict()[gradient]["candidates"]]
@@ -238,7 +238,7 @@ def test_explain_for_another_device_and_dtype():
     assert gpu.to_dict()["dtype"] == "float16" and gpu.to_dict()["layout"] == "channels_last"
     one_by_one = ([32, 512, 100, 100], [1024, 512, 1, 1], 2, 0)
     assert bwdconv.explain(*one_by_one, dtype=torch.float16).input_strategy == "aten"
-    assert bwdconv.explain(*one_by_one, dtype=torch.bfloat16).input_strategy == "swap1x1"
+    assert bwdconv.explain(*one_by_one, dtype=torch.bfloat16).input_strategy == "aten"
     # float16 channels_last on the CPU: phase where the channels are wide, aten where not.
     wide = ([2, 64, 28, 28], [128, 64, 3, 3], 2, 1)
     assert bwdconv.explain(*wide, dtype=torch.float16, channels_last=True).input_strategy == "phase"

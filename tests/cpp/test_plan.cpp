@@ -77,12 +77,15 @@ TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
   ConvGeometry strided = conv(2, 200, 3, 2, 1, 8, 16);
   strided.device = DeviceKind::CPU;
   EXPECT_EQ(make_plan(strided).input.strategy, Strategy::aten);
-  ConvGeometry one_by_one = conv(2, 50, 1, 2, 0);
+  // 1x1 with stride > 1: swap1x1 lost to aten on 15 of 16 ResNet-size lines.
+  ConvGeometry one_by_one = conv(2, 50, 1, 2, 0, 4, 64);
   one_by_one.device = DeviceKind::CPU;
-  EXPECT_EQ(make_plan(one_by_one).input.strategy, Strategy::swap1x1);
-  EXPECT_EQ(make_plan(one_by_one).weight.strategy, Strategy::aten);
-  one_by_one.dtype = DType::Float16;  // no fast float16 GEMM on the CPU
-  EXPECT_EQ(make_plan(one_by_one).input.strategy, Strategy::aten);
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    one_by_one.dtype = dtype;
+    EXPECT_EQ(make_plan(one_by_one).input.strategy, Strategy::aten) << dtype_name(dtype);
+    EXPECT_EQ(make_plan(one_by_one).weight.strategy, Strategy::aten);
+    EXPECT_TRUE(make_plan(one_by_one).swap1x1.has_value());  // it still serves when forced
+  }
 }
 
 // float16 channels_last on the CPU: phase from 32 input and 64 output
@@ -98,10 +101,7 @@ TEST(Plan, CpuFloat16ChannelsLastTakesPhaseWhenChannelsAreWide) {
     EXPECT_EQ(make_plan(g).input.strategy, Strategy::phase) << filter;
     EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
     auto expect_aten = [&](ConvGeometry other, const char* why) {
-      EXPECT_EQ(make_plan(other).input.strategy, filter == 1 && other.dtype != DType::Float16
-                                                     ? Strategy::swap1x1
-                                                     : Strategy::aten)
-          << why << ", filter " << filter;
+      EXPECT_EQ(make_plan(other).input.strategy, Strategy::aten) << why << ", filter " << filter;
     };
     ConvGeometry narrow = g;
     narrow.in_channels = narrow.filter_in_channels = 16;
