@@ -238,7 +238,8 @@ def test_explain_for_another_device_and_dtype():
     assert gpu.to_dict()["dtype"] == "float16" and gpu.to_dict()["layout"] == "channels_last"
     one_by_one = ([32, 512, 100, 100], [1024, 512, 1, 1], 2, 0)
     assert bwdconv.explain(*one_by_one, dtype=torch.float16).input_strategy == "aten"
-    assert bwdconv.explain(*one_by_one, dtype=torch.bfloat16).input_strategy == "aten"
+    assert bwdconv.explain(*one_by_one, dtype=torch.bfloat16).input_strategy == "swap1x1"
+    assert bwdconv.explain(*one_by_one, channels_last=True).input_strategy == "aten"
     # float16 channels_last on the CPU: phase where the channels are wide, aten where not.
     wide = ([2, 64, 28, 28], [128, 64, 3, 3], 2, 1)
     assert bwdconv.explain(*wide, dtype=torch.float16, channels_last=True).input_strategy == "phase"

@@ -117,6 +117,22 @@ bool float16_channels_last_phase_pays_on_cpu(const ConvGeometry& g) {
          input_elements(g) >= kFloat16PhaseMinInputElements;
 }
 
+// 1x1 filters with stride > 1 on the CPU, 2D, one group
+// (benchmarks/results/cpu-2026-11-23-swap1x1-resnet-sizes): swap1x1 beat
+// aten on every bfloat16 line in both layouts (1.00x-2.13x) and on float32
+// NCHW from 32768 dx elements (1.19x-1.41x); float32 channels_last and the
+// smaller float32 problems went either way (0.58x-2.22x).
+constexpr int64_t kFloat32Swap1x1MinInputElements = int64_t{1} << 15;
+
+bool swap1x1_pays_on_cpu(const ConvGeometry& g) {
+  if (!all_equal_to(g.filter, g.spatial_dims, 1) || g.spatial_dims != 2 || g.groups != 1) {
+    return false;
+  }
+  return g.dtype == DType::BFloat16 ||
+         (g.dtype == DType::Float32 && g.layout == MemoryLayout::Contiguous &&
+          input_elements(g) >= kFloat32Swap1x1MinInputElements);
+}
+
 // The default strategy for the input gradient and why. Simple rules until
 // measured choices replace them: on the CPU they follow the CPU measurements
 // in benchmarks/results (python -m bwdconv.bench).
@@ -131,10 +147,16 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
             "float16 channels_last with wide channels on the CPU: stride-1 sub-convolutions "
             "(measured faster than aten's strided float16 backward)"};
   }
+  if (swap1x1_pays_on_cpu(g)) {
+    return {Strategy::swap1x1,
+            "1x1 filter with stride > 1: a GEMM on the small grad_output, then a strided "
+            "scatter of the small result (measured faster than aten on the CPU in bfloat16, "
+            "and in float32 NCHW from 32768 dx elements)"};
+  }
   return {Strategy::aten,
-          "on the CPU, aten's strided backward beat swap1x1, phase, phase_stacked and scatter "
-          "on 1x1 and 3x3 filters at ResNet sizes (swap1x1 on 15 of 16 1x1 lines), float16 "
-          "channels_last with wide channels aside"};
+          "on the CPU, aten's strided backward matched or beat phase, phase_stacked and "
+          "scatter at ResNet sizes, and swap1x1 outside bfloat16 and large float32 NCHW 1x1 "
+          "problems"};
 }
 
 std::pair<Strategy, std::string> choose_weight(const ConvGeometry& g) {

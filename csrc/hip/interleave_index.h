@@ -1,5 +1,5 @@
 // Index math of the interleave kernel (phase, phase_stacked and swap1x1 write
-// dx with it), shared with its CPU twin and unit tests.
+// dx with it), shared with its unit tests.
 #pragma once
 
 #include <cstdint>

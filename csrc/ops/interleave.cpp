@@ -74,32 +74,92 @@ void pack_channels(hip::InterleaveParams& p) {
   p.element_bytes *= static_cast<int>(k);
 }
 
-template <typename Bits, typename Index>
-void interleave_on_cpu(const hip::InterleaveParams& p) {
-  Bits* dst = static_cast<Bits*>(p.dst);
-  for_each_element<Index>(p.dst_view, [&](const int64_t* coords, int64_t offset) {
-    const hip::InterleaveSource source = hip::interleave_source<Index>(p, coords);
-    if (source.write == hip::PhaseWrite::Copy) {
-      dst[offset] = static_cast<const Bits*>(p.phases[source.entry].data)[source.offset];
-    } else if (source.write == hip::PhaseWrite::Zero) {
-      dst[offset] = Bits{};
-    }
-  });
-}
-
-void run(const hip::InterleaveParams& p, bool on_gpu) {
-  if (on_gpu) {
-    require_gpu_kernels("interleave");
+void interleave_on_gpu(at::Tensor& dx, const ConvGeometry& geometry,
+                       const std::vector<PhaseInput>& phases, ChannelMap channels) {
+  require_gpu_kernels("interleave");
+  const int total = static_cast<int>(phases.size());
+  for (int first = 0; first < total; first += hip::kMaxPhasesPerLaunch) {
+    const int count = std::min(hip::kMaxPhasesPerLaunch, total - first);
+    hip::InterleaveParams p = launch_params(dx, geometry, phases, channels, first, count);
+    pack_channels(p);
 #ifdef BWDCONV_WITH_GPU_KERNELS
     check_launch(hip::launch_interleave(p, current_stream()), "interleave");
+#else
+    (void)p;
 #endif
+  }
+}
+
+// The dx positions of residue r along one spatial dim: i = s*q + r - p
+// (DESIGN.md, "Geometry"), the first at i0 = (r - p) mod s, slot
+// q0 = (i0 + p) / s, then every s-th position up to the dim's size.
+struct ResidueRun {
+  int64_t first_position = 0;
+  int64_t first_slot = 0;
+  int64_t count = 0;
+};
+
+ResidueRun residue_run(int64_t size, int64_t stride, int64_t padding, int64_t residue) {
+  ResidueRun run;
+  run.first_position = ((residue - padding) % stride + stride) % stride;
+  run.first_slot = (run.first_position + padding) / stride;
+  if (run.first_position < size) run.count = (size - run.first_position + stride - 1) / stride;
+  return run;
+}
+
+// A phase result as [N, groups, per_group, q...]: dx channel g * per_group + j
+// reads its channel g * group_step + j (+ the phase's channel offset).
+at::Tensor grouped_result(const PhaseInput& in, ChannelMap channels, int64_t groups) {
+  const at::Tensor& r = in.result;
+  std::vector<int64_t> sizes{r.size(0), groups, channels.per_group};
+  std::vector<int64_t> strides{r.stride(0), channels.group_step * r.stride(1), r.stride(1)};
+  for (int64_t d = 2; d < r.dim(); ++d) {
+    sizes.push_back(r.size(d));
+    strides.push_back(r.stride(d));
+  }
+  return r.as_strided(sizes, strides, r.storage_offset() + in.channel_offset * r.stride(1));
+}
+
+// Phase `phase`'s slots of dx (viewed [N, groups, per_group, I...]): its
+// result where it has one, zeros elsewhere; each slot written once.
+void write_phase_slots(at::Tensor& grouped_dx, const ConvGeometry& g, const PhaseInput& in,
+                       int64_t phase, ChannelMap channels) {
+  at::Tensor slots = grouped_dx;
+  ResidueRun runs[kMaxSpatialDims];
+  for (int i = g.spatial_dims - 1; i >= 0; --i) {  // residues row-major, last dim fastest
+    runs[i] = residue_run(g.input[i], g.stride[i], g.padding[i], phase % g.stride[i]);
+    phase /= g.stride[i];
+    slots = slots.slice(3 + i, runs[i].first_position, g.input[i], g.stride[i]);
+  }
+  if (in.write == hip::PhaseWrite::Zero) {
+    slots.zero_();
     return;
   }
-  const bool narrow = hip::interleave_divides_narrow(p);
-  const bool known = hip::visit_walk(p.element_bytes, narrow, [&](auto bits, auto index) {
-    interleave_on_cpu<decltype(bits), decltype(index)>(p);
-  });
-  TORCH_CHECK(known, "bwdconv interleave: unsupported element size ", p.element_bytes);
+  // Slots q0 + k at or past the result's extent are zeros: zero them dim by
+  // dim (the box beyond the extent in dim i, within it in the dims before),
+  // then copy the box inside.
+  at::Tensor result = grouped_result(in, channels, grouped_dx.size(1));
+  for (int i = 0; i < g.spatial_dims; ++i) {
+    const int64_t inside =
+        std::clamp<int64_t>(in.result.size(2 + i) - runs[i].first_slot, 0, runs[i].count);
+    if (inside < runs[i].count) slots.narrow(3 + i, inside, runs[i].count - inside).zero_();
+    if (inside == 0) return;
+    slots = slots.narrow(3 + i, 0, inside);
+    result = result.narrow(3 + i, runs[i].first_slot, inside);
+  }
+  slots.copy_(result);
+}
+
+// On the CPU, strided ATen copies write each phase's slots: the formula
+// itself, vectorised and threaded by ATen.
+void interleave_on_cpu(at::Tensor& dx, const ConvGeometry& geometry,
+                       const std::vector<PhaseInput>& phases, ChannelMap channels) {
+  const int64_t groups = dx.size(1) / channels.per_group;
+  at::Tensor grouped_dx = dx.unflatten(1, {groups, channels.per_group});
+  for (size_t phase = 0; phase < phases.size(); ++phase) {
+    if (phases[phase].write == hip::PhaseWrite::Keep) continue;
+    write_phase_slots(grouped_dx, geometry, phases[phase], static_cast<int64_t>(phase), channels);
+  }
 }
 
 }  // namespace
@@ -107,12 +167,10 @@ void run(const hip::InterleaveParams& p, bool on_gpu) {
 void interleave(at::Tensor& dx, const ConvGeometry& geometry,
                 const std::vector<PhaseInput>& phases, ChannelMap channels) {
   if (dx.numel() == 0) return;
-  const int total = static_cast<int>(phases.size());
-  for (int first = 0; first < total; first += hip::kMaxPhasesPerLaunch) {
-    const int count = std::min(hip::kMaxPhasesPerLaunch, total - first);
-    hip::InterleaveParams p = launch_params(dx, geometry, phases, channels, first, count);
-    pack_channels(p);
-    run(p, dx.is_cuda());
+  if (dx.is_cuda()) {
+    interleave_on_gpu(dx, geometry, phases, channels);
+  } else {
+    interleave_on_cpu(dx, geometry, phases, channels);
   }
 }
 

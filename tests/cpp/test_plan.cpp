@@ -77,15 +77,41 @@ TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
   ConvGeometry strided = conv(2, 200, 3, 2, 1, 8, 16);
   strided.device = DeviceKind::CPU;
   EXPECT_EQ(make_plan(strided).input.strategy, Strategy::aten);
-  // 1x1 with stride > 1: swap1x1 lost to aten on 15 of 16 ResNet-size lines.
+  // 1x1 with stride > 1, 2D, one group: swap1x1 in bfloat16 (either layout)
+  // and in float32 NCHW from 32768 dx elements; aten otherwise.
   ConvGeometry one_by_one = conv(2, 50, 1, 2, 0, 4, 64);
   one_by_one.device = DeviceKind::CPU;
-  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
-    one_by_one.dtype = dtype;
-    EXPECT_EQ(make_plan(one_by_one).input.strategy, Strategy::aten) << dtype_name(dtype);
-    EXPECT_EQ(make_plan(one_by_one).weight.strategy, Strategy::aten);
-    EXPECT_TRUE(make_plan(one_by_one).swap1x1.has_value());  // it still serves when forced
-  }
+  EXPECT_EQ(make_plan(one_by_one).input.strategy, Strategy::swap1x1);
+  EXPECT_EQ(make_plan(one_by_one).weight.strategy, Strategy::aten);
+  auto input_strategy = [&](auto change) {
+    ConvGeometry g = one_by_one;
+    change(g);
+    derive_output_sizes(g);
+    return make_plan(g).input.strategy;
+  };
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.dtype = DType::Float16; }), Strategy::aten);
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.dtype = DType::Float64; }), Strategy::aten);
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.layout = MemoryLayout::ChannelsLast; }),
+            Strategy::aten);
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) {
+              g.layout = MemoryLayout::ChannelsLast;
+              g.dtype = DType::BFloat16;
+            }),
+            Strategy::swap1x1);
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.batch = 1; g.input = {22, 23, 0}; }),
+            Strategy::aten);  // 64 x 22 x 23 < 32768 dx elements
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) {
+              g.batch = 1;
+              g.input = {22, 23, 0};
+              g.dtype = DType::BFloat16;
+            }),
+            Strategy::swap1x1);
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.groups = 2; g.filter_in_channels = 32; }),
+            Strategy::aten);
+  ConvGeometry volume = conv(3, 50, 1, 2, 0, 4, 64);
+  volume.device = DeviceKind::CPU;
+  EXPECT_EQ(make_plan(volume).input.strategy, Strategy::aten);
+  EXPECT_TRUE(make_plan(volume).swap1x1.has_value());  // it still serves when forced
 }
 
 // float16 channels_last on the CPU: phase from 32 input and 64 output
@@ -101,7 +127,9 @@ TEST(Plan, CpuFloat16ChannelsLastTakesPhaseWhenChannelsAreWide) {
     EXPECT_EQ(make_plan(g).input.strategy, Strategy::phase) << filter;
     EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
     auto expect_aten = [&](ConvGeometry other, const char* why) {
-      EXPECT_EQ(make_plan(other).input.strategy, Strategy::aten) << why << ", filter " << filter;
+      const bool bfloat16_1x1 = filter == 1 && other.dtype == DType::BFloat16;
+      EXPECT_EQ(make_plan(other).input.strategy, bfloat16_1x1 ? Strategy::swap1x1 : Strategy::aten)
+          << why << ", filter " << filter;
     };
     ConvGeometry narrow = g;
     narrow.in_channels = narrow.filter_in_channels = 16;
