@@ -104,8 +104,8 @@ std::pair<Strategy, std::string> unmeasured_on_gpu(std::pair<Strategy, std::stri
 // On the CPU, oneDNN's strided float16 backward in channels_last is several
 // times slower than its stride-1 convolutions, so phase's stride-1
 // sub-convolutions win once the channels are wide enough to keep them busy
-// (benchmarks/results/cpu-2026-11-23-float16-channels-last: 1.1-8x over aten
-// at these bounds, slower below them, with several groups or in 3D).
+// (benchmarks/results/cpu-2026-11-23-float16-channels-last: 1.4x-7.3x over
+// aten at these bounds; slower or level below them, with groups or in 3D).
 constexpr int64_t kFloat16PhaseMinInChannels = 32;
 constexpr int64_t kFloat16PhaseMinOutChannels = 64;
 constexpr int64_t kFloat16PhaseMinInputElements = 8192;
