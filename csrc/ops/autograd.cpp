@@ -77,12 +77,18 @@ enum class Adjoint { input, weight };
 
 at::Tensor call_backward(Adjoint adjoint, const at::Tensor& grad_output,
                          const at::Tensor& operand, c10::SymIntArrayRef size,
-                         const SavedParams& p) {
+                         at::IntArrayRef stride, at::IntArrayRef padding,
+                         at::IntArrayRef dilation, int64_t groups) {
   return adjoint == Adjoint::input
-             ? call_backward_input(grad_output, operand, size, p.stride, p.padding, p.dilation,
-                                   p.groups)
-             : call_backward_weight(grad_output, operand, size, p.stride, p.padding,
-                                    p.dilation, p.groups);
+             ? call_backward_input(grad_output, operand, size, stride, padding, dilation, groups)
+             : call_backward_weight(grad_output, operand, size, stride, padding, dilation, groups);
+}
+
+at::Tensor call_backward(Adjoint adjoint, const at::Tensor& grad_output,
+                         const at::Tensor& operand, c10::SymIntArrayRef size,
+                         const SavedParams& p) {
+  return call_backward(adjoint, grad_output, operand, size, p.stride, p.padding, p.dilation,
+                       p.groups);
 }
 
 template <Adjoint kAdjoint>
@@ -208,44 +214,29 @@ at::Tensor convolution_autograd(const at::Tensor& input, const at::Tensor& weigh
       input, weight, bias);
 }
 
-at::Tensor backward_input_autograd(const at::Tensor& grad_output, const at::Tensor& weight,
-                                   c10::SymIntArrayRef input_size, at::IntArrayRef stride,
-                                   at::IntArrayRef padding, at::IntArrayRef dilation,
-                                   int64_t groups) {
+// The two backward ops (see Adjoint).
+template <Adjoint kAdjoint>
+at::Tensor backward_autograd(const at::Tensor& grad_output, const at::Tensor& operand,
+                             c10::SymIntArrayRef size, at::IntArrayRef stride,
+                             at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   return recorded_if_needed(
       [&] {
-        return BackwardFunction<Adjoint::input>::apply(grad_output, weight, input_size, stride,
-                                                       padding, dilation, groups);
+        return BackwardFunction<kAdjoint>::apply(grad_output, operand, size, stride, padding,
+                                                 dilation, groups);
       },
       [&] {
-        return call_backward_input(grad_output, weight, input_size, stride, padding, dilation,
-                                   groups);
+        return call_backward(kAdjoint, grad_output, operand, size, stride, padding, dilation,
+                             groups);
       },
-      grad_output, weight);
-}
-
-at::Tensor backward_weight_autograd(const at::Tensor& grad_output, const at::Tensor& input,
-                                    c10::SymIntArrayRef weight_size, at::IntArrayRef stride,
-                                    at::IntArrayRef padding, at::IntArrayRef dilation,
-                                    int64_t groups) {
-  return recorded_if_needed(
-      [&] {
-        return BackwardFunction<Adjoint::weight>::apply(grad_output, input, weight_size, stride,
-                                                        padding, dilation, groups);
-      },
-      [&] {
-        return call_backward_weight(grad_output, input, weight_size, stride, padding, dilation,
-                                    groups);
-      },
-      grad_output, input);
+      grad_output, operand);
 }
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(bwdconv, Autograd, m) {
   m.impl("convolution", TORCH_FN(convolution_autograd));
-  m.impl("convolution_backward_input", TORCH_FN(backward_input_autograd));
-  m.impl("convolution_backward_weight", TORCH_FN(backward_weight_autograd));
+  m.impl("convolution_backward_input", TORCH_FN(backward_autograd<Adjoint::input>));
+  m.impl("convolution_backward_weight", TORCH_FN(backward_autograd<Adjoint::weight>));
   m.impl("convolution_backward", TORCH_FN(backward_both_autograd));
 }
 

@@ -114,50 +114,50 @@ TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
   EXPECT_TRUE(make_plan(volume).swap1x1.has_value());  // it still serves when forced
 }
 
+// A float16 channels_last geometry on the CPU: 32 -> 64 channels, 16^dims input.
+ConvGeometry cpu_float16_channels_last(int dims, int64_t filter) {
+  ConvGeometry g = conv(dims, 16, filter, 2, filter / 2, 1, 32);
+  g.out_channels = 64;
+  derive_output_sizes(g);
+  g.device = DeviceKind::CPU;
+  g.dtype = DType::Float16;
+  g.layout = MemoryLayout::ChannelsLast;
+  return g;
+}
+
 // float16 channels_last on the CPU: phase from 32 input and 64 output
-// channels and 8192 dx elements, one group, 2D; aten otherwise.
+// channels and 8192 dx elements, one group, 2D; the other rules otherwise.
 TEST(Plan, CpuFloat16ChannelsLastTakesPhaseWhenChannelsAreWide) {
   for (int64_t filter : {1, 3}) {
-    ConvGeometry g = conv(2, 16, filter, 2, filter / 2, 1, 32);
-    g.out_channels = 64;
-    derive_output_sizes(g);
-    g.device = DeviceKind::CPU;
-    g.dtype = DType::Float16;
-    g.layout = MemoryLayout::ChannelsLast;
+    const ConvGeometry g = cpu_float16_channels_last(2, filter);
     EXPECT_EQ(make_plan(g).input.strategy, Strategy::phase) << filter;
     EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
-    auto expect_aten = [&](ConvGeometry other, const char* why) {
+    auto expect_no_phase = [&](const ConvGeometry& other, const char* why) {
       const bool bfloat16_1x1 = filter == 1 && other.dtype == DType::BFloat16;
       EXPECT_EQ(make_plan(other).input.strategy, bfloat16_1x1 ? Strategy::swap1x1 : Strategy::aten)
           << why << ", filter " << filter;
     };
     ConvGeometry narrow = g;
     narrow.in_channels = narrow.filter_in_channels = 16;
-    expect_aten(narrow, "16 input channels");
+    expect_no_phase(narrow, "16 input channels");
     ConvGeometry few_outputs = g;
     few_outputs.out_channels = 32;
-    expect_aten(few_outputs, "32 output channels");
+    expect_no_phase(few_outputs, "32 output channels");
     ConvGeometry small = g;
     small.input = {15, 15, 0};
     derive_output_sizes(small);
-    expect_aten(small, "32 x 15 x 15 dx elements");
+    expect_no_phase(small, "32 x 15 x 15 dx elements");
     ConvGeometry grouped = g;
     grouped.groups = 2;
     grouped.filter_in_channels = 16;
-    expect_aten(grouped, "two groups");
+    expect_no_phase(grouped, "two groups");
     ConvGeometry nchw = g;
     nchw.layout = MemoryLayout::Contiguous;
-    expect_aten(nchw, "NCHW");
+    expect_no_phase(nchw, "NCHW");
     ConvGeometry bf16 = g;
     bf16.dtype = DType::BFloat16;
-    expect_aten(bf16, "bfloat16");
-    ConvGeometry volume = conv(3, 16, filter, 2, filter / 2, 1, 32);
-    volume.out_channels = 64;
-    derive_output_sizes(volume);
-    volume.device = DeviceKind::CPU;
-    volume.dtype = DType::Float16;
-    volume.layout = MemoryLayout::ChannelsLast;
-    expect_aten(volume, "3D");
+    expect_no_phase(bf16, "bfloat16");
+    expect_no_phase(cpu_float16_channels_last(3, filter), "3D");
     ConvGeometry gpu = g;
     gpu.device = DeviceKind::CUDA;
     EXPECT_EQ(make_plan(gpu).input.strategy, Strategy::aten);
