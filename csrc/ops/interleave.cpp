@@ -2,9 +2,6 @@
 
 #include <algorithm>
 
-#include "hip/bits.h"
-#include "hip/interleave_index.h"
-#include "hip/launch.h"
 #include "hip/layout.h"
 #include "ops/kernels.h"
 #ifdef BWDCONV_WITH_GPU_KERNELS
