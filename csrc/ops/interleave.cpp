@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "hip/bits.h"
+#include "hip/interleave_index.h"
+#include "hip/launch.h"
 #include "hip/layout.h"
 #include "ops/kernels.h"
 #ifdef BWDCONV_WITH_GPU_KERNELS
@@ -71,20 +74,48 @@ void pack_channels(hip::InterleaveParams& p) {
   p.element_bytes *= static_cast<int>(k);
 }
 
-void interleave_on_gpu(at::Tensor& dx, const ConvGeometry& geometry,
-                       const std::vector<PhaseInput>& phases, ChannelMap channels) {
-  require_gpu_kernels("interleave");
+// Calls launch(p) with the parameters of each launch: up to 32 phases each.
+template <typename Launch>
+void for_each_launch(at::Tensor& dx, const ConvGeometry& geometry,
+                     const std::vector<PhaseInput>& phases, ChannelMap channels, Launch launch) {
   const int total = static_cast<int>(phases.size());
   for (int first = 0; first < total; first += hip::kMaxPhasesPerLaunch) {
     const int count = std::min(hip::kMaxPhasesPerLaunch, total - first);
     hip::InterleaveParams p = launch_params(dx, geometry, phases, channels, first, count);
     pack_channels(p);
-#ifdef BWDCONV_WITH_GPU_KERNELS
-    check_launch(hip::launch_interleave(p, current_stream()), "interleave");
-#else
-    (void)p;
-#endif
+    launch(p);
   }
+}
+
+void launch_on_gpu(const hip::InterleaveParams& p) {
+  require_gpu_kernels("interleave");
+#ifdef BWDCONV_WITH_GPU_KERNELS
+  check_launch(hip::launch_interleave(p, current_stream()), "interleave");
+#else
+  (void)p;
+#endif
+}
+
+// The kernel's CPU twin: one element at a time, through the kernel's index math.
+template <typename Bits, typename Index>
+void twin_walk(const hip::InterleaveParams& p) {
+  Bits* dst = static_cast<Bits*>(p.dst);
+  for_each_element<Index>(p.dst_view, [&](const int64_t* coords, int64_t offset) {
+    const hip::InterleaveSource source = hip::interleave_source<Index>(p, coords);
+    if (source.write == hip::PhaseWrite::Copy) {
+      dst[offset] = static_cast<const Bits*>(p.phases[source.entry].data)[source.offset];
+    } else if (source.write == hip::PhaseWrite::Zero) {
+      dst[offset] = Bits{};
+    }
+  });
+}
+
+void launch_twin_on_cpu(const hip::InterleaveParams& p) {
+  const bool known = hip::visit_walk(p.element_bytes, hip::interleave_divides_narrow(p),
+                                     [&](auto bits, auto index) {
+                                       twin_walk<decltype(bits), decltype(index)>(p);
+                                     });
+  TORCH_CHECK(known, "bwdconv interleave: unsupported element size ", p.element_bytes);
 }
 
 // The dx positions of residue r along one spatial dim: i = s*q + r - p
@@ -165,7 +196,9 @@ void interleave(at::Tensor& dx, const ConvGeometry& geometry,
                 const std::vector<PhaseInput>& phases, ChannelMap channels) {
   if (dx.numel() == 0) return;
   if (dx.is_cuda()) {
-    interleave_on_gpu(dx, geometry, phases, channels);
+    for_each_launch(dx, geometry, phases, channels, launch_on_gpu);
+  } else if (kernel_twins_on_cpu()) {
+    for_each_launch(dx, geometry, phases, channels, launch_twin_on_cpu);
   } else {
     interleave_on_cpu(dx, geometry, phases, channels);
   }

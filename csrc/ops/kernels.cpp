@@ -1,5 +1,8 @@
 #include "ops/kernels.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "hip/layout.h"
 #ifdef BWDCONV_WITH_GPU_KERNELS
 #include <ATen/cuda/CUDAContext.h>
@@ -17,6 +20,14 @@ hip::TensorView kernel_view(const at::Tensor& t) {
   hip::walk_in_memory_order(view);
   hip::set_size_steps(view);
   return view;
+}
+
+bool kernel_twins_on_cpu() {
+  static const bool twins = [] {
+    const char* value = std::getenv("BWDCONV_CPU_KERNEL_TWINS");
+    return value != nullptr && std::string(value) == "1";
+  }();
+  return twins;
 }
 
 void require_gpu_kernels(const char* kernel) {

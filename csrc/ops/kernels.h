@@ -14,6 +14,12 @@ namespace bwdconv::ops {
 // Sizes and strides of `t` in logical order, walked in memory order.
 hip::TensorView kernel_view(const at::Tensor& t);
 
+// Whether CPU data movement that has a faster ATen form runs through the
+// kernels' CPU twins instead (BWDCONV_CPU_KERNEL_TWINS=1, read once): for
+// tests, which then cover the kernels' launch parameters and index math on
+// any machine.
+bool kernel_twins_on_cpu();
+
 // Throws, naming the kernel, when the extension was built without its GPU
 // kernels and a GPU tensor needs one.
 void require_gpu_kernels(const char* kernel);

@@ -13,6 +13,7 @@
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
 #include "ops/geometry.h"
+#include "ops/kernels.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -220,6 +221,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_forcing", &set_forcing_by_name, pybind11::arg("strategy"),
         pybind11::arg("swap1x1_writer"));
   m.def("forcing", &forcing_names);
+  m.def("kernel_twins_on_cpu", &kernel_twins_on_cpu);
   m.def("strategies", &strategy_names);
   m.def("served_counts", &served_counts);
   m.def("reset_served_counts", &reset_served_counts);
