@@ -70,16 +70,18 @@ Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& g, std::optional<Swap1x1
   if (forced == Swap1x1Writer::in_place && refused) {
     throw std::invalid_argument("swap1x1 writer in_place cannot serve this shape: " + *refused);
   }
-  if (forced) return {*forced, "forced"};
-  if (refused) return {Swap1x1Writer::fused, "in_place refused: " + *refused};
+  if (forced) return {*forced, "forced", refused};
+  if (refused) return {Swap1x1Writer::fused, "in_place refused: " + *refused, refused};
   if (g.device == DeviceKind::CPU) {
     return {Swap1x1Writer::fused,
-            "the CPU measurements that made swap1x1 the CPU default used fused; in_place is "
-            "not measured there"};
+            "on the CPU in_place never beat fused (benchmarks/results/"
+            "cpu-2026-11-23-swap1x1-writers)",
+            refused};
   }
   return {Swap1x1Writer::in_place,
           "the GEMM writes dx's slots directly and only the holes are zeroed: the small result "
-          "is never stored or read back (not yet measured against fused on a GPU)"};
+          "is never stored or read back (not yet measured against fused on a GPU)",
+          refused};
 }
 
 }  // namespace bwdconv

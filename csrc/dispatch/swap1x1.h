@@ -34,6 +34,7 @@ int64_t in_place_batch_stride(const ConvGeometry& geometry);
 struct Swap1x1Choice {
   Swap1x1Writer writer = Swap1x1Writer::fused;
   std::string reason;
+  std::optional<std::string> in_place_refusal;  // in_place_refusal of the geometry
 };
 
 // The writer for a geometry swap1x1 serves: `forced` when given (throws

@@ -183,7 +183,7 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
     pybind11::dict writer;
     writer["writer"] = swap1x1_writer_name(plan.swap1x1->writer);
     writer["reason"] = plan.swap1x1->reason;
-    const std::optional<std::string> in_place = in_place_refusal(g);
+    const std::optional<std::string>& in_place = plan.swap1x1->in_place_refusal;
     writer["in_place_refusal"] = in_place ? pybind11::cast(*in_place) : pybind11::none();
     result["swap1x1"] = writer;
   }

@@ -108,9 +108,14 @@ TEST(Swap1x1, InPlaceNeedsChannelsLastOneGroupAndNoPadding) {
   for (const ConvGeometry& refused : {contiguous, padded, grouped}) {
     EXPECT_TRUE(in_place_refusal(refused).has_value());
     EXPECT_EQ(choose_swap1x1_writer(refused).writer, Swap1x1Writer::fused);
+    // The choice carries the refusal, forced or not.
+    EXPECT_EQ(choose_swap1x1_writer(refused).in_place_refusal, in_place_refusal(refused));
+    EXPECT_EQ(choose_swap1x1_writer(refused, Swap1x1Writer::fused).in_place_refusal,
+              in_place_refusal(refused));
     EXPECT_THROW(choose_swap1x1_writer(refused, Swap1x1Writer::in_place), std::invalid_argument);
   }
   EXPECT_EQ(choose_swap1x1_writer(g).writer, Swap1x1Writer::in_place);
+  EXPECT_FALSE(choose_swap1x1_writer(g).in_place_refusal.has_value());
   ConvGeometry on_cpu = g;
   on_cpu.device = DeviceKind::CPU;
   EXPECT_EQ(choose_swap1x1_writer(on_cpu).writer, Swap1x1Writer::fused);

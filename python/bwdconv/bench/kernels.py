@@ -6,8 +6,9 @@ For every backward-data case and every input-gradient strategy that serves
 it (forced; swap1x1 once per writer where both serve), the device time of
 the strategy's own kernel (scatter_kernel or interleave_kernel) is read from
 the profiler, and the bytes that kernel must move (every output element
-written once, every value read once) are divided by it. The fraction of the device's measured copy bandwidth says how close
-the kernel is to a plain copy. Needs a GPU.
+written once, every value read once) are divided by it. The fraction of the
+device's measured copy bandwidth says how close the kernel is to a plain
+copy. Needs a GPU.
 """
 
 import argparse
