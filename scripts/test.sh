@@ -25,6 +25,13 @@ fi
 grep -E "^\[[0-9]+/[0-9]+\] .*(nvcc|hipcc)" "$BUILD/build.log" || true  # show both kernel compiles
 echo "== cmake build took $((SECONDS - start)) s"
 
+echo "== kernel report: resources and per-element loops of csrc/hip from nvcc/cuobjdump and hipcc"
+start=$SECONDS
+# Reports its rules (spills, data-movement stack frames, compiler-made
+# LDS, splitk without tensor cores); --check will enforce them once the kernels pass.
+"$BWDCONV_VENV/bin/python" "$ROOT/scripts/kernel_report.py" --out "$BUILD/kernel-report" --jobs "$(nproc)"
+echo "== kernel report took $((SECONDS - start)) s ($BUILD/kernel-report/report.md)"
+
 echo "== ctest"
 (cd "$BUILD" && ctest --output-on-failure)
 

@@ -1,0 +1,1052 @@
+#!/usr/bin/env python3
+"""Static evidence about the csrc/hip kernels, read from what nvcc and hipcc produce.
+
+No GPU is needed or used: every figure below is either read from compiler
+output (registers, stack, spills, LDS, instruction sequences) or modelled from
+those counts and published device figures. Nothing here is a measurement of a
+kernel running on a GPU.
+
+    python3 scripts/kernel_report.py --out DIR      # record: DIR/report.md, DIR/kernels.json
+    python3 scripts/kernel_report.py --check        # exit 1 when a rule below is broken
+
+What it does:
+- compiles every csrc/hip/*.cu for sm_80 and sm_90 (nvcc -cubin -Xptxas -v:
+  registers, stack frame, spill bytes, static shared memory; cuobjdump -sass:
+  the instructions) and for gfx90a and gfx940 (hipcc --cuda-device-only -S: the
+  AMDGPU metadata gives VGPR/SGPR/AGPR counts, LDS, scratch and spills);
+- finds each data-movement kernel's per-element loop: the innermost natural
+  loop (a back-edge branch to a block that dominates it) that holds a global
+  store, and counts the instructions on the longest path through it;
+- checks whether splitk's product kernel issues tensor-core (HMMA/HGMMA) or
+  MFMA instructions;
+- computes theoretical occupancy on sm_90 and gfx940 and a modelled
+  issue-bound ceiling of the data-movement kernels on H100 SXM and MI300X for
+  the seed lines (benchmarks/suites/seeds.txt).
+
+The rules of --check (issue 15): no spill anywhere; stack frame / scratch 0 in
+the data-movement kernels; no LDS the compiler made in a kernel beyond the
+shared memory it declares; splitk's products on tensor cores / MFMA or on the
+vendor GEMM.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import glob
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL_DIR = ROOT / "csrc" / "hip"
+SEEDS = ROOT / "benchmarks" / "suites" / "seeds.txt"
+
+NV_ARCHS = ("sm_80", "sm_90")
+AMD_ARCHS = ("gfx90a", "gfx940")
+# The same device flags setup.py passes (-O3); the block size is launch.h's kThreadsPerBlock.
+NVCC_FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr"]
+HIPCC_FLAGS = ["-O3", "-std=c++17", "-x", "hip"]
+THREADS_PER_BLOCK = 256
+
+# Kernels by role: what moves data (bits copied, no arithmetic) and what computes splitk.
+DATA_MOVEMENT_SOURCES = ("interleave.cu", "scatter.cu")
+SPLITK_SOURCES = ("splitk.cu",)
+
+# ---------------------------------------------------------------------------
+# Published device figures. Every modelled number below comes from these.
+# ---------------------------------------------------------------------------
+# H100 SXM5 (sm_90):
+#  - 132 SMs, 1.98 GHz boost clock (FP64/FP32 clock), 3.35 TB/s HBM3: NVIDIA H100
+#    Tensor Core GPU datasheet and architecture whitepaper (2022), H100 SXM5 column;
+#    collected at https://glennklockwood.com/garden/processors/h100
+#  - 4 warp schedulers per SM, each issuing one warp instruction per clock (4x32
+#    thread-instructions/clock/SM); 65536 32-bit registers, 228 KiB shared memory
+#    (1 KiB of it reserved per block), 64 warps and 32 blocks per SM; registers
+#    allocated per warp in units of 256: CUDA C++ Programming Guide, "Compute
+#    Capabilities", table "Technical Specifications per Compute Capability" (9.0),
+#    https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#compute-capabilities
+#  - 32-bit integer add/compare/logic/shift/multiply-add: 64 results per clock per SM
+#    (half the issue rate): same guide, "Arithmetic Instructions" throughput table,
+#    https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#arithmetic-instructions
+# MI300X (gfx942; gfx940 is the same CDNA3 generation and stands in for it because
+# the clang here does not know gfx942):
+#  - 304 CUs, 2.1 GHz peak engine clock, 5.3 TB/s HBM3: AMD Instinct MI300X data sheet,
+#    https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/data-sheets/amd-instinct-mi300x-data-sheet.pdf
+#  - 4 SIMDs per CU, each 16 lanes wide: a wave64 vector instruction takes 4 cycles,
+#    and each SIMD issues at most one instruction of a kind (VALU, SALU, vector
+#    memory, LDS, scalar memory, branch/message) per 4-cycle turn; 512 VGPRs per lane
+#    per SIMD (unified VGPR+AGPR file, allocated in granules of 8), at most 8 waves per
+#    SIMD, 64 KiB LDS per CU: AMD CDNA3 ISA reference guide, chapters 1-3,
+#    https://www.amd.com/content/dam/amd/en/documents/instinct-tech-docs/instruction-set-architectures/amd-instinct-mi300-cdna3-instruction-set-architecture.pdf
+#    and ROCm HIP "Hardware implementation",
+#    https://rocm.docs.amd.com/projects/HIP/en/latest/understand/hardware_implementation.html
+#  - 32-bit integer multiplies (v_mul_lo/hi_u32, v_mad_u64_u32, ...) are taken as
+#    quarter rate (16 cycles per wave64), the GCN/CDNA rate; conservative for the model.
+H100 = {
+    "name": "H100 SXM5", "arch": "sm_90", "units": 132, "clock_hz": 1.98e9,
+    "schedulers_per_unit": 4, "lanes_per_scheduler": 32, "hbm_bytes_per_s": 3.35e12,
+    "registers_per_unit": 65536, "shared_per_unit": 228 * 1024, "shared_reserved_per_block": 1024,
+    "max_warps_per_unit": 64, "max_blocks_per_unit": 32, "register_unit": 256, "warp": 32,
+    "int_cycles_per_warp_instruction": 2,
+}
+MI300X = {
+    "name": "MI300X", "arch": "gfx940", "units": 304, "clock_hz": 2.1e9, "simds_per_unit": 4,
+    "lanes_per_simd_cycle": 16, "wave": 64, "hbm_bytes_per_s": 5.3e12,
+    "vgprs_per_simd_lane": 512, "vgpr_granule": 8, "max_waves_per_simd": 8,
+    "lds_per_unit": 64 * 1024, "quarter_rate_cycles": 16,
+}
+DEVICES = (H100, MI300X)
+HBM_TARGET = 0.8  # issue 15: modelled ceiling >= 80% of HBM
+OCCUPANCY_TARGET = 0.5
+
+
+# ---------------------------------------------------------------------------
+# Toolchain
+# ---------------------------------------------------------------------------
+def find_tool(name: str, extra_dirs: list[Path]) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for d in extra_dirs:
+        candidate = d / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def cuda_binary_dirs() -> list[Path]:
+    """nvcc's own bin, then the PyPI nvidia-cuda-cuobjdump/-nvdisasm wheels of
+    this python or of the project's venv (CUDA 13 toolkits may ship without cuobjdump)."""
+    dirs = [Path("/usr/local/cuda/bin")]
+    prefixes = {Path(sys.prefix), Path(os.environ.get("BWDCONV_VENV", Path.home() / ".cache/bwdconv/venv"))}
+    for prefix in prefixes:
+        for site in glob.glob(str(prefix / "lib" / "python3*" / "site-packages")):
+            dirs += [Path(p) for p in sorted(glob.glob(site + "/nvidia/cu1*/bin"), reverse=True)]
+    return dirs
+
+
+@dataclass
+class Tools:
+    nvcc: str | None
+    cuobjdump: str | None
+    hipcc: str | None
+    cxxfilt: str | None
+
+    @staticmethod
+    def discover() -> "Tools":
+        dirs = cuda_binary_dirs()
+        cuobjdump = find_tool("cuobjdump", dirs)
+        return Tools(find_tool("nvcc", dirs), cuobjdump, find_tool("hipcc", []),
+                     find_tool("c++filt", []))
+
+    def cuobjdump_env(self) -> dict:
+        env = dict(os.environ)
+        if self.cuobjdump:  # cuobjdump -sass runs the nvdisasm next to it
+            env["PATH"] = str(Path(self.cuobjdump).parent) + os.pathsep + env.get("PATH", "")
+        return env
+
+
+def run(cmd: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stderr[-4000:]}")
+    return result
+
+
+def demangle(names: list[str], cxxfilt: str | None) -> dict[str, str]:
+    if not names or not cxxfilt:
+        return {n: n for n in names}
+    out = subprocess.run([cxxfilt], input="\n".join(names), capture_output=True, text=True).stdout
+    return dict(zip(names, out.splitlines()))
+
+
+def short_name(demangled: str) -> str:
+    """void bwdconv::hip::(anonymous namespace)::interleave_kernel<unsigned short, int>(...) ->
+    interleave_kernel<unsigned short, int>: the same on both vendors."""
+    name = demangled[5:] if demangled.startswith("void ") else demangled
+    depth, end = 0, len(name)
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and not name.startswith("(anonymous", i):
+            end = i
+            break
+    return name[:end].replace("bwdconv::hip::", "").replace("(anonymous namespace)::", "")
+
+
+# ---------------------------------------------------------------------------
+# Control flow: natural loops and the longest path through a loop body
+# ---------------------------------------------------------------------------
+@dataclass
+class Instruction:
+    text: str
+    opcode: str
+    label: str | None = None          # a label defined right before it
+    targets: list[str] = field(default_factory=list)  # branch targets (labels)
+    conditional: bool = False
+    ends: bool = False                # no fall-through (unconditional exit/return/branch)
+    call: str | None = None           # callee label
+    weight: int = 1                   # issue slots (a call adds its callee's length)
+
+
+@dataclass
+class Block:
+    start: int
+    end: int                          # exclusive
+    succ: list[int] = field(default_factory=list)
+    pred: list[int] = field(default_factory=list)
+
+
+def build_blocks(code: list[Instruction]) -> list[Block]:
+    labels = {ins.label: i for i, ins in enumerate(code) if ins.label}
+    leaders = {0}
+    for i, ins in enumerate(code):
+        if ins.label:
+            leaders.add(i)
+        if ins.targets or ins.ends:
+            leaders.add(i + 1)
+    starts = sorted(s for s in leaders if s < len(code))
+    blocks = [Block(s, e) for s, e in zip(starts, starts[1:] + [len(code)])]
+    index_of = {b.start: k for k, b in enumerate(blocks)}
+    for k, b in enumerate(blocks):
+        last = code[b.end - 1]
+        for t in last.targets:
+            if t in labels and labels[t] in index_of:
+                b.succ.append(index_of[labels[t]])
+        if not last.ends and k + 1 < len(blocks):
+            b.succ.append(k + 1)
+    for k, b in enumerate(blocks):
+        for s in b.succ:
+            blocks[s].pred.append(k)
+    return blocks
+
+
+def dominators(blocks: list[Block]) -> list[set[int]]:
+    n = len(blocks)
+    reachable, stack = {0}, [0]
+    while stack:
+        for s in blocks[stack.pop()].succ:
+            if s not in reachable:
+                reachable.add(s)
+                stack.append(s)
+    dom = [set(reachable) for _ in range(n)]
+    dom[0] = {0}
+    changed = True
+    while changed:
+        changed = False
+        for k in sorted(reachable - {0}):
+            preds = [p for p in blocks[k].pred if p in reachable]
+            new = set.intersection(*(dom[p] for p in preds)) if preds else set()
+            new = new | {k}
+            if new != dom[k]:
+                dom[k], changed = new, True
+    return dom
+
+
+def natural_loops(blocks: list[Block], dom: list[set[int]]) -> list[tuple[int, set[int], list[int]]]:
+    """(header, body, latches) per loop header."""
+    loops: dict[int, tuple[set[int], list[int]]] = {}
+    for u, b in enumerate(blocks):
+        for h in b.succ:
+            if h in dom[u]:  # back edge u -> h
+                body, stack = {h, u}, [u]
+                while stack:
+                    x = stack.pop()
+                    if x == h:
+                        continue
+                    for p in blocks[x].pred:
+                        if p not in body:
+                            body.add(p)
+                            stack.append(p)
+                entry = loops.setdefault(h, (set(), []))
+                entry[0].update(body)
+                entry[1].append(u)
+    return [(h, body, latches) for h, (body, latches) in loops.items()]
+
+
+def block_weight(code: list[Instruction], b: Block, keep) -> int:
+    return sum(ins.weight for ins in code[b.start:b.end] if keep(ins))
+
+
+def longest_path(code, blocks, dom, header, body, latches, keep) -> tuple[int, int, int]:
+    """Instructions on the longest and shortest paths header -> latch inside `body`
+    with every back edge inside the body removed (inner loops counted once), and
+    the number of inner loops."""
+    inner_backedges = set()
+    for u in body:
+        for s in blocks[u].succ:
+            if s in body and s in dom[u]:
+                inner_backedges.add((u, s))
+    order, seen = [], set()
+
+    def visit(x):
+        seen.add(x)
+        for s in blocks[x].succ:
+            if s in body and (x, s) not in inner_backedges and s not in seen:
+                visit(s)
+        order.append(x)
+
+    sys.setrecursionlimit(10000)
+    visit(header)
+    order.reverse()
+    best = {header: block_weight(code, blocks[header], keep)}
+    least = dict(best)
+    for x in order:
+        if x not in best:
+            continue
+        for s in blocks[x].succ:
+            if s in body and (x, s) not in inner_backedges:
+                w = block_weight(code, blocks[s], keep)
+                best[s] = max(best.get(s, -1), best[x] + w)
+                least[s] = min(least.get(s, 1 << 60), least[x] + w)
+    inner = len({s for (_, s) in inner_backedges if s != header})
+    ends = [l for l in latches if l in best]
+    return max(best[l] for l in ends), min(least[l] for l in ends), inner
+
+
+def per_element_loop(code: list[Instruction], is_store, keep) -> dict | None:
+    """The innermost loop holding a global store: its instruction counts."""
+    blocks = build_blocks(code)
+    dom = dominators(blocks)
+    candidates = []
+    for header, body, latches in natural_loops(blocks, dom):
+        if any(is_store(code[i]) for k in body for i in range(blocks[k].start, blocks[k].end)):
+            candidates.append((len(body), header, body, latches))
+    if not candidates:
+        return None
+    _, header, body, latches = min(candidates)
+    longest, shortest, inner = longest_path(code, blocks, dom, header, body, latches, keep)
+    path_ops = path_opcodes(code, blocks, dom, header, body, latches, keep)
+    return {"longest": longest, "shortest": shortest, "inner_loops": inner,
+            "static": sum(block_weight(code, blocks[k], keep) for k in body),
+            "opcodes_on_longest": path_ops}
+
+
+def path_opcodes(code, blocks, dom, header, body, latches, keep) -> dict[str, int]:
+    """Opcode histogram along the longest path (for the pipe and class models)."""
+    back = {(u, s) for u in body for s in blocks[u].succ if s in body and s in dom[u]}
+    best, prev = {header: block_weight(code, blocks[header], keep)}, {header: None}
+    order, seen = [], set()
+
+    def visit(x):
+        seen.add(x)
+        for s in blocks[x].succ:
+            if s in body and (x, s) not in back and s not in seen:
+                visit(s)
+        order.append(x)
+
+    visit(header)
+    for x in reversed(order):
+        if x not in best:
+            continue
+        for s in blocks[x].succ:
+            if s in body and (x, s) not in back:
+                w = best[x] + block_weight(code, blocks[s], keep)
+                if w > best.get(s, -1):
+                    best[s], prev[s] = w, x
+    end = max((l for l in latches if l in best), key=lambda l: best[l])
+    hist: dict[str, int] = {}
+    x = end
+    while x is not None:
+        for ins in code[blocks[x].start:blocks[x].end]:
+            if keep(ins):
+                hist[ins.opcode] = hist.get(ins.opcode, 0) + ins.weight
+        x = prev[x]
+    return hist
+
+
+# ---------------------------------------------------------------------------
+# NVIDIA: ptxas -v and SASS
+# ---------------------------------------------------------------------------
+SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+PTXAS_ENTRY = re.compile(r"Compiling entry function '(\S+)' for '(sm_\d+)'")
+PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+
+
+def parse_ptxas(log: str) -> dict[str, dict]:
+    out, current = {}, None
+    for line in log.splitlines():
+        m = PTXAS_ENTRY.search(line)
+        if m:
+            current = m.group(1)
+            out[current] = {"registers": 0, "stack": 0, "spill_stores": 0, "spill_loads": 0, "smem": 0}
+            continue
+        if current is None:
+            continue
+        m = PTXAS_FRAME.search(line)
+        if m and "Function properties for " + current in log:
+            out[current].update(stack=int(m.group(1)), spill_stores=int(m.group(2)),
+                                spill_loads=int(m.group(3)))
+        m = PTXAS_USED.search(line)
+        if m:
+            out[current]["registers"] = int(m.group(1))
+            smem = re.search(r"(\d+) bytes smem", line)
+            out[current]["smem"] = int(smem.group(1)) if smem else 0
+    return out
+
+
+def parse_sass(listing: str) -> dict[str, list[Instruction]]:
+    functions, current, code = {}, None, None
+    for line in listing.splitlines():
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            current, code = m.group(1), []
+            functions[current] = code
+            continue
+        m = SASS_LINE.search(line)
+        if not m or code is None:
+            continue
+        address, text = m.group(1), m.group(2)
+        predicate = re.match(r"(@!?U?P\w+)\s+", text)
+        body = text[predicate.end():] if predicate else text
+        opcode = body.split()[0]
+        ins = Instruction(text=text, opcode=opcode, label="0x" + address.lstrip("0").rjust(1, "0"))
+        base = opcode.split(".")[0]
+        conditional = bool(predicate) and "PT" not in predicate.group(1).replace("UPT", "")
+        target = re.search(r"(0x[0-9a-f]+)\s*$", body)
+        if base in ("BRA", "BRX", "JMP", "JMX") and target:
+            ins.targets = ["0x" + target.group(1)[2:].lstrip("0").rjust(1, "0")]
+            ins.conditional, ins.ends = conditional, not conditional
+        elif base in ("EXIT", "RET", "KILL", "BPT") or (base in ("BRX", "JMX")):
+            ins.ends = not conditional
+        elif base == "CALL" and target:
+            ins.call = "0x" + target.group(1)[2:].lstrip("0").rjust(1, "0")
+        code.append(ins)
+    for code in functions.values():
+        resolve_calls(code, lambda ins: ins.opcode.startswith("RET"))
+    return functions
+
+
+def resolve_calls(code: list[Instruction], is_return) -> None:
+    """A call costs its callee's instructions up to the return (plus the call)."""
+    index = {ins.label: i for i, ins in enumerate(code) if ins.label}
+    for ins in code:
+        if ins.call and ins.call in index:
+            length = 0
+            for callee in code[index[ins.call]:]:
+                length += 1
+                if is_return(callee):
+                    break
+            ins.weight = 1 + length
+
+
+def sass_keep(ins: Instruction) -> bool:
+    return ins.opcode.split(".")[0] != "NOP"
+
+
+def sass_is_store(ins: Instruction) -> bool:
+    return ins.opcode.split(".")[0] in ("STG", "ST", "RED", "ATOMG")
+
+
+SASS_INT_PIPE = {"IADD3", "IADD", "IADD32I", "IMAD", "IMAD32I", "IMUL", "IMUL32I", "LOP3", "LOP",
+                 "LOP32I", "SHF", "SHL", "SHR", "ISETP", "IMNMX", "LEA", "SEL", "PRMT", "IABS",
+                 "ISCADD", "BFE", "BFI", "FLO", "POPC", "BMSK", "SGXT", "VIADD", "VIMNMX", "ICMP",
+                 "IDP", "PLOP3", "BREV", "MOV", "MOV32I", "VIADDMNMX"}
+SASS_TENSOR = ("HMMA", "HGMMA", "IMMA", "DMMA", "WGMMA", "BMMA", "QGMMA", "UTCHMMA")
+
+
+def sass_cycles_per_iteration(hist: dict[str, int]) -> tuple[int, int, int]:
+    """Cycles per warp-iteration on one SM sub-partition: one instruction issued per
+    clock, and the 32-bit integer pipe at half that rate. Returns (cycles, issued, int ops)."""
+    issued = sum(hist.values())
+    int_ops = sum(n for op, n in hist.items() if op.split(".")[0] in SASS_INT_PIPE)
+    return max(issued, H100["int_cycles_per_warp_instruction"] * int_ops), issued, int_ops
+
+
+# ---------------------------------------------------------------------------
+# AMD: assembly and metadata
+# ---------------------------------------------------------------------------
+AMD_METADATA_KEYS = ("vgpr_count", "sgpr_count", "agpr_count", "group_segment_fixed_size",
+                     "private_segment_fixed_size", "vgpr_spill_count", "sgpr_spill_count",
+                     "max_flat_workgroup_size")
+
+
+def parse_amd_metadata(asm: str) -> dict[str, dict]:
+    block = asm.split(".amdgpu_metadata", 1)[1].split(".end_amdgpu_metadata", 1)[0]
+    kernels = re.split(r"\n  - ", block)
+    out = {}
+    for k in kernels:
+        name = re.search(r"\.name:\s+(\S+)", k)
+        if not name:
+            continue
+        entry = {}
+        for key in AMD_METADATA_KEYS:
+            m = re.search(r"\." + key + r":\s+(\d+)", k)
+            entry[key] = int(m.group(1)) if m else 0
+        out[name.group(1)] = entry
+    return out
+
+
+def parse_amd_code(asm: str) -> dict[str, list[Instruction]]:
+    functions, code, current = {}, None, None
+    pending_label = None
+    for line in asm.splitlines():
+        m = re.match(r"^(_Z\w+):", line)
+        if m:
+            current, code = m.group(1), []
+            functions[current] = code
+            continue
+        if code is None:
+            continue
+        if line.startswith("\t.section") and ".text" not in line or line.startswith(".Lfunc_end"):
+            code = None
+            continue
+        m = re.match(r"^(\.LBB\w+):", line)
+        if m:
+            pending_label = m.group(1)
+            continue
+        m = re.match(r"^\t([a-z][a-z0-9_]*)(?:\s+(.*?))?\s*(?:;.*)?$", line)
+        if not m:
+            continue
+        opcode, operands = m.group(1), (m.group(2) or "")
+        ins = Instruction(text=line.strip(), opcode=opcode, label=pending_label)
+        pending_label = None
+        if opcode == "s_branch":
+            ins.targets, ins.ends = [operands.split()[0]], True
+        elif opcode.startswith("s_cbranch"):
+            ins.targets, ins.conditional = [operands.split()[0]], True
+        elif opcode in ("s_endpgm", "s_setpc_b64"):
+            ins.ends = True
+        code.append(ins)
+    return functions
+
+
+def amd_keep(ins: Instruction) -> bool:
+    return ins.opcode != "s_nop"
+
+
+def amd_is_store(ins: Instruction) -> bool:
+    return re.match(r"(global|buffer|flat)_(store|atomic)", ins.opcode) is not None
+
+
+AMD_QUARTER_RATE = re.compile(r"v_(mul_lo_u32|mul_hi_u32|mul_hi_i32|mul_lo_i32|mad_u64_u32|mad_i64_i32)")
+
+
+def amd_class(opcode: str) -> str:
+    if opcode.startswith(("s_load", "s_buffer_load", "s_store", "s_dcache")):
+        return "smem"
+    if opcode.startswith(("s_branch", "s_cbranch", "s_waitcnt", "s_barrier", "s_sendmsg",
+                          "s_setprio", "s_endpgm", "s_sleep")):
+        return "branch_message"
+    if opcode.startswith("s_"):
+        return "salu"
+    if opcode.startswith(("global_", "buffer_", "flat_", "scratch_")):
+        return "vmem"
+    if opcode.startswith("ds_"):
+        return "lds"
+    if opcode.startswith("v_"):
+        return "valu"
+    return "other"
+
+
+def amd_cycles_per_iteration(hist: dict[str, int]) -> tuple[int, dict[str, int]]:
+    """Cycles per wave64-iteration on one SIMD: each class issues at most once per
+    4-cycle turn; a VALU instruction occupies the SIMD 4 cycles (16 for quarter rate)."""
+    classes: dict[str, int] = {}
+    valu_cycles = 0
+    for op, n in hist.items():
+        c = amd_class(op)
+        classes[c] = classes.get(c, 0) + n
+        if c == "valu":
+            valu_cycles += n * (MI300X["quarter_rate_cycles"] if AMD_QUARTER_RATE.match(op) else 4)
+    turns = max([4 * n for c, n in classes.items() if c != "valu"] + [0])
+    return max(valu_cycles, turns), classes
+
+
+# ---------------------------------------------------------------------------
+# Occupancy
+# ---------------------------------------------------------------------------
+def sm90_occupancy(registers: int, smem: int, threads: int = THREADS_PER_BLOCK) -> dict:
+    d = H100
+    warps = math.ceil(threads / d["warp"])
+    regs_per_warp = math.ceil(max(registers, 1) * d["warp"] / d["register_unit"]) * d["register_unit"]
+    by_regs = d["registers_per_unit"] // (regs_per_warp * warps)
+    by_smem = d["shared_per_unit"] // (smem + d["shared_reserved_per_block"])
+    by_warps = d["max_warps_per_unit"] // warps
+    blocks = min(by_regs, by_smem, by_warps, d["max_blocks_per_unit"])
+    limiter = min((("registers", by_regs), ("shared memory", by_smem), ("warps", by_warps),
+                   ("blocks", d["max_blocks_per_unit"])), key=lambda kv: kv[1])[0]
+    return {"blocks": blocks, "occupancy": blocks * warps / d["max_warps_per_unit"], "limiter": limiter}
+
+
+def gfx940_occupancy(vgpr: int, agpr: int, lds: int, threads: int = THREADS_PER_BLOCK) -> dict:
+    d = MI300X
+    granule = d["vgpr_granule"]
+    # unified file: AGPRs follow the VGPRs, each rounded to the granule
+    regs = math.ceil(max(vgpr, 1) / granule) * granule + math.ceil(agpr / granule) * granule
+    by_regs = min(d["max_waves_per_simd"], d["vgprs_per_simd_lane"] // regs)
+    waves_per_group = math.ceil(threads / d["wave"])  # spread over the CU's 4 SIMDs
+    groups_by_lds = d["lds_per_unit"] // lds if lds else 1 << 30
+    by_lds = min(d["max_waves_per_simd"], groups_by_lds * waves_per_group // d["simds_per_unit"])
+    waves = min(by_regs, by_lds)
+    limiter = "VGPRs" if by_regs <= by_lds else "LDS"
+    if waves == d["max_waves_per_simd"]:
+        limiter = "waves"
+    return {"waves_per_simd": waves, "occupancy": waves / d["max_waves_per_simd"], "limiter": limiter}
+
+
+# ---------------------------------------------------------------------------
+# Compiling
+# ---------------------------------------------------------------------------
+def compile_nv(tools: Tools, source: Path, arch: str, work: Path) -> dict:
+    cubin = work / f"{source.stem}.{arch}.cubin"
+    result = run([tools.nvcc, *NVCC_FLAGS, f"-arch={arch}", "-cubin", "-Xptxas", "-v",
+                  f"-I{ROOT / 'csrc'}", str(source), "-o", str(cubin)])
+    resources = parse_ptxas(result.stderr + result.stdout)
+    sass = {}
+    if tools.cuobjdump:
+        listing = run([tools.cuobjdump, "-sass", str(cubin)], env=tools.cuobjdump_env()).stdout
+        (work / f"{source.stem}.{arch}.sass").write_text(listing)
+        sass = parse_sass(listing)
+    return {"resources": resources, "sass": sass}
+
+
+def compile_amd(tools: Tools, source: Path, arch: str, work: Path) -> dict:
+    asm_path = work / f"{source.stem}.{arch}.s"
+    run([tools.hipcc, *HIPCC_FLAGS, f"--offload-arch={arch}", "--cuda-device-only", "-S",
+         f"-I{ROOT / 'csrc'}", str(source), "-o", str(asm_path)])
+    asm = asm_path.read_text()
+    return {"metadata": parse_amd_metadata(asm), "code": parse_amd_code(asm)}
+
+
+def role_of(source: str) -> str:
+    if source in DATA_MOVEMENT_SOURCES:
+        return "data_movement"
+    if source in SPLITK_SOURCES:
+        return "splitk"
+    return "other"
+
+
+def collect(tools: Tools, work: Path, jobs: int) -> list[dict]:
+    sources = sorted(KERNEL_DIR.glob("*.cu"))
+    tasks = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for source in sources:
+            if tools.nvcc:
+                for arch in NV_ARCHS:
+                    tasks[(source.name, arch)] = pool.submit(compile_nv, tools, source, arch, work)
+            if tools.hipcc:
+                for arch in AMD_ARCHS:
+                    tasks[(source.name, arch)] = pool.submit(compile_amd, tools, source, arch, work)
+        results = {key: f.result() for key, f in tasks.items()}
+
+    mangled = set()
+    for (_, arch), r in results.items():
+        mangled.update(r["resources"] if arch.startswith("sm_") else r["metadata"])
+    names = demangle(sorted(mangled), tools.cxxfilt)
+
+    kernels: dict[tuple[str, str], dict] = {}
+    for (source, arch), r in sorted(results.items()):
+        table = r["resources"] if arch.startswith("sm_") else r["metadata"]
+        for symbol, res in table.items():
+            name = short_name(names.get(symbol, symbol))
+            k = kernels.setdefault((source, name), {"source": source, "kernel": name,
+                                                    "role": role_of(source), "targets": {}})
+            entry = {"symbol": symbol}
+            if arch.startswith("sm_"):
+                entry.update(res)
+                code = r["sass"].get(symbol)
+                if code is not None:
+                    entry.update(nv_code_facts(code, k["role"]))
+            else:
+                entry.update(res)
+                code = r["code"].get(symbol)
+                if code is not None:
+                    entry.update(amd_code_facts(code, k["role"]))
+            k["targets"][arch] = entry
+    return list(kernels.values())
+
+
+def nv_code_facts(code: list[Instruction], role: str) -> dict:
+    ops = [ins.opcode.split(".")[0] for ins in code]
+    facts = {"instructions": sum(1 for ins in code if sass_keep(ins)),
+             "tensor_core_instructions": sum(1 for op in ops if op in SASS_TENSOR),
+             "local_memory_instructions": sum(1 for op in ops if op in ("LDL", "STL"))}
+    if role == "data_movement":
+        loop = per_element_loop(code, sass_is_store, sass_keep)
+        if loop:
+            cycles, issued, int_ops = sass_cycles_per_iteration(loop.pop("opcodes_on_longest"))
+            loop.update(cycles=cycles, int_ops=int_ops)
+        facts["loop"] = loop
+    return facts
+
+
+def amd_code_facts(code: list[Instruction], role: str) -> dict:
+    facts = {"instructions": sum(1 for ins in code if amd_keep(ins)),
+             "mfma_instructions": sum(1 for ins in code if ins.opcode.startswith("v_mfma")),
+             "scratch_instructions": sum(1 for ins in code if ins.opcode.startswith("scratch_")
+                                         or re.match(r"buffer_(load|store)", ins.opcode) is not None)}
+    if role == "data_movement":
+        loop = per_element_loop(code, amd_is_store, amd_keep)
+        if loop:
+            cycles, classes = amd_cycles_per_iteration(loop.pop("opcodes_on_longest"))
+            loop.update(cycles=cycles, classes=classes)
+        facts["loop"] = loop
+    return facts
+
+
+# ---------------------------------------------------------------------------
+# Model: the seed lines' data movement on H100 and MI300X
+# ---------------------------------------------------------------------------
+@dataclass
+class SeedLine:
+    number: int
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    y: int
+    x: int
+    pad: tuple[int, int]
+    stride: tuple[int, int]
+    groups: int
+    direction: int
+    text: str
+
+    def output(self) -> tuple[int, int]:
+        return tuple((i + 2 * p - f) // s + 1 for i, p, f, s in
+                     zip((self.h, self.w), self.pad, (self.y, self.x), self.stride))
+
+
+def read_seeds() -> list[SeedLine]:
+    lines = []
+    for text in SEEDS.read_text().splitlines():
+        if not text.strip() or text.startswith("#"):
+            continue
+        args = text.split()[1:]
+        opts = {args[i]: int(args[i + 1]) for i in range(0, len(args) - 1, 2)}
+        lines.append(SeedLine(len(lines) + 1, opts["-n"], opts["-c"], opts["-H"], opts["-W"],
+                              opts["-k"], opts["-y"], opts["-x"], (opts["-p"], opts["-q"]),
+                              (opts["-u"], opts["-v"]), opts.get("-g", 1), opts["-F"], text))
+    return lines
+
+
+def kernel_configurations(line: SeedLine, element_bytes: int, layout: str) -> list[dict]:
+    """The data-movement launches a seed line's input gradient takes, with the bytes
+    each moves per written element and the Bits width the host side picks today:
+    one element per thread along the contiguous dim for NCHW, a channel packet of
+    up to 16 bytes for channels_last when the channel count allows it
+    (ops/interleave.cpp and ops/scatter.cpp, pack_channels)."""
+    if line.direction != 2:
+        return []
+    (oh, ow), (sh, sw) = line.output(), line.stride
+    dx = line.n * line.c * line.h * line.w
+    configs = []
+
+    def packet(channels: int) -> int:
+        if layout != "channels_last":
+            return 1
+        k = 16 // element_bytes
+        while k > 1 and channels % k:
+            k //= 2
+        return k
+
+    # interleave: every dx element written once; Copy slots also read one element.
+    # 1x1 (swap1x1): only the slots the small result covers are read (N*C*Ho*Wo);
+    # otherwise every phase with taps is read, which covers dx.
+    read = line.n * line.c * oh * ow if (line.y, line.x) == (1, 1) else dx
+    configs.append({"kernel": "interleave", "written": dx, "read": read,
+                    "packet": packet(line.c), "element_bytes": element_bytes})
+    # scatter: the zero-inserted, padded grad_output, read once where it holds values.
+    hb, wb = line.h + line.y - 1, line.w + line.x - 1
+    buffer = line.n * line.k * hb * wb
+    configs.append({"kernel": "scatter", "written": buffer, "read": line.n * line.k * oh * ow,
+                    "packet": packet(line.k), "element_bytes": element_bytes})
+    return configs
+
+
+def instantiation_for(kernel: str, bits_bytes: int, narrow: bool) -> str:
+    bits = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long", 16: "bwdconv::hip::Bits128"}
+    return f"{kernel}_kernel<{bits[bits_bytes]}, {'int' if narrow else 'long'}>"
+
+
+def model_configuration(config: dict, kernels: dict[str, dict]) -> dict:
+    eb = config["element_bytes"]
+    bits = eb * config["packet"]
+    name = instantiation_for(config["kernel"], bits, config["written"] < 2 ** 31)
+    k = kernels.get(name)
+    if k is None:
+        name = name.replace("bwdconv::hip::", "")
+        k = kernels.get(name)
+    out = {"instantiation": name}
+    bytes_per_element = eb * (config["written"] + config["read"]) / config["written"]
+    for device in DEVICES:
+        t = (k or {}).get("targets", {}).get(device["arch"], {})
+        loop = t.get("loop")
+        if not loop:
+            out[device["name"]] = None
+            continue
+        elements_per_iteration = config["packet"]
+        if device is H100:
+            lanes = device["units"] * device["schedulers_per_unit"] * device["lanes_per_scheduler"]
+            iterations = lanes * device["clock_hz"] / loop["cycles"]
+        else:
+            lanes = device["units"] * device["simds_per_unit"] * device["wave"]
+            iterations = lanes * device["clock_hz"] / loop["cycles"]
+        elements = iterations * elements_per_iteration
+        issue_bytes = elements * bytes_per_element
+        out[device["name"]] = {
+            "instructions_per_element": loop["longest"] / elements_per_iteration,
+            "cycles_per_iteration": loop["cycles"],
+            "issue_bound_tb_s": issue_bytes / 1e12,
+            "fraction_of_hbm": issue_bytes / device["hbm_bytes_per_s"],
+            "modelled_tb_s": min(issue_bytes, device["hbm_bytes_per_s"]) / 1e12,
+        }
+    out["bytes_per_element"] = bytes_per_element
+    return out
+
+
+def model(kernels: list[dict]) -> list[dict]:
+    by_name = {k["kernel"]: k for k in kernels if k["role"] == "data_movement"}
+    rows = []
+    for line in read_seeds():
+        for eb in (2, 4):
+            for layout in ("nchw", "channels_last"):
+                for config in kernel_configurations(line, eb, layout):
+                    row = {"line": line.number, "layout": layout, **config}
+                    row.update(model_configuration(config, by_name))
+                    rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------
+# Rules
+# ---------------------------------------------------------------------------
+def vendor_gemm_for_splitk() -> bool:
+    """splitk's GPU chunk products go through an ATen GEMM (cuBLAS/hipBLASLt)."""
+    source = (ROOT / "csrc" / "ops" / "splitk.cpp").read_text()
+    return re.search(r"at::(matmul|mm|bmm|baddbmm|addmm|addbmm)(_out)?\s*\(", source) is not None \
+        and "launch_splitk_partials" not in source
+
+
+def violations(kernels: list[dict]) -> list[str]:
+    found = []
+    splitk_products = [k for k in kernels if k["role"] == "splitk" and "partials" in k["kernel"]]
+    for k in kernels:
+        for arch, t in k["targets"].items():
+            where = f"{k['kernel']} [{arch}]"
+            if arch.startswith("sm_"):
+                if t.get("spill_stores", 0) or t.get("spill_loads", 0):
+                    found.append(f"{where}: spills {t['spill_stores']} B stored, {t['spill_loads']} B loaded")
+                if k["role"] == "data_movement" and t.get("stack", 0):
+                    found.append(f"{where}: {t['stack']} B stack frame in a data-movement kernel")
+            else:
+                if t.get("vgpr_spill_count", 0) or t.get("sgpr_spill_count", 0):
+                    found.append(f"{where}: spills {t['vgpr_spill_count']} VGPRs, {t['sgpr_spill_count']} SGPRs")
+                if k["role"] == "data_movement" and t.get("private_segment_fixed_size", 0):
+                    found.append(f"{where}: {t['private_segment_fixed_size']} B scratch in a data-movement kernel")
+                declared = max((v.get("smem", 0) for a, v in k["targets"].items() if a.startswith("sm_")),
+                               default=None)
+                lds = t.get("group_segment_fixed_size", 0)
+                if declared is not None and lds > declared:
+                    found.append(f"{where}: {lds} B LDS, {lds - declared} B of it made by the compiler "
+                                 f"(the kernel declares {declared} B)")
+    for k in splitk_products:
+        for arch, t in k["targets"].items():
+            if arch.startswith("sm_") and not t.get("tensor_core_instructions"):
+                found.append(f"{k['kernel']} [{arch}]: splitk products without HMMA/HGMMA instructions")
+            if arch.startswith("gfx") and not t.get("mfma_instructions"):
+                found.append(f"{k['kernel']} [{arch}]: splitk products without MFMA instructions")
+    if not splitk_products and not vendor_gemm_for_splitk():
+        found.append("splitk: no product kernel and no vendor GEMM call in csrc/ops/splitk.cpp")
+    return found
+
+
+# ---------------------------------------------------------------------------
+# Report
+# ---------------------------------------------------------------------------
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def occupancy_rows(kernels: list[dict]) -> list[dict]:
+    rows = []
+    for k in kernels:
+        nv, amd = k["targets"].get("sm_90"), k["targets"].get("gfx940")
+        row = {"kernel": k["kernel"], "role": k["role"]}
+        if nv:
+            row["sm_90"] = sm90_occupancy(nv["registers"], nv["smem"])
+        if amd:
+            row["gfx940"] = gfx940_occupancy(amd["vgpr_count"], amd["agpr_count"],
+                                             amd["group_segment_fixed_size"])
+        rows.append(row)
+    return rows
+
+
+def markdown(kernels, occupancy, rows, problems, tools, command) -> str:
+    out = ["# csrc/hip kernels: static evidence (compiler output; GPU figures modelled)", "",
+           "No GPU was used. Registers, stack, spills, LDS, scratch and instruction counts are read",
+           "from the compilers' output; occupancy and throughput are **modelled** from those counts and",
+           "the published device figures cited in `scripts/kernel_report.py`.", "",
+           f"Command: `{command}`", "",
+           f"Toolchain: {tools_line(tools)}", ""]
+    out += ["## Resources", "",
+            "| kernel | target | regs (NV) / VGPR+AGPR, SGPR (AMD) | stack / scratch B | spills | smem / LDS B | instructions | tensor/MFMA |",
+            "|---|---|---|---|---|---|---|---|"]
+    for k in kernels:
+        for arch in NV_ARCHS + AMD_ARCHS:
+            t = k["targets"].get(arch)
+            if not t:
+                continue
+            if arch.startswith("sm_"):
+                out.append(f"| {k['kernel']} | {arch} | {t['registers']} | {t['stack']} | "
+                           f"{t['spill_stores']}+{t['spill_loads']} B | {t['smem']} | {t.get('instructions', '-')} | "
+                           f"{t.get('tensor_core_instructions', '-')} |")
+            else:
+                out.append(f"| {k['kernel']} | {arch} | {t['vgpr_count']}+{t['agpr_count']}, {t['sgpr_count']} | "
+                           f"{t['private_segment_fixed_size']} | {t['vgpr_spill_count']}+{t['sgpr_spill_count']} | "
+                           f"{t['group_segment_fixed_size']} | {t.get('instructions', '-')} | "
+                           f"{t.get('mfma_instructions', '-')} |")
+    out += ["", "## Per-element loop of the data-movement kernels", "",
+            "The innermost loop holding a global store, found by its back-edge branch; instructions",
+            "on the longest path through it (NOPs and s_nop left out; a call counts its callee). "
+            "`inner loops` > 0 means the body holds loops of its own, each counted once: the count is then",
+            "a lower bound and the modelled ceiling an upper bound.", "",
+            "| kernel | target | longest path | shortest | inner loops | cycles / iteration (model) |",
+            "|---|---|---|---|---|---|"]
+    for k in kernels:
+        if k["role"] != "data_movement":
+            continue
+        for arch in NV_ARCHS + AMD_ARCHS:
+            loop = k["targets"].get(arch, {}).get("loop")
+            if loop:
+                out.append(f"| {k['kernel']} | {arch} | {loop['longest']} | {loop['shortest']} | "
+                           f"{loop['inner_loops']} | {loop['cycles']} |")
+    out += ["", "## Theoretical occupancy (modelled, 256-thread blocks)", "",
+            "sm_90: blocks/SM = min(65536 / (ceil(regs*32/256)*256 * warps), 228 KiB / (smem + 1 KiB), 64 / warps, 32);",
+            "occupancy = blocks * warps / 64. gfx940: waves/SIMD = min(8, 512 / ceil8(VGPR) (+ AGPRs),",
+            "floor(64 KiB / LDS) * waves per group / 4); occupancy = waves / 8.", "",
+            "| kernel | sm_90 blocks/SM | sm_90 occupancy | limiter | gfx940 waves/SIMD | gfx940 occupancy | limiter |",
+            "|---|---|---|---|---|---|---|"]
+    for r in occupancy:
+        nv, amd = r.get("sm_90", {}), r.get("gfx940", {})
+        out.append(f"| {r['kernel']} | {nv.get('blocks', '-')} | {pct(nv['occupancy']) if nv else '-'} | "
+                   f"{nv.get('limiter', '-')} | {amd.get('waves_per_simd', '-')} | "
+                   f"{pct(amd['occupancy']) if amd else '-'} | {amd.get('limiter', '-')} |")
+    out += ["", "## Modelled ceiling of the data-movement kernels on the seed lines", "",
+            "Per loop iteration a thread (lane) moves `packet` elements. H100: cycles per warp-iteration =",
+            "max(instructions issued, 2 x 32-bit integer instructions) on one of the SM's 4 schedulers;",
+            "elements/s = 132 * 4 * 32 * 1.98e9 / cycles * packet. MI300X: cycles per wave64-iteration =",
+            "max(4 x VALU (16 for quarter-rate multiplies), 4 x instructions of any other one class) on one",
+            "SIMD; elements/s = 304 * 4 * 64 * 2.1e9 / cycles * packet. Bytes/s = elements/s x bytes moved",
+            "per written element ((written + read) x element size / written). Fraction = that / HBM",
+            "(3.35 TB/s H100, 5.3 TB/s MI300X); the modelled rate is the lower of the two.", ""]
+    out += summary_table(rows, kernels, occupancy)
+    out += ["", "Every configuration is in `kernels.json` (`model`).", "",
+            "## Rules (issue 15)", ""]
+    if problems:
+        out += [f"{len(problems)} violation(s):", ""] + [f"- {p}" for p in problems]
+    else:
+        out += ["No violation: no spill; stack frame and scratch 0 in the data-movement kernels; no",
+                "compiler-made LDS; splitk's products on tensor cores / MFMA or the vendor GEMM."]
+    return "\n".join(out) + "\n"
+
+
+def summary_table(rows: list[dict], kernels: list[dict], occupancy: list[dict]) -> list[str]:
+    """One line per (kernel, element size, layout) over the seed lines: the worst
+    configuration's instructions per element and modelled rate, and the worst
+    resources of the instantiations those configurations launch."""
+    by_name = {k["kernel"]: k for k in kernels}
+    occ = {r["kernel"]: r for r in occupancy}
+    out = ["| kernel | element bytes | layout | instr/element sm_90 / gfx940 | stack sm_90 B | spills | "
+           "LDS gfx940 B (compiler-made) | occupancy sm_90 / gfx940 | modelled H100 | modelled MI300X | worst line H100 / MI300X |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["kernel"], r["element_bytes"], r["layout"]), []).append(r)
+    for (kernel, eb, layout), rs in sorted(groups.items()):
+        def worst(dev):
+            vals = [r for r in rs if r.get(dev)]
+            return min(vals, key=lambda r: r[dev]["fraction_of_hbm"]) if vals else None
+        wh, wm = worst(H100["name"]), worst(MI300X["name"])
+        names = sorted({r["instantiation"] for r in rs})
+        ts = [by_name[n]["targets"] for n in names if n in by_name]
+        stack = max((t.get("sm_90", {}).get("stack", 0) for t in ts), default=0)
+        spills = sum(t.get(a, {}).get("spill_stores", 0) + t.get(a, {}).get("vgpr_spill_count", 0)
+                     + t.get(a, {}).get("sgpr_spill_count", 0) for t in ts for a in NV_ARCHS + AMD_ARCHS)
+        lds = max((t.get("gfx940", {}).get("group_segment_fixed_size", 0) for t in ts), default=0)
+        declared = max((t.get("sm_90", {}).get("smem", 0) for t in ts), default=0)
+        occ_nv = min((occ[n]["sm_90"]["occupancy"] for n in names if n in occ and "sm_90" in occ[n]), default=0)
+        occ_amd = min((occ[n]["gfx940"]["occupancy"] for n in names if n in occ and "gfx940" in occ[n]),
+                      default=0)
+        ipe = lambda w, d: f"{w[d]['instructions_per_element']:.1f}" if w else "-"
+        cell = lambda w, d: (f"{w[d]['modelled_tb_s']:.2f} TB/s ({pct(min(w[d]['fraction_of_hbm'], 1))})"
+                             if w else "-")
+        out.append(f"| {kernel} | {eb} | {layout} | {ipe(wh, H100['name'])} / {ipe(wm, MI300X['name'])} | "
+                   f"{stack} | {spills} | {lds} ({lds - declared}) | {pct(occ_nv)} / {pct(occ_amd)} | "
+                   f"{cell(wh, H100['name'])} | {cell(wm, MI300X['name'])} | "
+                   f"{wh['line'] if wh else '-'} / {wm['line'] if wm else '-'} |")
+    return out
+
+
+def tools_line(tools: Tools) -> str:
+    def version(cmd, pattern):
+        try:
+            text = subprocess.run(cmd, capture_output=True, text=True).stdout
+        except OSError:
+            return "missing"
+        m = re.search(pattern, text)
+        return m.group(0) if m else "?"
+    parts = []
+    if tools.nvcc:
+        parts.append("nvcc " + version([tools.nvcc, "--version"], r"V\d+\.\d+\.\d+"))
+    if tools.cuobjdump:
+        parts.append("cuobjdump " + version([tools.cuobjdump, "--version"], r"V\d+\.\d+\.\d+"))
+    if tools.hipcc:
+        parts.append("hipcc: " + version([tools.hipcc, "--version"], r".*clang version.*"))
+    return "; ".join(parts) or "none"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, help="write report.md and kernels.json here")
+    parser.add_argument("--check", action="store_true", help="exit 1 on a rule violation")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--keep", type=Path, help="keep cubins, SASS and assembly here")
+    args = parser.parse_args()
+
+    tools = Tools.discover()
+    missing = [n for n, v in (("nvcc", tools.nvcc), ("cuobjdump", tools.cuobjdump),
+                              ("hipcc", tools.hipcc)) if not v]
+    if missing:
+        print("kernel_report: not found: " + ", ".join(missing) +
+              " (cuobjdump: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)", file=sys.stderr)
+        if args.check and (not tools.nvcc or not tools.hipcc):
+            return 1
+    work_dir = args.keep or Path(tempfile.mkdtemp(prefix="kernel_report."))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    kernels = collect(tools, work_dir, args.jobs)
+    if not args.keep:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    occupancy = occupancy_rows(kernels)
+    rows = model(kernels)
+    problems = violations(kernels)
+    command = "python3 scripts/kernel_report.py " + " ".join(
+        a if not a.startswith("/") else os.path.relpath(a, ROOT) for a in sys.argv[1:])
+    report = markdown(kernels, occupancy, rows, problems, tools, command.strip())
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "report.md").write_text(report)
+        (args.out / "kernels.json").write_text(json.dumps(
+            {"kernels": kernels, "occupancy": occupancy, "model": rows, "violations": problems,
+             "devices": DEVICES}, indent=1, default=str) + "\n")
+    else:
+        print(report)
+    for p in problems:
+        print("kernel_report: " + p, file=sys.stderr)
+    return 1 if args.check and problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""scripts/kernel_report.py on small hand-written listings: parsing, loop finding,
+occupancy and the rules. The expected occupancies are the static review's
+(shared/reviews/kernel-static-review-2026-11-23.md), computed there by hand."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "kernel_report.py"
+spec = importlib.util.spec_from_file_location("kernel_report", SCRIPT)
+kr = importlib.util.module_from_spec(spec)
+sys.modules["kernel_report"] = kr  # dataclasses look their module up by name
+spec.loader.exec_module(kr)
+
+PTXAS = """\
+ptxas info    : Compiling entry function '_Z1kv' for 'sm_90'
+ptxas info    : Function properties for _Z1kv
+    40 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 28 registers, used 1 barriers, 40 bytes cumulative stack size, 8704 bytes smem
+"""
+
+# A grid-stride loop at 0x30..0x80 with one optional instruction (0x50).
+SASS = """\
+\t\tFunction : _Z1kv
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   ISETP.GE.AND P0, PT, R0, c[0x0][0x10], PT ;
+        /*0020*/               @P0 EXIT ;
+        /*0030*/                   IADD3 R2, R0, 0x1, RZ ;
+        /*0040*/               @P1 BRA 0x60 ;
+        /*0050*/                   IMAD R3, R2, 0x2, RZ ;
+        /*0060*/                   STG.E [R4.64], R2 ;
+        /*0070*/                   ISETP.LT.AND P2, PT, R2, 0x10, PT ;
+        /*0080*/               @P2 BRA 0x30 ;
+        /*0090*/                   EXIT ;
+        /*00a0*/                   BRA 0xa0 ;
+        /*00b0*/                   NOP ;
+"""
+
+AMD = """\
+_Z1kv:                                  ; @_Z1kv
+; %bb.0:
+\ts_load_dword s4, s[0:1], 0x0
+\tv_mov_b32_e32 v1, 0
+.LBB0_1:                                ; =>This Inner Loop Header: Depth=1
+\tv_add_u32_e32 v1, 1, v1
+\tv_mul_lo_u32 v2, v1, 3
+\tglobal_store_dword v[4:5], v2, off
+\ts_cbranch_vccnz .LBB0_1
+; %bb.2:
+\ts_endpgm
+\t.section\t.rodata,#alloc
+\t.amdgpu_metadata
+---
+amdhsa.kernels:
+  - .agpr_count:     0
+    .group_segment_fixed_size: 6144
+    .max_flat_workgroup_size: 256
+    .name:           _Z1kv
+    .private_segment_fixed_size: 16
+    .sgpr_count:     20
+    .sgpr_spill_count: 0
+    .vgpr_count:     12
+    .vgpr_spill_count: 2
+...
+\t.end_amdgpu_metadata
+"""
+
+
+def test_ptxas_resources():
+    assert kr.parse_ptxas(PTXAS)["_Z1kv"] == {
+        "registers": 28, "stack": 40, "spill_stores": 8, "spill_loads": 12, "smem": 8704}
+
+
+def test_sass_loop_is_found_by_its_back_edge():
+    code = kr.parse_sass(SASS)["_Z1kv"]
+    loop = kr.per_element_loop(code, kr.sass_is_store, kr.sass_keep)
+    assert (loop["longest"], loop["shortest"], loop["inner_loops"]) == (6, 5, 0)
+    # IADD3, IMAD, ISETP are integer-pipe instructions: 2 cycles each on the half-rate pipe.
+    assert kr.sass_cycles_per_iteration(loop["opcodes_on_longest"]) == (6, 6, 3)
+
+
+def test_amd_loop_metadata_and_cycles():
+    code = kr.parse_amd_code(AMD)["_Z1kv"]
+    loop = kr.per_element_loop(code, kr.amd_is_store, kr.amd_keep)
+    assert (loop["longest"], loop["shortest"], loop["inner_loops"]) == (4, 4, 0)
+    cycles, classes = kr.amd_cycles_per_iteration(loop["opcodes_on_longest"])
+    assert cycles == 4 + 16  # one full-rate VALU, one quarter-rate multiply
+    assert classes == {"valu": 2, "vmem": 1, "branch_message": 1}
+    meta = kr.parse_amd_metadata(AMD)["_Z1kv"]
+    assert meta["group_segment_fixed_size"] == 6144 and meta["vgpr_spill_count"] == 2
+    assert meta["private_segment_fixed_size"] == 16
+
+
+def test_demangled_names_match_across_vendors():
+    assert kr.short_name("void bwdconv::hip::(anonymous namespace)::interleave_kernel"
+                         "<unsigned short, int>(bwdconv::hip::InterleaveParams, long)") == \
+        "interleave_kernel<unsigned short, int>"
+
+
+@pytest.mark.parametrize("registers, smem, blocks, occupancy", [
+    (28, 0, 8, 1.0), (40, 0, 6, 0.75), (72, 8704, 3, 0.375), (80, 16896, 3, 0.375)])
+def test_sm90_occupancy(registers, smem, blocks, occupancy):
+    r = kr.sm90_occupancy(registers, smem)
+    assert (r["blocks"], r["occupancy"]) == (blocks, occupancy)
+
+
+@pytest.mark.parametrize("vgpr, lds, waves", [(32, 24576, 2), (32, 6144, 8), (88, 8704, 5),
+                                              (82, 16896, 3)])
+def test_gfx940_occupancy(vgpr, lds, waves):
+    assert kr.gfx940_occupancy(vgpr, 0, lds)["waves_per_simd"] == waves
+
+
+def kernel(name, role, sm90=None, gfx940=None):
+    base_nv = {"registers": 32, "stack": 0, "spill_stores": 0, "spill_loads": 0, "smem": 0,
+               "tensor_core_instructions": 0}
+    base_amd = {"vgpr_count": 32, "agpr_count": 0, "sgpr_count": 40, "group_segment_fixed_size": 0,
+                "private_segment_fixed_size": 0, "vgpr_spill_count": 0, "sgpr_spill_count": 0,
+                "mfma_instructions": 0}
+    return {"kernel": name, "role": role, "targets": {"sm_90": {**base_nv, **(sm90 or {})},
+                                                      "gfx940": {**base_amd, **(gfx940 or {})}}}
+
+
+def test_rules():
+    mma = kernel("splitk_partials_kernel<Half, float>", "splitk", {"tensor_core_instructions": 8},
+                 {"mfma_instructions": 8})
+    clean = [kernel("scatter_kernel<unsigned short, int>", "data_movement"), mma]
+    assert kr.violations(clean) == []
+    broken = [
+        kernel("scatter_kernel<unsigned short, int>", "data_movement", {"stack": 40}),
+        kernel("interleave_kernel<unsigned short, int>", "data_movement", None,
+               {"group_segment_fixed_size": 24576}),
+        kernel("splitk_partials_kernel<float, float>", "splitk", {"spill_stores": 48, "smem": 8704},
+               {"group_segment_fixed_size": 8704, "mfma_instructions": 4}),
+    ]
+    found = kr.violations(broken)
+    assert any("40 B stack frame" in f for f in found)
+    assert any("24576 B of it made by the compiler" in f for f in found)
+    assert any("spills 48 B" in f for f in found)
+    assert any("without HMMA/HGMMA" in f for f in found)
+    assert not any("splitk_partials_kernel<float, float> [gfx940]" in f for f in found)
+    # a splitk kernel's declared shared memory is not compiler-made LDS
+    assert not any("8704 B LDS" in f for f in found)
