@@ -9,7 +9,8 @@ namespace {
 
 // One thread per dx element (grid-stride, dx walked in memory order).
 template <typename Bits, typename Index>
-__global__ void interleave_kernel(InterleaveParams p, int64_t total) {
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    interleave_kernel(InterleaveParams p, int64_t total) {
   Bits* dst = static_cast<Bits*>(p.dst);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t linear = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -9,7 +9,8 @@ namespace {
 
 // One thread per dst element (grid-stride, dst walked in memory order).
 template <typename Bits, typename Index>
-__global__ void scatter_kernel(ScatterParams p, int64_t total) {
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    scatter_kernel(ScatterParams p, int64_t total) {
   const Bits* src = static_cast<const Bits*>(p.src);
   Bits* dst = static_cast<Bits*>(p.dst);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;

@@ -96,7 +96,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock) splitk_partials_kernel(Split
 
 // grad_weight[e] = partials[0][e] + partials[1][e] + ..., in chunk order.
 template <typename T, typename Acc>
-__global__ void splitk_reduce_kernel(SplitKParams p, int64_t elements) {
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    splitk_reduce_kernel(SplitKParams p, int64_t elements) {
   const Acc* partials = static_cast<const Acc*>(p.partials);
   T* grad_weight = static_cast<T*>(p.grad_weight);
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
