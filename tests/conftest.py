@@ -1,7 +1,16 @@
+import os
+import tempfile
+
 import pytest
 import torch
 
-import bwdconv
+# Measured decisions from the user's own cache would replace the rules the
+# tests check: the suite gets an empty cache directory of its own.
+os.environ["BWDCONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="bwdconv-test-cache-")
+# Tuning (the benchmark's tuned column) spends at most this long per shape.
+os.environ.setdefault("BWDCONV_AUTOTUNE_KEY_SECONDS", "0.05")
+
+import bwdconv  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -25,6 +25,27 @@ std::vector<Strategy> all_strategies() {
           Strategy::phase, Strategy::phase_stacked, Strategy::splitk};
 }
 
+// aten: PyTorch asks its backends (cuDNN, MIOpen, oneDNN) for deterministic
+// algorithms under the flag. swap1x1, phase and phase_stacked: aten GEMMs or
+// stride-1 convolutions, then an interleave that writes each dx element once.
+// scatter: a pass that writes each buffer element once, then an aten
+// stride-1 convolution. splitk: fp32 partials reduced in a fixed order, no
+// atomics. So every strategy is deterministic on every device today; a
+// strategy with atomics would answer false for the GPUs here.
+bool deterministic_on(Strategy strategy, DeviceKind device) {
+  (void)device;
+  switch (strategy) {
+    case Strategy::aten:
+    case Strategy::swap1x1:
+    case Strategy::scatter:
+    case Strategy::phase:
+    case Strategy::phase_stacked:
+    case Strategy::splitk:
+      return true;
+  }
+  return false;
+}
+
 std::optional<Strategy> parse_strategy(const std::string& name) {
   for (Strategy strategy : all_strategies()) {
     if (name == strategy_name(strategy)) return strategy;

@@ -32,6 +32,11 @@ std::optional<Strategy> parse_strategy(const std::string& name);
 std::string known_strategy_names();
 std::vector<Strategy> all_strategies();
 
+// Whether `strategy` gives the same bits on every run on `device` when
+// PyTorch's deterministic algorithms are on (the autotuner's candidates under
+// torch.use_deterministic_algorithms(True)).
+bool deterministic_on(Strategy strategy, DeviceKind device);
+
 // Why `strategy` cannot compute `gradient` of the geometry, or nothing when it can.
 std::optional<std::string> refusal(Strategy strategy, Gradient gradient,
                                    const ConvGeometry& geometry,
@@ -47,6 +52,7 @@ struct GradientPlan {
   Strategy strategy = Strategy::aten;
   std::string reason;
   std::vector<Candidate> candidates;  // every strategy, chosen one included
+  bool measured = false;              // chosen by a measurement on this device, not a rule
 };
 
 struct Plan {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/backward.h"
+#include "ops/decisions.h"
 #include "ops/geometry.h"
 
 namespace bwdconv::ops {
@@ -64,7 +65,9 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
                                        dilation, transposed, output_padding, groups,
                                        output_mask);
   }
-  const std::shared_ptr<const Plan> plan = plan_for(*geometry);
+  const BackwardCall call =
+      backward_call(grad_output, &input, &weight, output_mask[0], output_mask[1], params);
+  const std::shared_ptr<const Plan> plan = plan_for(*geometry, &call);
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0] && output_mask[1]) {
     std::tie(grad_input, grad_weight) = compute_grads(*plan, grad_output, input, weight, params);

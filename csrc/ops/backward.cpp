@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/aten.h"
+#include "ops/decisions.h"
 #include "ops/phase.h"
 #include "ops/phase_stacked.h"
 #include "ops/scatter.h"
@@ -28,10 +29,19 @@ ForcingState& forcing_state() {
   return instance;
 }
 
-std::array<std::array<std::atomic<int64_t>, kStrategyCount>, 2> served{};
+using Counts = std::array<std::array<std::atomic<int64_t>, kStrategyCount>, 2>;
+Counts served{};
+Counts served_measured{};  // the part of `served` that a measured decision chose
 
-std::atomic<int64_t>& served_counter(Gradient gradient, Strategy strategy) {
-  return served[static_cast<size_t>(gradient)][static_cast<size_t>(strategy)];
+std::atomic<int64_t>& counter(Counts& counts, Gradient gradient, Strategy strategy) {
+  return counts[static_cast<size_t>(gradient)][static_cast<size_t>(strategy)];
+}
+
+// The tuner's own runs are not counted.
+void count_served(Gradient gradient, const GradientPlan& plan) {
+  if (tuning_on_this_thread()) return;
+  counter(served, gradient, plan.strategy)++;
+  if (plan.measured) counter(served_measured, gradient, plan.strategy)++;
 }
 
 }  // namespace
@@ -46,19 +56,18 @@ Forcing current_forcing() {
   return forcing_state().forcing;
 }
 
-int64_t served_count(Gradient gradient, Strategy strategy) {
-  return served_counter(gradient, strategy).load();
+int64_t served_count(Gradient gradient, Strategy strategy, bool measured_only) {
+  return counter(measured_only ? served_measured : served, gradient, strategy).load();
 }
 
 void reset_served_counts() {
-  for (auto& per_gradient : served) {
-    for (auto& counter : per_gradient) counter.store(0);
+  for (Counts* counts : {&served, &served_measured}) {
+    for (auto& per_gradient : *counts) {
+      for (auto& count : per_gradient) count.store(0);
+    }
   }
 }
 
-namespace {
-
-// Every field a plan depends on, as the key of the plan cache.
 std::vector<int64_t> plan_key(const ConvGeometry& g, const Forcing& forcing) {
   std::vector<int64_t> key{g.spatial_dims,
                            g.batch,
@@ -79,6 +88,8 @@ std::vector<int64_t> plan_key(const ConvGeometry& g, const Forcing& forcing) {
   return key;
 }
 
+namespace {
+
 // Plans are pure functions of their key: made once per shape, then shared.
 struct PlanCache {
   static constexpr size_t kCapacity = 4096;
@@ -93,8 +104,11 @@ PlanCache& plan_cache() {
 
 }  // namespace
 
-std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry) {
+std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const BackwardCall* call) {
   const Forcing forcing = current_forcing();
+  if (call && !forcing.strategy && !forcing.swap1x1_writer) {
+    if (auto decided = decided_plan(geometry, *call)) return decided;
+  }
   auto key = plan_key(geometry, forcing);
   PlanCache& cache = plan_cache();
   {
@@ -123,7 +137,7 @@ at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
                               const at::Tensor& weight, at::IntArrayRef input_sizes,
                               const ConvParams& params) {
   const Strategy strategy = plan.input.strategy;
-  served_counter(Gradient::input, strategy)++;
+  count_served(Gradient::input, plan.input);
   const at::MemoryFormat format = gradient_memory_format(grad_output, weight);
   at::Tensor grad_input;
   switch (strategy) {
@@ -145,14 +159,14 @@ at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
     case Strategy::splitk:
       TORCH_INTERNAL_ASSERT(false, "splitk planned for an input gradient");
   }
-  return in_layout(grad_input, format);
+  return in_layout(corrupted_if_asked(strategy, grad_input), format);
 }
 
 at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& input, at::IntArrayRef weight_sizes,
                                const ConvParams& params) {
   const Strategy strategy = plan.weight.strategy;
-  served_counter(Gradient::weight, strategy)++;
+  count_served(Gradient::weight, plan.weight);
   at::Tensor grad_weight;
   if (strategy == Strategy::splitk) {
     grad_weight = splitk_grad_weight(plan, grad_output, input, weight_sizes, params);
@@ -161,7 +175,8 @@ at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                           " planned for a weight gradient");
     grad_weight = aten_grad_weight(grad_output, input, weight_sizes, params);
   }
-  return in_layout(grad_weight, gradient_memory_format(input, grad_output));
+  return in_layout(corrupted_if_asked(strategy, grad_weight),
+                   gradient_memory_format(input, grad_output));
 }
 
 std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tensor& grad_output,
@@ -171,8 +186,8 @@ std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tens
     return {compute_grad_input(plan, grad_output, weight, input.sizes(), params),
             compute_grad_weight(plan, grad_output, input, weight.sizes(), params)};
   }
-  served_counter(Gradient::input, Strategy::aten)++;
-  served_counter(Gradient::weight, Strategy::aten)++;
+  count_served(Gradient::input, plan.input);
+  count_served(Gradient::weight, plan.weight);
   auto [grad_input, grad_weight] = aten_grads(grad_output, input, weight, params);
   return {in_layout(grad_input, gradient_memory_format(grad_output, weight)),
           in_layout(grad_weight, gradient_memory_format(input, grad_output))};

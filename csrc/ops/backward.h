@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "dispatch/plan.h"
 #include "ops/geometry.h"
@@ -29,13 +30,18 @@ std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tens
 // but the channel dim.
 at::Tensor compute_grad_bias(const at::Tensor& grad_output);
 
-// The plan for a validated geometry, honouring the forced strategy, if any;
-// cached per shape. Throws ValueError when a forced strategy cannot serve it.
-std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry);
+struct BackwardCall;
+
+// The plan for a validated geometry: the forced strategy, if any, else the
+// measured decision for `call` (decisions.h), if any, else the rules; cached
+// per shape. Throws ValueError when a forced strategy cannot serve it.
+std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry,
+                                     const BackwardCall* call = nullptr);
 
 // How many gradients each strategy has computed since the last reset: a cheap,
-// always-on record of what actually ran.
-int64_t served_count(Gradient gradient, Strategy strategy);
+// always-on record of what actually ran; `measured_only`: only those a
+// measured decision chose.
+int64_t served_count(Gradient gradient, Strategy strategy, bool measured_only = false);
 void reset_served_counts();
 
 // What every plan made from now on is forced to use: a strategy (nothing:
@@ -47,5 +53,9 @@ struct Forcing {
 };
 void set_forcing(const Forcing& forcing);
 Forcing current_forcing();
+
+// Every field a plan depends on, as a key (the plan cache's, and the start of
+// the measured decisions' key).
+std::vector<int64_t> plan_key(const ConvGeometry& geometry, const Forcing& forcing);
 
 }  // namespace bwdconv::ops

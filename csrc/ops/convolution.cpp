@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ops/backward.h"
+#include "ops/decisions.h"
 #include "ops/geometry.h"
 
 namespace bwdconv::ops {
@@ -34,7 +35,8 @@ at::Tensor convolution_backward_input(const at::Tensor& grad_output, const at::T
   const ConvGeometry geometry =
       backward_geometry("bwdconv.convolution_backward_input", grad_output, input_size,
                         weight.sizes(), "weight", weight, params);
-  return compute_grad_input(*plan_for(geometry), grad_output, weight, input_size, params);
+  const BackwardCall call = backward_call(grad_output, nullptr, &weight, true, false, params);
+  return compute_grad_input(*plan_for(geometry, &call), grad_output, weight, input_size, params);
 }
 
 at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::Tensor& input,
@@ -45,7 +47,8 @@ at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::
   const ConvGeometry geometry =
       backward_geometry("bwdconv.convolution_backward_weight", grad_output, input.sizes(),
                         weight_size, "input", input, params);
-  return compute_grad_weight(*plan_for(geometry), grad_output, input, weight_size, params);
+  const BackwardCall call = backward_call(grad_output, &input, nullptr, false, true, params);
+  return compute_grad_weight(*plan_for(geometry, &call), grad_output, input, weight_size, params);
 }
 
 std::tuple<at::Tensor, at::Tensor> convolution_backward(
@@ -59,7 +62,8 @@ std::tuple<at::Tensor, at::Tensor> convolution_backward(
               "bwdconv.convolution_backward: expected input and weight of the same dtype and "
               "device, but got ", input.dtype(), " on ", input.device(), " and ", weight.dtype(),
               " on ", weight.device());
-  return compute_grads(*plan_for(geometry), grad_output, input, weight, params);
+  const BackwardCall call = backward_call(grad_output, &input, &weight, true, true, params);
+  return compute_grads(*plan_for(geometry, &call), grad_output, input, weight, params);
 }
 
 }  // namespace

@@ -12,8 +12,10 @@
 #include "dispatch/plan.h"
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
+#include "ops/decisions.h"
 #include "ops/geometry.h"
 #include "ops/kernels.h"
+#include "ops/tuning_bindings.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -76,6 +78,7 @@ pybind11::dict gradient_dict(const GradientPlan& plan) {
   pybind11::dict entry;
   entry["strategy"] = strategy_name(plan.strategy);
   entry["reason"] = plan.reason;
+  entry["measured"] = plan.measured;
   pybind11::list candidates;
   for (const Candidate& c : plan.candidates) {
     pybind11::dict candidate;
@@ -147,7 +150,8 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
                          const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
                          const std::vector<int64_t>& dilation, int64_t groups,
                          const std::string& dtype, bool channels_last,
-                         const std::string& device) {
+                         const std::string& device, bool weight_channels_last,
+                         int64_t device_index) {
   const size_t rank = input_size.size();
   if (rank < 3 || rank > 5 || weight_size.size() != rank || stride.size() != rank - 2 ||
       padding.size() != rank - 2 || dilation.size() != rank - 2) {
@@ -161,7 +165,13 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   g.device = device_named(device);
   derive_output_sizes(g);
   if (auto error = find_geometry_error(g)) throw pybind11::value_error(*error);
-  const std::shared_ptr<const Plan> shared = plan_for(g);
+  // Both gradients wanted, as in a training step: a measured decision for
+  // that call shows, when there is one.
+  BackwardCall call;
+  call.wants_input = call.wants_weight = true;
+  call.weight_layout = weight_channels_last ? MemoryLayout::ChannelsLast : MemoryLayout::Contiguous;
+  call.device_index = device_index;
+  const std::shared_ptr<const Plan> shared = plan_for(g, &call);
   const Plan& plan = *shared;
 
   pybind11::dict result;
@@ -196,13 +206,14 @@ std::vector<std::string> strategy_names() {
   return names;
 }
 
-// {"input": {"aten": n, ...}, "weight": {...}}
-pybind11::dict served_counts() {
+// {"input": {"aten": n, ...}, "weight": {...}}; `measured_only`: only the
+// gradients a measured decision chose.
+pybind11::dict served_counts(bool measured_only) {
   pybind11::dict counts;
   for (Gradient gradient : {Gradient::input, Gradient::weight}) {
     pybind11::dict per_strategy;
     for (Strategy strategy : all_strategies()) {
-      per_strategy[strategy_name(strategy)] = served_count(gradient, strategy);
+      per_strategy[strategy_name(strategy)] = served_count(gradient, strategy, measured_only);
     }
     counts[gradient_name(gradient)] = per_strategy;
   }
@@ -223,12 +234,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forcing", &forcing_names);
   m.def("kernel_twins_on_cpu", &kernel_twins_on_cpu);
   m.def("strategies", &strategy_names);
-  m.def("served_counts", &served_counts);
+  m.def("served_counts", &served_counts, pybind11::arg("measured_only") = false);
   m.def("reset_served_counts", &reset_served_counts);
   m.def("plan", &plan_dict, pybind11::arg("input_size"), pybind11::arg("weight_size"),
         pybind11::arg("stride"), pybind11::arg("padding"), pybind11::arg("dilation"),
         pybind11::arg("groups"), pybind11::arg("dtype"), pybind11::arg("channels_last"),
-        pybind11::arg("device"));
+        pybind11::arg("device"), pybind11::arg("weight_channels_last") = false,
+        pybind11::arg("device_index") = -1);
+  register_tuning_bindings(m);
 #ifdef BWDCONV_WITH_GPU_KERNELS
   m.attr("gpu_kernels") = true;
 #else

@@ -18,6 +18,7 @@ from ._explain import (
     strategies,
 )
 from ._model import ModelExplanation, explain_model
+from ._tune import autotuning, clear_decisions, decisions, is_autotuning, set_autotune
 from .functional import conv1d, conv2d, conv3d
 
 __all__ = [
@@ -38,6 +39,11 @@ __all__ = [
     "reset_served",
     "explain_model",
     "ModelExplanation",
+    "autotuning",
+    "set_autotune",
+    "is_autotuning",
+    "clear_decisions",
+    "decisions",
 ]
 
 __version__ = "0.1.0"

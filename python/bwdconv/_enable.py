@@ -14,7 +14,7 @@ import threading
 
 import torch
 
-from . import functional
+from . import _tune, functional
 from ._library import _C
 
 __all__ = ["enable", "disable", "is_enabled", "enabled"]
@@ -38,9 +38,13 @@ def _scopes(scope):
     return (scope,)
 
 
-def enable(scope="functional"):
-    """Plans convolution backward with bwdconv in `scope` ("functional" or "aten")."""
+def enable(scope="functional", autotune=None):
+    """Plans convolution backward with bwdconv in `scope` ("functional" or "aten").
+    `autotune=True` also switches autotuning on for the process (False: off;
+    None: unchanged; see bwdconv.autotuning)."""
     _check_scope(scope)
+    if autotune is not None:
+        _tune.set_autotune(autotune)
     with _lock:
         if scope == "aten":
             _C.enable_aten_scope()

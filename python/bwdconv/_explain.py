@@ -4,8 +4,8 @@ import contextlib
 import os
 
 import torch
-from torch._prims_common import suggest_memory_format
 
+from . import _tune
 from ._args import expand
 from ._library import _C
 
@@ -19,23 +19,17 @@ __all__ = [
     "reset_served",
 ]
 
-_DTYPES = {
-    torch.float64: "float64",
-    torch.float32: "float32",
-    torch.float16: "float16",
-    torch.bfloat16: "bfloat16",
-}
-
 
 def strategies():
     """The names of every strategy this build knows."""
     return list(_C.strategies())
 
 
-def served():
+def served(measured=False):
     """How many input and weight gradients each strategy has computed since the
-    last reset_served(): {"input": {"aten": n, ...}, "weight": {...}}."""
-    return _C.served_counts()
+    last reset_served(): {"input": {"aten": n, ...}, "weight": {...}};
+    `measured=True`: only those a measured decision (autotuning) chose."""
+    return _C.served_counts(measured)
 
 
 def reset_served():
@@ -46,8 +40,11 @@ def reset_served():
 class Explanation:
     """A plan, readable (str) and as a dict (to_dict)."""
 
-    def __init__(self, plan, input_size, weight_size, stride, padding, dilation, groups):
+    def __init__(self, plan, input_size, weight_size, stride, padding, dilation, groups,
+                 measurement=None):
         self._plan = dict(plan)
+        if measurement is not None:
+            self._plan["measurement"] = measurement
         self._plan.update(
             input_size=list(input_size),
             weight_size=list(weight_size),
@@ -84,6 +81,8 @@ class Explanation:
         for gradient in ("input", "weight"):
             plan = p[gradient]
             lines.append(f"  {gradient} gradient: {plan['strategy']} ({plan['reason']})")
+            if plan.get("measured") and "measurement" in p:
+                lines += _measurement_lines(p["measurement"]["gradients"][gradient])
             for c in plan["candidates"]:
                 if c["strategy"] != plan["strategy"]:
                     verdict = "ranked lower" if c["serves"] else "refused"
@@ -102,17 +101,31 @@ class Explanation:
     __repr__ = __str__
 
 
+def _measurement_lines(measured):
+    """The times of a measured decision, and the candidates excluded."""
+    lines = []
+    for label, t in measured["times"].items():
+        lines.append(f"    measured {label}: median {t['median_us']:.1f} us "
+                     f"(p25 {t['p25_us']:.1f}, p75 {t['p75_us']:.1f}, {t['n']} runs)")
+    for label, why in measured["excluded"].items():
+        lines.append(f"    excluded {label}: {why}")
+    return lines
+
+
 def _sizes(x):
     return list(x.shape) if isinstance(x, torch.Tensor) else [int(v) for v in x]
 
 
 def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=None,
-            channels_last=None, device=None):
+            channels_last=None, device=None, weight_channels_last=None, device_index=None):
     """The plan bwdconv makes for conv(input, weight) with these arguments.
 
     `input` and `weight` are tensors or size sequences (N, C, spatial...).
     `dtype` (a torch dtype), `channels_last` and `device` ("cpu", "cuda" or
-    "hip") default to the input tensor's, or to float32, contiguous, cpu for sizes.
+    "hip") default to the input tensor's, or to float32, contiguous, cpu for sizes;
+    `weight_channels_last` to the weight tensor's layout (contiguous for sizes).
+    A decision measured by autotuning for a backward of both gradients shows
+    with its times (`to_dict()["measurement"]`).
     """
     input_size, weight_size = _sizes(input), _sizes(weight)
     spatial_dims = len(weight_size) - 2
@@ -121,18 +134,18 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     stride = expand(stride, spatial_dims, "stride")
     padding = expand(padding, spatial_dims, "padding")
     dilation = expand(dilation, spatial_dims, "dilation")
-    tensor = input if isinstance(input, torch.Tensor) else None
-    if dtype is None:
-        dtype = tensor.dtype if tensor is not None else torch.float32
-    if channels_last is None:
-        channels_last = tensor is not None and \
-            suggest_memory_format(tensor) != torch.contiguous_format
-    if device is None:
-        on_gpu = tensor is not None and tensor.is_cuda
-        device = ("hip" if torch.version.hip else "cuda") if on_gpu else "cpu"
-    plan = _C.plan(input_size, weight_size, stride, padding, dilation, groups,
-                   _DTYPES.get(dtype, "other"), bool(channels_last), device)
-    return Explanation(plan, input_size, weight_size, stride, padding, dilation, groups)
+    request = _tune.request_of(input, weight, stride, padding, dilation, groups, dtype=dtype,
+                               channels_last=channels_last, device=device,
+                               weight_channels_last=weight_channels_last,
+                               device_index=device_index)
+    plan = _C.plan(input_size, weight_size, stride, padding, dilation, groups, request["dtype"],
+                   request["layout"] == "channels_last", request["device"],
+                   request["weight_layout"] == "channels_last", request["device_index"])
+    measurement = None
+    if plan["input"]["measured"] or plan["weight"]["measured"]:
+        measurement = _tune.decision_for(request)
+    return Explanation(plan, input_size, weight_size, stride, padding, dilation, groups,
+                       measurement)
 
 
 def forced_strategy():

@@ -14,7 +14,8 @@ __all__ = ["explain_model", "ModelExplanation"]
 class ModelExplanation:
     """One entry per convolution call in a forward pass: the layer, its shapes
     and the strategies for the gradients that backward will compute (None for
-    a gradient nothing asks for, e.g. the input gradient of the first layer)."""
+    a gradient nothing asks for, e.g. the input gradient of the first layer),
+    and whether a measured decision (autotuning) chose each."""
 
     def __init__(self, layers):
         self.layers = layers
@@ -34,13 +35,21 @@ class ModelExplanation:
             rows.append((layer["name"], "x".join(map(str, layer["input_size"])),
                          "x".join(map(str, layer["weight_size"])),
                          "x".join(map(str, layer["stride"])),
-                         layer["input"] or "-", layer["weight"] or "-"))
+                         _strategy_cell(layer, "input"), _strategy_cell(layer, "weight")))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines)
 
     __repr__ = __str__
+
+
+def _strategy_cell(layer, gradient):
+    """The strategy, marked when a measurement on this device chose it."""
+    strategy = layer[gradient]
+    if not strategy:
+        return "-"
+    return f"{strategy} (measured)" if layer["measured"][gradient] else strategy
 
 
 def _module_names(model):
@@ -70,6 +79,7 @@ def explain_model(model, *example_inputs, **example_kwargs):
             "dilation": list(dilation), "groups": groups,
             "input": plan.input_strategy if input.requires_grad else None,
             "weight": plan.weight_strategy if weight.requires_grad else None,
+            "measured": {g: plan.to_dict()[g]["measured"] for g in ("input", "weight")},
         })
 
     functional._observers.append(observe)

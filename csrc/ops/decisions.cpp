@@ -1,0 +1,201 @@
+#include "ops/decisions.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "ops/backward.h"
+
+namespace bwdconv::ops {
+namespace {
+
+thread_local bool tuning_thread = false;
+std::atomic<bool> decisions_used{true};
+
+// Marks the calling thread as tuning for the lifetime of the guard.
+class TuningScope {
+ public:
+  TuningScope() { tuning_thread = true; }
+  ~TuningScope() { tuning_thread = false; }
+  TuningScope(const TuningScope&) = delete;
+  TuningScope& operator=(const TuningScope&) = delete;
+};
+
+// An entry: the decided plan, or nullptr when the rules decide this key.
+struct DecisionTable {
+  static constexpr size_t kCapacity = 4096;
+  std::mutex mutex;
+  std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
+  TuningHook hook;
+};
+
+DecisionTable& table() {
+  static DecisionTable instance;
+  return instance;
+}
+
+// The plan key, then what else can change a measurement: the weight's layout
+// (-1 without a weight tensor), which gradients are wanted, the device index.
+std::vector<int64_t> decision_key(const ConvGeometry& geometry, const BackwardCall& call) {
+  std::vector<int64_t> key = plan_key(geometry, Forcing{});
+  key.push_back(call.weight_layout ? static_cast<int64_t>(*call.weight_layout) : -1);
+  key.push_back(int64_t{call.wants_input} | (int64_t{call.wants_weight} << 1));
+  key.push_back(call.device_index);
+  return key;
+}
+
+// Applies one gradient's decision to a rules plan; false when the strategy
+// cannot serve this gradient (a decision from a file edited by hand).
+bool apply(Plan& plan, Gradient gradient, const GradientDecision& decision) {
+  if (refusal(decision.strategy, gradient, plan.geometry, plan.phases)) return false;
+  GradientPlan& chosen = gradient == Gradient::input ? plan.input : plan.weight;
+  chosen.strategy = decision.strategy;
+  chosen.reason = decision.reason;
+  chosen.measured = true;
+  for (Candidate& c : chosen.candidates) {
+    if (!c.serves) continue;
+    c.reason = c.strategy == decision.strategy
+                   ? "chosen: " + decision.reason
+                   : std::string("measured: ranked below ") + strategy_name(decision.strategy);
+  }
+  return true;
+}
+
+std::shared_ptr<const Plan> make_decided_plan(const ConvGeometry& geometry,
+                                              const Decision& decision) {
+  Plan plan = make_plan(geometry);
+  bool applied = false;
+  if (decision.input) {
+    if (decision.input->strategy == Strategy::swap1x1) {
+      if (!plan.swap1x1) return nullptr;
+      try {
+        plan.swap1x1 = choose_swap1x1_writer(geometry, decision.input->writer);
+      } catch (const std::invalid_argument&) {
+        return nullptr;
+      }
+    }
+    applied |= apply(plan, Gradient::input, *decision.input);
+  }
+  if (decision.weight) applied |= apply(plan, Gradient::weight, *decision.weight);
+  return applied ? std::make_shared<const Plan>(std::move(plan)) : nullptr;
+}
+
+// The corrupted strategy's index, or -1.
+std::atomic<int> corrupted_strategy{-1};
+
+}  // namespace
+
+BackwardCall backward_call(const at::Tensor& grad_output, const at::Tensor* input,
+                           const at::Tensor* weight, bool wants_input, bool wants_weight,
+                           const ConvParams& params) {
+  BackwardCall call;
+  call.wants_input = wants_input;
+  call.wants_weight = wants_weight;
+  call.grad_output = &grad_output;
+  call.input = input;
+  call.weight = weight;
+  if (weight) {
+    call.weight_layout = weight->suggest_memory_format() == at::MemoryFormat::Contiguous
+                             ? MemoryLayout::Contiguous
+                             : MemoryLayout::ChannelsLast;
+  }
+  call.device_index = grad_output.is_cuda() ? grad_output.device().index() : -1;
+  call.params = params;
+  return call;
+}
+
+void set_tuning_hook(TuningHook hook) {
+  std::lock_guard<std::mutex> lock(table().mutex);
+  table().hook = std::move(hook);
+}
+
+bool tuning_on_this_thread() { return tuning_thread; }
+
+void use_decisions(bool use) { decisions_used = use; }
+
+void forget_decisions(bool clear) {
+  DecisionTable& t = table();
+  std::lock_guard<std::mutex> lock(t.mutex);
+  if (clear) {
+    t.plans.clear();
+    return;
+  }
+  for (auto it = t.plans.begin(); it != t.plans.end();) {
+    it = it->second ? std::next(it) : t.plans.erase(it);
+  }
+}
+
+std::shared_ptr<const Plan> decided_plan(const ConvGeometry& geometry, const BackwardCall& call) {
+  if (tuning_thread || !decisions_used || !(call.wants_input || call.wants_weight)) {
+    return nullptr;
+  }
+  DecisionTable& t = table();
+  auto key = decision_key(geometry, call);
+  TuningHook hook;
+  {
+    std::lock_guard<std::mutex> lock(t.mutex);
+    if (auto it = t.plans.find(key); it != t.plans.end()) return it->second;
+    hook = t.hook;
+  }
+  if (!hook) return nullptr;
+  HookAnswer answer;
+  {
+    TuningScope scope;
+    answer = hook(geometry, call, make_plan(geometry));
+  }
+  if (answer.kind == HookAnswer::ask_again) return nullptr;
+  std::shared_ptr<const Plan> plan;
+  if (answer.kind == HookAnswer::decided) plan = make_decided_plan(geometry, answer.decision);
+  std::lock_guard<std::mutex> lock(t.mutex);
+  if (t.plans.size() >= DecisionTable::kCapacity) t.plans.clear();
+  t.plans.insert_or_assign(std::move(key), plan);
+  return plan;
+}
+
+at::Tensor gradient_with(Gradient gradient, Strategy strategy,
+                         std::optional<Swap1x1Writer> writer, const at::Tensor& grad_output,
+                         const at::Tensor& operand, at::IntArrayRef sizes,
+                         const ConvParams& params) {
+  const bool input = gradient == Gradient::input;
+  const ConvGeometry geometry = backward_geometry(
+      "bwdconv gradient_with", grad_output, input ? sizes : operand.sizes(),
+      input ? operand.sizes() : sizes, input ? "weight" : "input", operand, params);
+  Plan plan;
+  try {
+    plan = make_plan(geometry, strategy, writer);
+  } catch (const std::invalid_argument& error) {
+    TORCH_CHECK_VALUE(false, "bwdconv: ", error.what());
+  }
+  TORCH_CHECK_VALUE(plan.of(gradient).strategy == strategy, "bwdconv: ", strategy_name(strategy),
+                    " cannot compute the ", gradient_name(gradient), " gradient of this shape");
+  return input ? compute_grad_input(plan, grad_output, operand, sizes, params)
+               : compute_grad_weight(plan, grad_output, operand, sizes, params);
+}
+
+std::pair<at::Tensor, at::Tensor> gradients_with(const Decision& decision,
+                                                 const at::Tensor& grad_output,
+                                                 const at::Tensor& input, const at::Tensor& weight,
+                                                 const ConvParams& params) {
+  const ConvGeometry geometry =
+      backward_geometry("bwdconv gradients_with", grad_output, input.sizes(), weight.sizes(),
+                        "weight", weight, params);
+  const auto plan = make_decided_plan(geometry, decision);
+  TORCH_CHECK_VALUE(plan && decision.input && decision.weight,
+                    "bwdconv: a decision for both gradients that this shape can serve is needed");
+  return compute_grads(*plan, grad_output, input, weight, params);
+}
+
+void set_corrupted_strategy(std::optional<Strategy> strategy) {
+  corrupted_strategy = strategy ? static_cast<int>(*strategy) : -1;
+}
+
+at::Tensor corrupted_if_asked(Strategy strategy, at::Tensor gradient) {
+  if (corrupted_strategy.load() != static_cast<int>(strategy)) return gradient;
+  return gradient.add(1);
+}
+
+}  // namespace bwdconv::ops

@@ -1,0 +1,106 @@
+// Measured decisions: per backward call key (geometry, operand layouts,
+// device, wanted gradients), the strategy the autotuner measured fastest and
+// verified against aten on this device. Consulted by plan_for after forcing
+// and before the planner's rules. The table is filled by a tuning hook that
+// Python registers (python/bwdconv/_tune.py): it answers from the persistent
+// cache or tunes on the call's real operands.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "dispatch/plan.h"
+#include "ops/geometry.h"
+
+namespace bwdconv::ops {
+
+// A backward call whose plan a measurement may decide. The tensors are the
+// real operands (nullptr where the call has none, e.g. explain); `input` and
+// `weight` are the forward operands whose sizes the geometry holds.
+struct BackwardCall {
+  bool wants_input = false;
+  bool wants_weight = false;
+  const at::Tensor* grad_output = nullptr;
+  const at::Tensor* input = nullptr;
+  const at::Tensor* weight = nullptr;
+  std::optional<MemoryLayout> weight_layout;  // the weight tensor's layout, when there is one
+  int64_t device_index = -1;
+  ConvParams params;
+};
+
+// The call of an op with these operands (nullptr: the op has only sizes).
+BackwardCall backward_call(const at::Tensor& grad_output, const at::Tensor* input,
+                           const at::Tensor* weight, bool wants_input, bool wants_weight,
+                           const ConvParams& params);
+
+// What was measured best for one gradient, and why (shown by explain).
+struct GradientDecision {
+  Strategy strategy = Strategy::aten;
+  std::optional<Swap1x1Writer> writer;  // swap1x1 only: the writer measured
+  std::string reason;
+};
+
+struct Decision {
+  std::optional<GradientDecision> input;   // nothing: the rules decide it
+  std::optional<GradientDecision> weight;
+};
+
+// The hook's answer for a key: a decision; "the rules decide" (kept, so the
+// key is not asked again until forget_decisions); or "ask again next time"
+// (tuning was not possible now, e.g. during graph capture).
+struct HookAnswer {
+  enum Kind { ask_again, rules, decided } kind = ask_again;
+  Decision decision;
+};
+
+// Called once per unseen key with the rules plan (its candidates: every
+// strategy that can serve). Runs with the calling thread marked as tuning.
+using TuningHook =
+    std::function<HookAnswer(const ConvGeometry&, const BackwardCall&, const Plan& rules)>;
+void set_tuning_hook(TuningHook hook);
+
+// The plan a measured decision sets for this call, or nullptr when the rules
+// decide (no decision cached, tuning not possible or not asked for).
+std::shared_ptr<const Plan> decided_plan(const ConvGeometry& geometry, const BackwardCall& call);
+
+// Whether plan_for consults the decisions at all (default true); false: the
+// rules decide, e.g. for the benchmark's column of the planner's rules.
+void use_decisions(bool use);
+
+// Whether the calling thread is inside the tuning hook (the tuner's own calls
+// are neither tuned again nor counted as served).
+bool tuning_on_this_thread();
+
+// Forgets every decision (clear == true) or only the "rules decide" answers,
+// so that keys are asked again (autotune was switched on).
+void forget_decisions(bool clear);
+
+// Computes one gradient with an explicit strategy (and swap1x1 writer),
+// without touching the process-wide forcing: how the tuner times and checks a
+// candidate. `operand` is the weight for the input gradient, the input for
+// the weight gradient; `sizes` the sizes of the gradient.
+at::Tensor gradient_with(Gradient gradient, Strategy strategy,
+                         std::optional<Swap1x1Writer> writer, const at::Tensor& grad_output,
+                         const at::Tensor& operand, at::IntArrayRef sizes,
+                         const ConvParams& params);
+
+// Both gradients as a decision would compute them (one aten call when both
+// are aten): how the tuner compares a pair of per-gradient winners with
+// aten's single call for both.
+std::pair<at::Tensor, at::Tensor> gradients_with(const Decision& decision,
+                                                 const at::Tensor& grad_output,
+                                                 const at::Tensor& input, const at::Tensor& weight,
+                                                 const ConvParams& params);
+
+// Test-only: every gradient `strategy` computes from now on is made wrong
+// (nothing: no corruption), to prove that the tuner excludes a candidate that
+// disagrees with aten.
+void set_corrupted_strategy(std::optional<Strategy> strategy);
+at::Tensor corrupted_if_asked(Strategy strategy, at::Tensor gradient);
+
+}  // namespace bwdconv::ops

@@ -1,0 +1,197 @@
+#include "ops/tuning_bindings.h"
+
+#include <ATen/Context.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dispatch/plan.h"
+#include "ops/decisions.h"
+
+namespace bwdconv::ops {
+namespace {
+
+namespace py = pybind11;
+
+Strategy strategy_or_raise(const std::string& name) {
+  const auto strategy = parse_strategy(name);
+  if (!strategy) {
+    throw py::value_error("unknown strategy '" + name +
+                          "'; known strategies: " + known_strategy_names());
+  }
+  return *strategy;
+}
+
+std::optional<Swap1x1Writer> writer_or_raise(const std::optional<std::string>& name) {
+  if (!name) return std::nullopt;
+  const auto writer = parse_swap1x1_writer(*name);
+  if (!writer) throw py::value_error("unknown swap1x1 writer '" + *name + "'; known: fused, in_place");
+  return writer;
+}
+
+// [first, second, sizes...] (pass no leading values for the spatial sizes alone).
+py::list sizes_list(const SpatialSizes& sizes, int spatial_dims,
+                    std::vector<int64_t> leading = {}) {
+  py::list values;
+  for (int64_t v : leading) values.append(v);
+  for (int i = 0; i < spatial_dims; ++i) values.append(sizes[i]);
+  return values;
+}
+
+py::object tensor_or_none(const at::Tensor* t) { return t ? py::cast(*t) : py::none(); }
+
+// [[strategy, writer or None], ...]: every candidate that can serve
+// `gradient`, swap1x1 once per writer that can write dx, restricted to
+// strategies deterministic on the device when PyTorch asks for determinism.
+py::list candidates(const Plan& rules, Gradient gradient) {
+  const bool deterministic_only = at::globalContext().deterministicAlgorithms();
+  py::list list;
+  for (const Candidate& c : rules.of(gradient).candidates) {
+    if (!c.serves) continue;
+    if (deterministic_only && !deterministic_on(c.strategy, rules.geometry.device)) continue;
+    if (c.strategy == Strategy::swap1x1 && rules.swap1x1) {
+      list.append(py::make_tuple(strategy_name(c.strategy), "fused"));
+      if (!rules.swap1x1->in_place_refusal) {
+        list.append(py::make_tuple(strategy_name(c.strategy), "in_place"));
+      }
+    } else {
+      list.append(py::make_tuple(strategy_name(c.strategy), py::none()));
+    }
+  }
+  return list;
+}
+
+// What the Python tuner is told about a call.
+py::dict request(const ConvGeometry& g, const BackwardCall& call, const Plan& rules) {
+  const int n = g.spatial_dims;
+  py::dict r;
+  r["input_size"] = sizes_list(g.input, n, {g.batch, g.in_channels});
+  r["weight_size"] = sizes_list(g.filter, n, {g.out_channels, g.filter_in_channels});
+  r["stride"] = sizes_list(g.stride, n);
+  r["padding"] = sizes_list(g.padding, n);
+  r["dilation"] = sizes_list(g.dilation, n);
+  r["groups"] = g.groups;
+  r["dtype"] = dtype_name(g.dtype);
+  r["layout"] = layout_name(g.layout);
+  r["weight_layout"] = call.weight_layout ? py::cast(layout_name(*call.weight_layout)) : py::none();
+  r["device"] = device_name(g.device);
+  r["device_index"] = call.device_index;
+  r["wants_input"] = call.wants_input;
+  r["wants_weight"] = call.wants_weight;
+  r["grad_output"] = tensor_or_none(call.grad_output);
+  r["input"] = tensor_or_none(call.input);
+  r["weight"] = tensor_or_none(call.weight);
+  py::dict cands, rule;
+  for (Gradient gradient : {Gradient::input, Gradient::weight}) {
+    cands[gradient_name(gradient)] = candidates(rules, gradient);
+    rule[gradient_name(gradient)] = strategy_name(rules.of(gradient).strategy);
+  }
+  r["candidates"] = cands;
+  r["rules"] = rule;
+  return r;
+}
+
+std::optional<GradientDecision> gradient_decision(const py::dict& answer, const char* gradient) {
+  if (!answer.contains(gradient) || answer[gradient].is_none()) return std::nullopt;
+  auto entry = answer[gradient].cast<std::tuple<std::string, std::optional<std::string>, std::string>>();
+  return GradientDecision{strategy_or_raise(std::get<0>(entry)), writer_or_raise(std::get<1>(entry)),
+                          std::get<2>(entry)};
+}
+
+// None: ask again; "rules": the rules decide; {"input": (strategy, writer,
+// reason) or None, "weight": ...}: a decision.
+HookAnswer parse_answer(const py::object& answer) {
+  HookAnswer parsed;
+  if (answer.is_none()) return parsed;
+  if (py::isinstance<py::str>(answer)) {
+    parsed.kind = HookAnswer::rules;
+    return parsed;
+  }
+  const py::dict decision = answer.cast<py::dict>();
+  parsed.kind = HookAnswer::decided;
+  parsed.decision.input = gradient_decision(decision, "input");
+  parsed.decision.weight = gradient_decision(decision, "weight");
+  return parsed;
+}
+
+// The Python callable, kept alive (and never destroyed at exit, when the
+// interpreter may be gone).
+py::object* python_hook = new py::object();
+
+HookAnswer call_python_hook(const ConvGeometry& g, const BackwardCall& call, const Plan& rules) {
+  if (!Py_IsInitialized()) return {};
+  py::gil_scoped_acquire gil;
+  if (!*python_hook || python_hook->is_none()) return {};
+  try {
+    return parse_answer((*python_hook)(request(g, call, rules)));
+  } catch (py::error_already_set& error) {
+    if (error.matches(PyExc_KeyboardInterrupt)) throw;
+    TORCH_WARN("bwdconv: the autotuner failed (", error.what(),
+               "); the rules decide this shape in this process");
+    HookAnswer rules_decide;
+    rules_decide.kind = HookAnswer::rules;
+    return rules_decide;
+  }
+}
+
+void set_python_hook(py::object hook) {
+  *python_hook = hook;
+  if (hook.is_none()) {
+    py::gil_scoped_release release;  // a tuning thread may wait for the GIL
+    set_tuning_hook(nullptr);
+  } else {
+    set_tuning_hook(call_python_hook);
+  }
+}
+
+at::Tensor gradient_by_name(const std::string& gradient, const std::string& strategy,
+                            const std::optional<std::string>& writer, const at::Tensor& grad_output,
+                            const at::Tensor& operand, const std::vector<int64_t>& sizes,
+                            const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                            const std::vector<int64_t>& dilation, int64_t groups) {
+  if (gradient != "input" && gradient != "weight") {
+    throw py::value_error("gradient must be 'input' or 'weight', got '" + gradient + "'");
+  }
+  const Strategy s = strategy_or_raise(strategy);
+  const auto w = writer_or_raise(writer);
+  py::gil_scoped_release release;
+  return gradient_with(gradient == "input" ? Gradient::input : Gradient::weight, s, w,
+                       grad_output, operand, sizes, {stride, padding, dilation, groups});
+}
+
+std::pair<at::Tensor, at::Tensor> gradients_by_name(
+    const std::string& input_strategy, const std::optional<std::string>& writer,
+    const std::string& weight_strategy, const at::Tensor& grad_output, const at::Tensor& input,
+    const at::Tensor& weight, const std::vector<int64_t>& stride,
+    const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups) {
+  Decision decision;
+  decision.input = GradientDecision{strategy_or_raise(input_strategy), writer_or_raise(writer), ""};
+  decision.weight = GradientDecision{strategy_or_raise(weight_strategy), std::nullopt, ""};
+  py::gil_scoped_release release;
+  return gradients_with(decision, grad_output, input, weight, {stride, padding, dilation, groups});
+}
+
+void corrupt(const std::optional<std::string>& strategy) {
+  set_corrupted_strategy(strategy ? std::optional<Strategy>(strategy_or_raise(*strategy))
+                                  : std::nullopt);
+}
+
+}  // namespace
+
+void register_tuning_bindings(py::module& m) {
+  m.def("set_tuning_hook", &set_python_hook, py::arg("hook"));
+  m.def("forget_decisions", &forget_decisions, py::arg("clear"));
+  m.def("use_decisions", &use_decisions, py::arg("use"));
+  m.def("gradient_with", &gradient_by_name, py::arg("gradient"), py::arg("strategy"),
+        py::arg("swap1x1_writer"), py::arg("grad_output"), py::arg("operand"), py::arg("sizes"),
+        py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("groups"));
+  m.def("gradients_with", &gradients_by_name, py::arg("input_strategy"),
+        py::arg("swap1x1_writer"), py::arg("weight_strategy"), py::arg("grad_output"),
+        py::arg("input"), py::arg("weight"), py::arg("stride"), py::arg("padding"),
+        py::arg("dilation"), py::arg("groups"));
+  m.def("_set_corrupted_strategy", &corrupt, py::arg("strategy"));
+}
+
+}  // namespace bwdconv::ops

@@ -1,0 +1,437 @@
+"""Autotuning: measured plans on the user's own device, verified against aten.
+
+The first time a backward call's key is seen with autotuning on, every
+strategy that can serve each wanted gradient (swap1x1 once per writer) is run
+on the call's real operands:
+
+1. Verification: each candidate's gradient is compared with aten's, with the
+   test suite's accuracy rule: in float64 it must match aten to 1e-10
+   (relative to the gradient's magnitude); in other dtypes its error against
+   a float64 reference must be at most twice aten's error in the same dtype
+   plus 1e-5 of the reference's magnitude. A candidate that fails is excluded
+   for that key, and one warning names it, the shape and the error.
+2. Timing: a warm-up call each, then rounds that time every candidate once, in
+   an order that rotates, until each median is stable (interquartile range /
+   median / sqrt(rounds) below 1%) or the key's time cap is spent; CUDA/HIP
+   events on a GPU, a monotonic clock on the CPU.
+3. The noise rule: the fastest candidate replaces aten only when
+   median(candidate) * (1 + noise) < median(aten), where noise is the larger
+   relative interquartile range (IQR / median) of the two in this run, and at
+   least NOISE_FLOOR. Otherwise aten is kept.
+
+Decisions go to the persistent cache (_cache.py) and to the C++ decision
+table that plan_for consults after forcing and before the rules. Cached
+decisions apply whether or not autotuning is on. No tuning happens during
+CUDA/HIP graph capture, torch.compile tracing (fake or meta tensors), with
+forward-mode AD active, or once the process's budget is spent: the cached
+decision or the rules decide then.
+"""
+
+import atexit
+import contextlib
+import datetime
+import functools
+import math
+import os
+import platform
+import statistics
+import threading
+import time
+import warnings
+
+import torch
+
+from . import _cache
+from ._library import _C
+
+__all__ = ["autotuning", "set_autotune", "is_autotuning", "clear_decisions", "decisions"]
+
+NOISE_FLOOR = 0.02       # a win must exceed 2% even when the measured noise is lower
+STABLE = 0.01            # IQR / median / sqrt(rounds) below which a median is stable
+MIN_ROUNDS = 5
+MAX_ROUNDS = 50
+KEY_SECONDS = float(os.environ.get("BWDCONV_AUTOTUNE_KEY_SECONDS", "2"))
+BUDGET_SECONDS = float(os.environ.get("BWDCONV_AUTOTUNE_BUDGET", "300"))
+
+
+class _State:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.autotune = os.environ.get("BWDCONV_AUTOTUNE", "0") == "1"
+        self.spent = 0.0          # seconds of tuning in this process
+        self.tuned = 0            # keys tuned in this process
+        self.timer = None         # test-only: (gradient, label) -> seconds
+        self.progress = None      # callable(key) told before each key is tuned
+        self.cache = _cache.DecisionCache()
+
+
+_state = _State()
+
+
+def set_autotune(on):
+    """Switches autotuning on or off for the process (BWDCONV_AUTOTUNE=1 at
+    import switches it on)."""
+    with _state.lock:
+        _state.autotune = bool(on)
+    if on:
+        _C.forget_decisions(False)  # keys the rules decided are asked again
+
+
+def is_autotuning():
+    return _state.autotune
+
+
+@contextlib.contextmanager
+def autotuning(on=True):
+    """Autotuning on (or off) for the body of a `with` block."""
+    previous = _state.autotune
+    set_autotune(on)
+    try:
+        yield
+    finally:
+        set_autotune(previous)
+
+
+@contextlib.contextmanager
+def rules_only():
+    """Measured decisions ignored for the body of a `with` block: the
+    planner's rules decide (the benchmark's column for the rules)."""
+    _C.use_decisions(False)
+    try:
+        yield
+    finally:
+        _C.use_decisions(True)
+
+
+def clear_decisions():
+    """Forgets every measured decision, in this process and in the cache file."""
+    _state.cache.clear()
+    _C.forget_decisions(True)
+
+
+def decisions():
+    """{key: entry} of every decision in the cache file and this process."""
+    return _state.cache.entries()
+
+
+# ---- the key ---------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _cpu_model():
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_description(index):
+    props = torch.cuda.get_device_properties(index)
+    if torch.version.hip:
+        arch = getattr(props, "gcnArchName", "unknown").split(":")[0]
+        return f"hip {props.name} {arch} {props.multi_processor_count} CUs"
+    return f"cuda {props.name} sm_{props.major}{props.minor} {props.multi_processor_count} SMs"
+
+
+def device_description(device, index):
+    """What about the device can change a measurement: for a GPU its name,
+    architecture and compute-unit count; for the CPU its model and the
+    number of threads torch uses."""
+    if device == "cpu":
+        return f"cpu {_cpu_model()} {torch.get_num_threads()} threads"
+    return _gpu_description(index if index >= 0 else torch.cuda.current_device())
+
+
+def _sizes(values):
+    return "x".join(map(str, values))
+
+
+def key_of(request):
+    """The cache key of a backward call: device, versions, dtype, both
+    layouts, the full geometry and the wanted gradients, readable."""
+    from . import __version__
+
+    wanted = "+".join(g for g in ("input", "weight") if request[f"wants_{g}"])
+    return " | ".join([
+        device_description(request["device"], request["device_index"]),
+        f"torch {torch.__version__}",
+        f"bwdconv {__version__}",
+        request["dtype"],
+        f"input {request['layout']}",
+        f"weight {request['weight_layout'] or 'none'}",
+        f"conv input {_sizes(request['input_size'])} weight {_sizes(request['weight_size'])} "
+        f"stride {_sizes(request['stride'])} padding {_sizes(request['padding'])} "
+        f"dilation {_sizes(request['dilation'])} groups {request['groups']}",
+        f"grads {wanted}",
+    ])
+
+
+def request_of(input, weight, stride, padding, dilation, groups, wants_input=True,
+               wants_weight=True, *, dtype=None, channels_last=None, weight_channels_last=None,
+               device=None, device_index=None):
+    """The fields of a backward call's key, from tensors or sizes (defaults as
+    in bwdconv.explain)."""
+    from torch._prims_common import suggest_memory_format
+
+    tensor = input if isinstance(input, torch.Tensor) else None
+    sizes = [list(t.shape) if isinstance(t, torch.Tensor) else list(t) for t in (input, weight)]
+    if dtype is None:
+        dtype = tensor.dtype if tensor is not None else torch.float32
+    if channels_last is None:
+        channels_last = tensor is not None and suggest_memory_format(tensor) != torch.contiguous_format
+    if weight_channels_last is None:
+        weight_channels_last = isinstance(weight, torch.Tensor) and \
+            suggest_memory_format(weight) != torch.contiguous_format
+    if device is None:
+        on_gpu = tensor is not None and tensor.is_cuda
+        device = ("hip" if torch.version.hip else "cuda") if on_gpu else "cpu"
+    if device_index is None:
+        device_index = tensor.device.index if tensor is not None and tensor.is_cuda else -1
+    return {"device": device, "device_index": device_index,
+            "dtype": str(dtype).replace("torch.", ""),
+            "layout": "channels_last" if channels_last else "contiguous",
+            "weight_layout": "channels_last" if weight_channels_last else "contiguous",
+            "input_size": sizes[0], "weight_size": sizes[1], "stride": list(stride),
+            "padding": list(padding), "dilation": list(dilation), "groups": groups,
+            "wants_input": wants_input, "wants_weight": wants_weight}
+
+
+def decision_for(request):
+    """The cache entry of a call (request_of), or None."""
+    return _state.cache.get(key_of(request))
+
+
+# ---- the hook plan_for calls -----------------------------------------------
+
+def _answer(entry):
+    """The C++ table's form of a cache entry."""
+    answer = {}
+    for gradient, decided in entry["gradients"].items():
+        answer[gradient] = (decided["choice"], decided.get("writer"), decided["reason"])
+    return answer
+
+
+def _why_not_now(request):
+    """Why tuning cannot happen for this call now (the rules or cache decide),
+    or None."""
+    operands = [request[n] for n in ("grad_output", "input", "weight") if request[n] is not None]
+    if not operands or request["grad_output"] is None:
+        return "no operands (explain)"
+    if any(t.device.type == "meta" or isinstance(t, torch._subclasses.FakeTensor)
+           for t in operands):
+        return "fake or meta tensors"
+    if torch.compiler.is_compiling():
+        return "torch.compile tracing"
+    if torch.autograd.forward_ad._current_level >= 0:
+        return "forward-mode AD"
+    if operands[0].is_cuda and torch.cuda.is_current_stream_capturing():
+        return "graph capture"
+    return None
+
+
+def _hook(request):
+    if request["device"] != "cpu" and not torch.cuda.is_available():
+        return "rules"  # explain() of a GPU shape on a machine without one
+    key = key_of(request)
+    entry = _state.cache.get(key)
+    if entry is not None:
+        return _answer(entry)
+    if not _state.autotune or _state.spent >= BUDGET_SECONDS:
+        return "rules"
+    if _why_not_now(request):
+        return None
+    if _state.progress is not None:
+        _state.progress(key)
+    started = time.perf_counter()
+    try:
+        entry = _measure(request, key)
+    finally:
+        with _state.lock:
+            _state.spent += time.perf_counter() - started
+            _state.tuned += 1
+    _state.cache.put(key, entry)
+    return _answer(entry)
+
+
+# ---- measuring ---------------------------------------------------------------
+
+def _label(candidate):
+    strategy, writer = candidate
+    return f"{strategy}[{writer}]" if writer else strategy
+
+
+def _max_error(value, reference):
+    return (value.double() - reference.double()).abs().max().item()
+
+
+def _accuracy(value, aten, reference):
+    """(error, bound): the test suite's rule (see the module docstring)."""
+    if value.dtype == torch.float64:
+        scale = aten.abs().max().item()
+        return _max_error(value, aten), 1e-10 * max(scale, 1.0)
+    scale = reference.abs().max().item()
+    return _max_error(value, reference), 2 * _max_error(aten, reference) + 1e-5 * scale
+
+
+def _timer_for(device):
+    """A function timing one call: CUDA/HIP events on a GPU, a monotonic
+    clock on the CPU."""
+    if device.type == "cuda":
+        def timed(fn):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        return timed
+
+    def timed(fn):
+        started = time.perf_counter()
+        fn()
+        return time.perf_counter() - started
+    return timed
+
+
+def _relative_iqr(samples):
+    if len(samples) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return (q3 - q1) / statistics.median(samples)
+
+
+def _time(gradient, fns, device, cap):
+    """{label: [seconds, ...]}: warm-up, then rounds in a rotating order until
+    every median is stable or `cap` seconds are spent."""
+    timed = _timer_for(device)
+    injected = _state.timer
+    for fn in fns.values():
+        fn()
+    labels = list(fns)
+    samples = {label: [] for label in labels}
+    started = time.perf_counter()
+    for round_index in range(MAX_ROUNDS):
+        shift = round_index % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            seconds = timed(fns[label])
+            samples[label].append(injected(gradient, label) if injected else seconds)
+        rounds = round_index + 1
+        stable = all(_relative_iqr(s) / math.sqrt(rounds) < STABLE for s in samples.values())
+        if rounds >= MIN_ROUNDS and (stable or time.perf_counter() - started > cap):
+            break
+    return samples
+
+
+def _verified(gradient, candidates, run, shape, dtype):
+    """(candidates that agree with aten, {label: why excluded})."""
+    aten = run(("aten", None))
+    reference = None
+    if aten.dtype != torch.float64:
+        reference = run(("aten", None), to=torch.float64)
+    kept, excluded = [("aten", None)], {}
+    for candidate in candidates:
+        if candidate[0] == "aten":
+            continue
+        error, bound = _accuracy(run(candidate), aten, reference)
+        if error <= bound:  # False for NaN
+            kept.append(candidate)
+            continue
+        why = (f"disagrees with aten: error {error:.3g} above the bound {bound:.3g}")
+        excluded[_label(candidate)] = why
+        warnings.warn(f"bwdconv autotune: {_label(candidate)} {why} for the {gradient} gradient "
+                      f"of {shape} ({dtype}); excluded for this shape", RuntimeWarning)
+    return kept, excluded
+
+
+def _summary(samples):
+    ordered = sorted(samples)
+    q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 \
+        else (ordered[0], None, ordered[0])
+    return {"median_us": round(statistics.median(ordered) * 1e6, 2),
+            "p25_us": round(q1 * 1e6, 2), "p75_us": round(q3 * 1e6, 2), "n": len(ordered)}
+
+
+def decide(samples):
+    """(label, speedup over aten, noise, reason): the noise rule of the module
+    docstring applied to {label: [seconds]} ("aten" among the labels)."""
+    median = {label: statistics.median(s) for label, s in samples.items()}
+    others = [label for label in samples if label != "aten"]
+    if not others:
+        return "aten", 1.0, 0.0, "aten is the only candidate"
+    best = min(others, key=median.get)
+    noise = max(NOISE_FLOOR, _relative_iqr(samples["aten"]), _relative_iqr(samples[best]))
+    speedup = median["aten"] / median[best]
+    if median[best] * (1 + noise) < median["aten"]:
+        return best, speedup, noise, (f"{best} {speedup:.2f}x faster than aten, above the "
+                                      f"noise {noise:.1%}")
+    return "aten", 1.0, noise, (f"nothing beat aten by more than the noise {noise:.1%} "
+                                f"(best: {best} {speedup:.2f}x)")
+
+
+def _measure(request, key):
+    """The cache entry for a call: per wanted gradient, the verified
+    candidates' times, the excluded ones and the decision."""
+    dy = request["grad_output"]
+    args = (request["stride"], request["padding"], request["dilation"], request["groups"])
+    wanted = [g for g in ("input", "weight") if request[f"wants_{g}"]]
+    measured_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    entry = {"measured_at": measured_at, "gradients": {}}
+    for gradient in wanted:
+        operand = request["weight"] if gradient == "input" else request["input"]
+        sizes = request[f"{gradient}_size"]
+
+        def run(candidate, to=None, operand=operand, sizes=sizes, gradient=gradient):
+            g_out, other = (dy, operand) if to is None else (dy.to(to), operand.to(to))
+            return _C.gradient_with(gradient, candidate[0], candidate[1], g_out, other, sizes,
+                                    *args)
+
+        candidates = [tuple(c) for c in request["candidates"][gradient]]
+        kept, excluded = _verified(gradient, candidates, run, key.split(" | ")[-2],
+                                   request["dtype"])
+        fns = {_label(c): functools.partial(run, c) for c in kept}
+        samples = _time(gradient, fns, dy.device, KEY_SECONDS / len(wanted))
+        label, speedup, noise, why = decide(samples)
+        choice = next(c for c in kept if _label(c) == label)
+        entry["gradients"][gradient] = {
+            "choice": choice[0], "writer": choice[1], "speedup": round(speedup, 3),
+            "noise": round(noise, 4), "rules": request["rules"][gradient],
+            "reason": f"measured on this device {measured_at}: {why}",
+            "times": {label: _summary(s) for label, s in samples.items()},
+            "excluded": excluded,
+        }
+    if len(wanted) == 2 and any(d["choice"] != "aten" for d in entry["gradients"].values()):
+        _pair_against_aten(request, entry, args)
+    return entry
+
+
+def _pair_against_aten(request, entry, args):
+    """A call that wants both gradients: aten computes them in one call, often
+    for little more than one of them (oneDNN), so the per-gradient winners
+    must also beat that single call together, by the same noise rule; if
+    they do not, aten computes both."""
+    gi, gw = entry["gradients"]["input"], entry["gradients"]["weight"]
+    dy, x, w = request["grad_output"], request["input"], request["weight"]
+    pair = f"{_label((gi['choice'], gi['writer']))}+{_label((gw['choice'], gw['writer']))}"
+
+    def both(input_strategy, writer, weight_strategy):
+        return functools.partial(_C.gradients_with, input_strategy, writer, weight_strategy, dy,
+                                 x, w, *args)
+
+    samples = _time("both", {"aten": both("aten", None, "aten"),
+                             pair: both(gi["choice"], gi["writer"], gw["choice"])},
+                    dy.device, KEY_SECONDS / 2)
+    label, speedup, noise, why = decide(samples)
+    entry["both"] = {"times": {lb: _summary(s) for lb, s in samples.items()},
+                     "speedup": round(speedup, 3), "noise": round(noise, 4)}
+    if label == "aten":
+        for decided in (gi, gw):
+            if decided["choice"] != "aten":
+                decided.update(choice="aten", writer=None, speedup=1.0, reason=(
+                    f"measured on this device {entry['measured_at']}: {pair} beat aten gradient "
+                    f"by gradient, but not aten's single call for both: {why}"))
+
+
+_C.set_tuning_hook(_hook)
+atexit.register(_C.set_tuning_hook, None)

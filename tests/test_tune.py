@@ -1,0 +1,360 @@
+"""Autotuning: measured decisions verified against aten, the noise rule, the
+persistent cache (processes, concurrent writers, corrupt files, read-only
+directories, foreign keys), and where it must not tune. An injected timer
+makes the outcome deterministic where the test needs it."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import bwdconv
+from bwdconv import _cache, _tune
+from bwdconv._library import _C
+from conftest import aten_gradients
+
+# A 3x3 stride-2 shape every input strategy serves, and a 1x1 stride-2 one.
+STRIDED = ((2, 4, 9, 9), (6, 4, 3, 3), [2, 2], [1, 1], [1, 1], 1)
+ONE_BY_ONE = ((2, 8, 8, 8), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1)
+
+
+@pytest.fixture(autouse=True)
+def fresh_decisions(tmp_path, monkeypatch):
+    """Every test: an empty cache directory of its own, no decisions in
+    memory, autotuning off, real timing, nothing corrupted."""
+    monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_tune, "KEY_SECONDS", 0.2)
+    _tune._state.cache = _cache.DecisionCache()
+    _C.forget_decisions(True)
+    yield
+    _tune.set_autotune(False)
+    _tune._state.timer = None
+    _C._set_corrupted_strategy(None)
+    _C.forget_decisions(True)
+
+
+def operands(case, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(case[0], generator=g, dtype=dtype)
+    w = torch.randn(case[1], generator=g, dtype=dtype)
+    _, _, s, p, d, groups = case
+    dy = torch.randn(torch.ops.aten.convolution(x, w, None, s, p, d, False, [0, 0], groups).shape,
+                     generator=g, dtype=dtype)
+    return x, w, dy
+
+
+def input_gradient(case, x, w, dy):
+    _, _, s, p, d, groups = case
+    return torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
+
+
+def timer(times):
+    """An injected timer: `times[label]` seconds, or a list cycled per call."""
+    calls = {}
+
+    def timed(gradient, label):
+        value = times.get(label, 1.0)
+        if isinstance(value, list):
+            calls[label] = calls.get(label, -1) + 1
+            return value[calls[label] % len(value)]
+        return value
+    return timed
+
+
+def only_entry():
+    entries = bwdconv.decisions()
+    assert len(entries) == 1, list(entries)
+    return next(iter(entries.items()))
+
+
+def test_choice_follows_the_measurements():
+    x, w, dy = operands(STRIDED)
+    expected = aten_gradients(dy, x, w, *STRIDED[2:])[0]
+    for fastest in ("phase", "scatter", "aten"):
+        _C.forget_decisions(True)
+        bwdconv.clear_decisions()
+        _tune._state.timer = timer({"aten": 2e-3, fastest: 1e-3})
+        bwdconv.reset_served()
+        with bwdconv.autotuning():
+            result = input_gradient(STRIDED, x, w, dy)
+        torch.testing.assert_close(result, expected)
+        assert bwdconv.served()["input"][fastest] == 1
+        assert bwdconv.served(measured=True)["input"][fastest] == 1
+        _, entry = only_entry()
+        assert entry["gradients"]["input"]["choice"] == fastest
+        assert set(entry["gradients"]["input"]["times"]) >= {"aten", "phase", "scatter"}
+
+
+def test_the_decision_is_kept_and_used_without_tuning_again():
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})
+    with bwdconv.autotuning():
+        input_gradient(STRIDED, x, w, dy)
+        tuned = _tune._state.tuned
+        input_gradient(STRIDED, x, w, dy)
+        assert _tune._state.tuned == tuned
+    bwdconv.reset_served()
+    input_gradient(STRIDED, x, w, dy)  # autotuning off: the decision still applies
+    assert bwdconv.served(measured=True)["input"]["phase"] == 1
+
+
+def test_aten_is_kept_when_nothing_wins_beyond_the_noise():
+    x, w, dy = operands(STRIDED)
+    # aten varies by +-10% between rounds: a 5% faster candidate is noise.
+    _tune._state.timer = timer({"aten": [0.9e-3, 1.1e-3, 1.0e-3, 0.95e-3, 1.05e-3],
+                                "phase": 0.95e-3})
+    with bwdconv.autotuning():
+        input_gradient(STRIDED, x, w, dy)
+    _, entry = only_entry()
+    decided = entry["gradients"]["input"]
+    assert decided["choice"] == "aten", decided
+    assert "noise" in decided["reason"]
+    assert decided["noise"] >= 0.05
+
+
+def test_a_pair_of_winners_must_beat_atens_single_call_for_both():
+    x, w, dy = operands(STRIDED)
+    times = {("input", "aten"): 2e-3, ("input", "phase"): 1e-3, ("weight", "aten"): 2e-3,
+             ("both", "aten"): 2.5e-3}
+    for pair_time, expected in ((3e-3, "aten"), (1.5e-3, "phase")):
+        bwdconv.clear_decisions()
+        times[("both", "phase+aten")] = pair_time
+        _tune._state.timer = lambda gradient, label: times.get((gradient, label), 1.0)
+        bwdconv.reset_served()
+        with bwdconv.autotuning():
+            torch.ops.bwdconv.convolution_backward(dy, x, w, *STRIDED[2:])
+        _, entry = only_entry()
+        assert entry["gradients"]["input"]["choice"] == expected, entry
+        assert set(entry["both"]["times"]) == {"aten", "phase+aten"}
+        assert bwdconv.served()["input"][expected] == 1
+
+
+def test_the_noise_rule():
+    assert _tune.decide({"aten": [1.0] * 5, "phase": [0.99] * 5})[0] == "aten"  # below the floor
+    assert _tune.decide({"aten": [1.0] * 5, "phase": [0.9] * 5})[0] == "phase"
+    noisy = [0.8, 0.9, 1.0, 1.1, 1.2]  # relative IQR 0.2
+    assert _tune.decide({"aten": noisy, "phase": [0.85] * 5})[0] == "aten"
+    assert _tune.decide({"aten": noisy, "phase": [0.8] * 5})[0] == "phase"
+    assert _tune.decide({"aten": [1.0] * 5, "phase": [0.9, 0.5, 1.3, 0.7, 1.1]})[0] == "aten"
+
+
+def test_a_wrong_candidate_is_excluded_with_a_warning_and_gradients_stay_correct():
+    x, w, dy = operands(STRIDED)
+    expected = aten_gradients(dy, x, w, *STRIDED[2:])[0]
+    _C._set_corrupted_strategy("phase")
+    _tune._state.timer = timer({"aten": 3e-3, "phase": 1e-3, "scatter": 2e-3})
+    with bwdconv.autotuning(), pytest.warns(RuntimeWarning, match=r"phase disagrees with aten"
+                                            r".*input gradient of conv input 2x4x9x9"):
+        result = input_gradient(STRIDED, x, w, dy)
+    torch.testing.assert_close(result, expected)
+    _, entry = only_entry()
+    decided = entry["gradients"]["input"]
+    assert decided["choice"] == "scatter"
+    assert "phase" in decided["excluded"] and "phase" not in decided["times"]
+    with warnings.catch_warnings(record=True) as again:
+        warnings.simplefilter("always")
+        torch.testing.assert_close(input_gradient(STRIDED, x, w, dy), expected)
+    assert not [w for w in again if "bwdconv" in str(w.message)]  # once per key
+
+
+def test_lower_precision_candidates_pass_the_accuracy_rule():
+    x, w, dy = operands(ONE_BY_ONE, dtype=torch.bfloat16)
+    _tune._state.timer = timer({"aten": 2e-3, "swap1x1[fused]": 1e-3})
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with bwdconv.autotuning():
+            input_gradient(ONE_BY_ONE, x, w, dy)
+    assert not [w for w in record if "bwdconv" in str(w.message)]
+    _, entry = only_entry()
+    assert entry["gradients"]["input"]["excluded"] == {}
+    assert entry["gradients"]["input"]["choice"] == "swap1x1"
+
+
+def test_real_timing_never_picks_a_strategy_that_does_stride_squared_the_work():
+    # stride 4 on a 1x1 filter: scatter convolves 16x the positions swap1x1 multiplies.
+    case = ((2, 32, 32, 32), (32, 32, 1, 1), [4, 4], [0, 0], [1, 1], 1)
+    x, w, dy = operands(case)
+    with bwdconv.autotuning():
+        input_gradient(case, x, w, dy)
+    _, entry = only_entry()
+    decided = entry["gradients"]["input"]
+    assert decided["choice"] != "scatter"
+    assert all(t["n"] >= _tune.MIN_ROUNDS for t in decided["times"].values())
+    times = {label: t["median_us"] for label, t in decided["times"].items()}
+    assert times["scatter"] > times["swap1x1[fused]"], times
+
+
+def test_explain_and_explain_model_show_the_measurement():
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3, "phase+aten": 1e-3})
+    conv = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, bias=False)
+    with bwdconv.enabled(), bwdconv.autotuning():
+        conv(x.requires_grad_()).sum().backward()
+    plan = bwdconv.explain(x, conv.weight, 2, 1)
+    assert plan.input_strategy == "phase" and plan.to_dict()["input"]["measured"]
+    text = str(plan)
+    assert "measured on this device" in text and "measured aten: median 2000.0 us" in text
+    assert "(measured)" in str(bwdconv.explain_model(conv, x))
+    bwdconv.set_autotune(False)
+    assert not bwdconv.explain(x, conv.weight, 2, 1, channels_last=True).to_dict()["input"][
+        "measured"]
+
+
+def test_forcing_beats_a_measured_decision():
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})
+    with bwdconv.autotuning():
+        input_gradient(STRIDED, x, w, dy)
+    bwdconv.reset_served()
+    with bwdconv.force_strategy("scatter"):
+        input_gradient(STRIDED, x, w, dy)
+    assert bwdconv.served()["input"]["scatter"] == 1
+
+
+def test_no_tuning_once_the_budget_is_spent(monkeypatch):
+    monkeypatch.setattr(_tune, "BUDGET_SECONDS", 0.0)
+    x, w, dy = operands(STRIDED)
+    with bwdconv.autotuning():
+        input_gradient(STRIDED, x, w, dy)
+    assert bwdconv.decisions() == {}
+
+
+def test_no_tuning_under_forward_mode_ad_or_fake_tensors():
+    import torch.autograd.forward_ad as fwAD
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    x, w, dy = operands(STRIDED)
+    expected = aten_gradients(dy, x, w, *STRIDED[2:])[0]
+    x.requires_grad_()
+    conv = torch.nn.functional.conv2d
+    with bwdconv.enabled("aten"), bwdconv.autotuning():
+        with fwAD.dual_level():
+            gx, = torch.autograd.grad(conv(x, w, None, 2, 1), x, dy)
+        assert bwdconv.decisions() == {}
+        torch.testing.assert_close(gx, expected)
+
+        def backward(dy, w):
+            return input_gradient(STRIDED, x, w, dy)
+        make_fx(backward, tracing_mode="fake")(dy, w)
+        with FakeTensorMode() as mode:
+            fake = [mode.from_tensor(t) for t in (dy, x, w)]
+            request = {"device": "cpu", "grad_output": fake[0], "input": fake[1],
+                       "weight": fake[2]}
+            assert _tune._why_not_now(request) == "fake or meta tensors"
+        assert bwdconv.decisions() == {}
+        torch.autograd.grad(conv(x, w, None, 2, 1), x, dy)  # outside both: it tunes
+    assert len(bwdconv.decisions()) == 1
+
+
+def test_a_key_from_another_device_or_torch_version_is_not_applied():
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})
+    with bwdconv.autotuning():
+        input_gradient(STRIDED, x, w, dy)
+    key, entry = only_entry()
+    device, torch_version, *rest = key.split(" | ")
+    foreign = {" | ".join(["cpu Another CPU 64 threads", torch_version, *rest]): entry,
+               " | ".join([device, "torch 1.0.0", *rest]): entry}
+    path = _cache.path()
+    with open(path, "w") as f:
+        json.dump({"format": _cache.FORMAT, "version": _cache.VERSION, "entries": foreign}, f)
+    _tune._state.cache = _cache.DecisionCache()
+    _C.forget_decisions(True)
+    bwdconv.reset_served()
+    input_gradient(STRIDED, x, w, dy)
+    assert bwdconv.served(measured=True)["input"]["phase"] == 0
+    assert bwdconv.served()["input"]["aten"] == 1
+
+
+def run_python(code, env_extra):
+    env = {**os.environ, **env_extra}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+TUNE_ONE = """
+    import torch, bwdconv
+    for c in {channels}:
+        x = torch.randn(2, c, 9, 9); w = torch.randn(6, c, 3, 3)
+        dy = torch.randn(2, 6, 5, 5)
+        torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), [2, 2], [1, 1], [1, 1], 1)
+    print(len(bwdconv.decisions()))
+"""
+
+
+def test_the_cache_survives_a_round_trip_between_processes(tmp_path):
+    env = {"BWDCONV_CACHE_DIR": str(tmp_path / "shared"), "BWDCONV_AUTOTUNE": "1",
+           "BWDCONV_AUTOTUNE_KEY_SECONDS": "0.1"}
+    tuned = run_python(TUNE_ONE.format(channels=[4]), env)
+    assert tuned.returncode == 0, tuned.stderr
+    reader = run_python("""
+        import torch, bwdconv
+        x = torch.randn(2, 4, 9, 9); w = torch.randn(6, 4, 3, 3); dy = torch.randn(2, 6, 5, 5)
+        torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), [2, 2], [1, 1], [1, 1], 1)
+        print(sum(bwdconv.served(measured=True)["input"].values()), bwdconv.is_autotuning())
+    """, {**env, "BWDCONV_AUTOTUNE": "0"})
+    assert reader.returncode == 0, reader.stderr
+    assert reader.stdout.split() == ["1", "False"]
+
+
+def test_two_concurrent_writers_keep_both_entries(tmp_path):
+    env = {**os.environ, "BWDCONV_CACHE_DIR": str(tmp_path / "shared"), "BWDCONV_AUTOTUNE": "1",
+           "BWDCONV_AUTOTUNE_KEY_SECONDS": "0.05"}
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(TUNE_ONE.format(
+        channels=channels))], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) for channels in ([4, 8, 12], [5, 9, 13])]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    entries = _cache.read_entries(str(tmp_path / "shared" / _cache.FILE_NAME))
+    assert len(entries) == 6, list(entries)
+
+
+@pytest.mark.parametrize("content", [
+    "{not json", '{"format": "bwdconv-decisions", "version": 1, "entries": {"k": {"gradi',
+    '{"format": "bwdconv-decisions", "version": 99, "entries": {}}', "\x00\x01binary"])
+def test_a_corrupt_truncated_or_foreign_version_file_warns_once_and_is_ignored(content):
+    os.makedirs(_cache.directory(), exist_ok=True)
+    with open(_cache.path(), "w") as f:
+        f.write(content)
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})
+    with pytest.warns(RuntimeWarning, match="ignoring the decisions cache") as record:
+        with bwdconv.autotuning():
+            input_gradient(STRIDED, x, w, dy)
+    assert sum("decisions cache" in str(r.message) for r in record) == 1
+    assert len(_cache.read_entries(_cache.path())) == 1  # rewritten, the entry is there
+    with open(_cache.path() + ".corrupt") as f:
+        assert f.read() == content  # set aside, not lost
+
+
+def test_a_malformed_entry_is_dropped_alone():
+    os.makedirs(_cache.directory(), exist_ok=True)
+    good = {"gradients": {"input": {"choice": "phase", "reason": "r"}}}
+    with open(_cache.path(), "w") as f:
+        json.dump({"format": _cache.FORMAT, "version": _cache.VERSION,
+                   "entries": {"good": good, "bad": {"gradients": 3}}}, f)
+    assert _cache.read_entries(_cache.path()) == {"good": good}
+
+
+def test_a_read_only_cache_directory_warns_once_and_tunes_in_memory(tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("BWDCONV_CACHE_DIR", str(blocker / "cache"))  # cannot be created
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})
+    with pytest.warns(RuntimeWarning, match="cannot write the decisions cache") as record:
+        with bwdconv.autotuning():
+            input_gradient(STRIDED, x, w, dy)
+            input_gradient(*((ONE_BY_ONE,) + operands(ONE_BY_ONE)))
+    assert sum("cannot write" in str(r.message) for r in record) == 1
+    assert len(bwdconv.decisions()) == 2
+    bwdconv.reset_served()
+    input_gradient(STRIDED, x, w, dy)
+    assert bwdconv.served(measured=True)["input"]["phase"] == 1
