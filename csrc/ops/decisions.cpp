@@ -98,7 +98,7 @@ BackwardCall backward_call(const at::Tensor& grad_output, const at::Tensor* inpu
   call.grad_output = &grad_output;
   call.input = input;
   call.weight = weight;
-  if (weight) {
+  if (weight && wants_input) {  // only the input gradient reads the weight's layout
     call.weight_layout = weight->suggest_memory_format() == at::MemoryFormat::Contiguous
                              ? MemoryLayout::Contiguous
                              : MemoryLayout::ChannelsLast;

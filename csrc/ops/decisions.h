@@ -28,7 +28,8 @@ struct BackwardCall {
   const at::Tensor* grad_output = nullptr;
   const at::Tensor* input = nullptr;
   const at::Tensor* weight = nullptr;
-  std::optional<MemoryLayout> weight_layout;  // the weight tensor's layout, when there is one
+  // The weight tensor's layout, when the input gradient (which reads it) is wanted.
+  std::optional<MemoryLayout> weight_layout;
   int64_t device_index = -1;
   ConvParams params;
 };

@@ -93,6 +93,7 @@ def _write_atomically(file_path, entries):
     fd, tmp = tempfile.mkstemp(prefix=FILE_NAME + ".", suffix=".tmp",
                                dir=os.path.dirname(file_path))
     try:
+        os.chmod(tmp, 0o644)  # readable like any other file, not mkstemp's 0600
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text + "\n")
             f.flush()

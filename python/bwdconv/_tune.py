@@ -11,13 +11,15 @@ on the call's real operands:
    plus 1e-5 of the reference's magnitude. A candidate that fails is excluded
    for that key, and one warning names it, the shape and the error.
 2. Timing: a warm-up call each, then rounds that time every candidate once, in
-   an order that rotates, until each median is stable (interquartile range /
-   median / sqrt(rounds) below 1%) or the key's time cap is spent; CUDA/HIP
-   events on a GPU, a monotonic clock on the CPU.
+   an order that rotates, until each median is stable (spread / sqrt(rounds)
+   below 1%) or the key's time cap is spent; CUDA/HIP events on a GPU, a
+   monotonic clock on the CPU. A candidate's spread is twice the median
+   absolute deviation of its times over their median (the relative
+   interquartile range of a symmetric distribution, robust to outliers).
 3. The noise rule: the fastest candidate replaces aten only when
    median(candidate) * (1 + noise) < median(aten), where noise is the larger
-   relative interquartile range (IQR / median) of the two in this run, and at
-   least NOISE_FLOOR. Otherwise aten is kept.
+   spread of the two in this run, and at least NOISE_FLOOR. Otherwise aten
+   is kept.
 
 Decisions go to the persistent cache (_cache.py) and to the C++ decision
 table that plan_for consults after forcing and before the rules. Cached
@@ -47,7 +49,7 @@ from ._library import _C
 __all__ = ["autotuning", "set_autotune", "is_autotuning", "clear_decisions", "decisions"]
 
 NOISE_FLOOR = 0.02       # a win must exceed 2% even when the measured noise is lower
-STABLE = 0.01            # IQR / median / sqrt(rounds) below which a median is stable
+STABLE = 0.01            # spread / sqrt(rounds) below which a median is stable
 MIN_ROUNDS = 5
 MAX_ROUNDS = 50
 KEY_SECONDS = float(os.environ.get("BWDCONV_AUTOTUNE_KEY_SECONDS", "2"))
@@ -192,7 +194,8 @@ def request_of(input, weight, stride, padding, dilation, groups, wants_input=Tru
     return {"device": device, "device_index": device_index,
             "dtype": str(dtype).replace("torch.", ""),
             "layout": "channels_last" if channels_last else "contiguous",
-            "weight_layout": "channels_last" if weight_channels_last else "contiguous",
+            "weight_layout": None if not wants_input else
+            "channels_last" if weight_channels_last else "contiguous",
             "input_size": sizes[0], "weight_size": sizes[1], "stride": list(stride),
             "padding": list(padding), "dilation": list(dilation), "groups": groups,
             "wants_input": wants_input, "wants_weight": wants_weight}
@@ -295,11 +298,13 @@ def _timer_for(device):
     return timed
 
 
-def _relative_iqr(samples):
-    if len(samples) < 2:
-        return 0.0
-    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    return (q3 - q1) / statistics.median(samples)
+def _relative_spread(samples):
+    """The spread of the middle half of the samples relative to their median,
+    estimated as twice the median absolute deviation: the interquartile range
+    of a symmetric distribution, but not moved by up to half the samples
+    being outliers (a thread descheduled for a time slice on a shared CPU)."""
+    median = statistics.median(samples)
+    return 2 * statistics.median(abs(s - median) for s in samples) / median
 
 
 def _time(gradient, fns, device, cap):
@@ -318,7 +323,7 @@ def _time(gradient, fns, device, cap):
             seconds = timed(fns[label])
             samples[label].append(injected(gradient, label) if injected else seconds)
         rounds = round_index + 1
-        stable = all(_relative_iqr(s) / math.sqrt(rounds) < STABLE for s in samples.values())
+        stable = all(_relative_spread(s) / math.sqrt(rounds) < STABLE for s in samples.values())
         if rounds >= MIN_ROUNDS and (stable or time.perf_counter() - started > cap):
             break
     return samples
@@ -361,7 +366,7 @@ def decide(samples):
     if not others:
         return "aten", 1.0, 0.0, "aten is the only candidate"
     best = min(others, key=median.get)
-    noise = max(NOISE_FLOOR, _relative_iqr(samples["aten"]), _relative_iqr(samples[best]))
+    noise = max(NOISE_FLOOR, _relative_spread(samples["aten"]), _relative_spread(samples[best]))
     speedup = median["aten"] / median[best]
     if median[best] * (1 + noise) < median["aten"]:
         return best, speedup, noise, (f"{best} {speedup:.2f}x faster than aten, above the "
