@@ -2,7 +2,8 @@
 # The one command for a GPU machine (PyTorch, nvcc and pytest preinstalled, no
 # network, no GoogleTest): builds the extension with its kernels, runs the GPU
 # tests, compute-sanitizer (memcheck, racecheck) over a small case of every
-# strategy, the seed-shape benchmark (as given and channels_last), the
+# strategy, the seed-shape benchmark (as given and channels_last), autotuning
+# of the seed shapes (the decisions it measured and verified), the
 # kernels' achieved bandwidth and the model backward benchmark, and writes
 # benchmarks/results/gpu-<date>/report.md. Prints a short summary last.
 #
@@ -22,7 +23,7 @@ REPORT_SECONDS=20  # kept back from the budget for the report
 OUT="${BWDCONV_GPU_OUT:-benchmarks/results/gpu-$(date -u +%Y-%m-%d)}"
 mkdir -p "$OUT"
 SELECTED=" ${BWDCONV_GPU_STEPS:-} "
-STEPS=(build gpu_tests sanitizer_memcheck sanitizer_racecheck bench bench_channels_last kernels
+STEPS=(build gpu_tests sanitizer_memcheck sanitizer_racecheck bench bench_channels_last tune kernels
        kernels_channels_last models models_bf16)
 
 # step NAME COMMAND...: runs it (if selected), logs to $OUT/NAME.log, result to NAME.status
@@ -69,6 +70,10 @@ step bench "$PYTHON" -m bwdconv.bench --suite seeds --check --out "$OUT/bench"
 # channels_last: cuDNN's preferred layout, and where swap1x1's in_place writer can serve.
 step bench_channels_last "$PYTHON" -m bwdconv.bench --suite seeds --layout channels_last \
   --check --iter 20 --out "$OUT/bench_channels_last"
+# Autotuning on this GPU: every seed shape, each candidate verified against
+# aten; the decisions (winner, speedup, excluded candidates) go to tune.log and
+# the cache file to $OUT/cache.
+step tune env BWDCONV_CACHE_DIR="$OUT/cache" "$PYTHON" -m bwdconv.tune --suite seeds
 step kernels "$PYTHON" -m bwdconv.bench.kernels --suite seeds
 step kernels_channels_last "$PYTHON" -m bwdconv.bench.kernels --suite seeds --layout channels_last
 step models "$PYTHON" -m bwdconv.bench.models
@@ -100,6 +105,7 @@ PY
     echo "## compute-sanitizer $tool"; echo; echo '```'; show "sanitizer_$tool.log" tail -n 3
     echo '```'
   done
+  echo "## Autotuned decisions on the seed shapes"; echo; echo '```'; show tune.log cat; echo '```'
   echo "## Data-movement kernels (achieved bandwidth)"; echo; show kernels.log cat; echo
   echo "### channels_last"; echo; show kernels_channels_last.log cat; echo
   echo "## Models (backward, aten vs bwdconv)"; echo; echo '```'

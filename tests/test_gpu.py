@@ -212,3 +212,56 @@ def test_resnet18_training_step_on_gpu(autocast):
     for name in reference:
         torch.testing.assert_close(ours[name], reference[name], rtol=rtol, atol=scale * largest,
                                    msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_autotuning_on_gpu_verifies_and_times_with_events(dtype, tmp_path, monkeypatch):
+    """Tuning on the GPU: every candidate of a strided shape is verified and
+    timed; a corrupted strategy is excluded and the gradient stays aten's."""
+    from bwdconv import _cache, _tune
+
+    monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(_tune, "KEY_SECONDS", 0.2)
+    _tune._state.cache = _cache.DecisionCache()
+    bwdconv._explain._C.forget_decisions(True)
+    case = CASES[1]
+    x, w, dy, ref = operands(case, dtype, False)
+    s, p, d, groups = case[2:]
+    expected = aten_gradients(dy, x, w, s, p, d, groups)[0]
+    bwdconv._explain._C._set_corrupted_strategy("phase")
+    try:
+        with bwdconv.autotuning(), pytest.warns(RuntimeWarning, match="phase disagrees"):
+            result = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d,
+                                                                  groups)
+    finally:
+        bwdconv._explain._C._set_corrupted_strategy(None)
+        bwdconv._explain._C.forget_decisions(True)
+    assert error(result, ref[0]) <= 2 * error(expected, ref[0]) + 1e-5 * ref[0].abs().max().item()
+    (key, entry), = bwdconv.decisions().items()
+    assert key.startswith(("cuda ", "hip "))
+    decided = entry["gradients"]["input"]
+    assert "phase" in decided["excluded"] and decided["choice"] != "phase"
+    assert {"aten", "scatter", "phase_stacked"} <= set(decided["times"])
+
+
+def test_no_tuning_during_graph_capture(tmp_path, monkeypatch):
+    from bwdconv import _cache, _tune
+
+    monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path))
+    _tune._state.cache = _cache.DecisionCache()
+    bwdconv._explain._C.forget_decisions(True)
+    case = CASES[1]
+    x, w, dy, _ = operands(case, torch.float32, False)
+    s, p, d, groups = case[2:]
+    with bwdconv.autotuning():
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            torch.ops.aten.convolution_backward(dy, x, w, None, s, p, d, False, [0, 0], groups,
+                                                [True, False, False])  # warm up aten
+        torch.cuda.current_stream().wait_stream(stream)
+        with torch.cuda.graph(graph):
+            torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
+    bwdconv._explain._C.forget_decisions(True)
+    assert bwdconv.decisions() == {}

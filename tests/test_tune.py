@@ -137,7 +137,7 @@ def test_a_pair_of_winners_must_beat_atens_single_call_for_both():
 def test_the_noise_rule():
     assert _tune.decide({"aten": [1.0] * 5, "phase": [0.99] * 5})[0] == "aten"  # below the floor
     assert _tune.decide({"aten": [1.0] * 5, "phase": [0.9] * 5})[0] == "phase"
-    noisy = [0.8, 0.9, 1.0, 1.1, 1.2]  # relative IQR 0.2
+    noisy = [0.8, 0.9, 1.0, 1.1, 1.2]  # spread 0.2
     assert _tune.decide({"aten": noisy, "phase": [0.85] * 5})[0] == "aten"
     assert _tune.decide({"aten": noisy, "phase": [0.8] * 5})[0] == "phase"
     assert _tune.decide({"aten": [1.0] * 5, "phase": [0.9, 0.5, 1.3, 0.7, 1.1]})[0] == "aten"
@@ -358,3 +358,31 @@ def test_a_read_only_cache_directory_warns_once_and_tunes_in_memory(tmp_path, mo
     bwdconv.reset_served()
     input_gradient(STRIDED, x, w, dy)
     assert bwdconv.served(measured=True)["input"]["phase"] == 1
+
+
+def test_offline_tuning_fills_the_cache_shows_and_clears(capsys):
+    from bwdconv import tune
+
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3, "phase+aten": 1e-3})
+    line = "conv -n 2 -c 4 -H 9 -W 9 -k 6 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 0".split()
+    assert tune.main(line) == 0
+    out = capsys.readouterr().out
+    assert "1 new decisions" in out
+    row = next(r for r in out.splitlines() if r.startswith("2x4x9x9") and " input " in r)
+    assert "aten" in row and "phase" in row and "2.00x" in row  # rules, tuned, speedup
+    assert tune.main(["--show"]) == 0
+    assert "2x4x9x9 w 6x4x3x3" in capsys.readouterr().out
+    assert tune.main(["--clear"]) == 0
+    assert bwdconv.decisions() == {} and not os.path.exists(_cache.path())
+
+
+def test_the_benchmark_has_a_tuned_column(tmp_path):
+    from bwdconv.bench import cli
+
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})
+    line = "conv -n 2 -c 4 -H 9 -W 9 -k 6 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 2".split()
+    assert cli.main(["--iter", "2", "--warmup", "1", "--out", str(tmp_path), *line]) == 0
+    rows = json.loads((tmp_path / "results.json").read_text())["results"]
+    tuned = next(r for r in rows if r["strategy"] == "tuned")
+    assert tuned["tuned"] == "phase" and tuned["plan"] == "aten"
+    assert "| tuned |" in (tmp_path / "report.md").read_text()

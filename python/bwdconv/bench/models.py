@@ -3,17 +3,21 @@
     python -m bwdconv.bench.models [--models resnet18 resnet50 r3d18] [--steps 7]
 
 For each model: the strategies that serve its convolutions (explain_model)
-and the median time of loss.backward() over several steps, aten and bwdconv
-measured alternately in the same process. Needs torchvision.
+and the median time of loss.backward() over several steps, measured
+alternately in the same process: aten, bwdconv with the planner's rules, and
+bwdconv tuned (autotuning on; the first, untimed step tunes every
+convolution, with the decisions cache of BWDCONV_CACHE_DIR). Needs torchvision.
 """
 
 import argparse
+import contextlib
 import statistics
 
 import torch
 from torch import nn
 
 import bwdconv
+from bwdconv import _tune
 
 from . import device as dev
 
@@ -45,27 +49,46 @@ def measure(name, make, shape, device, dtype, steps):
     model = make().to(device)
     x = torch.randn(shape, device=device)
     autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
-    with autocast:
+    with autocast, _tune.rules_only():
         plan = bwdconv.explain_model(model, x)
-    times = {"aten": [], "bwdconv": []}
-    for step in range(steps + 1):  # the first round warms up both
-        for side in ("aten", "bwdconv"):
-            with bwdconv.enabled() if side == "bwdconv" else _nothing(), autocast:
+    sides = {"aten": _nothing, "bwdconv": _rules, "tuned": _tuned}
+    times = {side: [] for side in sides}
+    for step in range(steps + 1):  # the first round warms up (and tunes)
+        for side, context in sides.items():
+            with context(), autocast:
                 t = backward_ms(model, x, device)
             if step:
                 times[side].append(t)
-    aten, ours = statistics.median(times["aten"]), statistics.median(times["bwdconv"])
+    with autocast:
+        tuned_plan = bwdconv.explain_model(model, x)
+    median = {side: statistics.median(t) for side, t in times.items()}
     return {"model": name, "input": list(shape), "dtype": str(dtype).replace("torch.", ""),
-            "convs": len(plan.layers), "served": plan.counts(), "aten_ms": aten,
-            "bwdconv_ms": ours, "speedup": aten / ours}
+            "convs": len(plan.layers), "served": plan.counts(), "aten_ms": median["aten"],
+            "bwdconv_ms": median["bwdconv"], "speedup": median["aten"] / median["bwdconv"],
+            "tuned_served": tuned_plan.counts(), "tuned_ms": median["tuned"],
+            "tuned_speedup": median["aten"] / median["tuned"]}
 
 
-class _nothing:
-    def __enter__(self):
-        return self
+@contextlib.contextmanager
+def _rules():
+    with bwdconv.enabled(), _tune.rules_only():
+        yield
 
-    def __exit__(self, *exc):
-        return False
+
+@contextlib.contextmanager
+def _tuned():
+    with bwdconv.enabled(), bwdconv.autotuning():
+        yield
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield
+
+
+def _counts(served):
+    return ", ".join(f"{g} " + " ".join(f"{s}:{n}" for s, n in c.items())
+                     for g, c in served.items())
 
 
 def main(argv=None):
@@ -85,16 +108,16 @@ def main(argv=None):
     dtype = getattr(torch, args.dtype)
     meta = dev.describe(device)
     print(f"{meta['device']} | torch {meta['torch']} | {meta['date']} | {args.dtype} | "
-          f"median of {args.steps} backward passes each, alternating aten and bwdconv")
+          f"median of {args.steps} backward passes each, alternating aten, bwdconv (rules) "
+          f"and tuned")
     models = _models(device.type == "cuda")
     for name in args.models:
         make, shape = models[name]
         r = measure(name, make, shape, device, dtype, args.steps)
-        served = ", ".join(f"{g} " + " ".join(f"{s}:{n}" for s, n in c.items())
-                           for g, c in r["served"].items())
         print(f"{name:9s} input {'x'.join(map(str, shape)):16s} {r['convs']:2d} convs | "
-              f"aten {r['aten_ms']:8.2f} ms  bwdconv {r['bwdconv_ms']:8.2f} ms  "
-              f"{r['speedup']:.2f}x | {served}")
+              f"aten {r['aten_ms']:8.2f} ms  bwdconv {r['bwdconv_ms']:8.2f} ms "
+              f"{r['speedup']:.2f}x  tuned {r['tuned_ms']:8.2f} ms {r['tuned_speedup']:.2f}x | "
+              f"rules: {_counts(r['served'])} | tuned: {_counts(r['tuned_served'])}")
     return 0
 
 

@@ -48,8 +48,8 @@ def write_json(path, meta, rows):
 
 
 def write_csv(path, meta, rows):
-    fields = ["index", "case", "direction", "strategy", "plan", "status", "median_ms", "p10_ms", "p90_ms",
-              "speedup", "tflops", "gbps", "roofline", "iterations", "max_error",
+    fields = ["index", "case", "direction", "strategy", "plan", "tuned", "status", "median_ms",
+              "p10_ms", "p90_ms", "speedup", "tflops", "gbps", "roofline", "iterations", "max_error",
               "aten_max_error", "line"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -61,14 +61,17 @@ def markdown(meta, rows, plot_name):
     lines = ["# bwdconv benchmark", ""]
     lines += [f"- {key}: {value}" for key, value in meta.items()]
     lines += ["", "Median milliseconds per call and speedup over aten measured in the same run; "
-              "`bwdconv` is the planner's choice, the other columns force one strategy.", ""]
+              "`bwdconv` is the planner's rules, `tuned` autotuning's measured and verified choice "
+              "(named in the tuned column; its first call tunes, untimed), the other columns force "
+              "one strategy.", ""]
     columns = _columns(rows)
-    lines.append("| case | dir | plan | " + " | ".join(columns) + " |")
-    lines.append("|" + "---|" * (3 + len(columns)))
+    lines.append("| case | dir | plan | tuned | " + " | ".join(columns) + " |")
+    lines.append("|" + "---|" * (4 + len(columns)))
     for case, direction, group in _groups(rows):
         by_name = {r["strategy"]: r for r in group}
         cells = [_cell(by_name[c]) if c in by_name else "-" for c in columns]
-        lines.append(f"| {case} | {direction} | {group[0]['plan'] or '-'} | " + " | ".join(cells) + " |")
+        lines.append(f"| {case} | {direction} | {group[0]['plan'] or '-'} | "
+                     f"{group[0].get('tuned', '-')} | " + " | ".join(cells) + " |")
     lines += ["", "Achieved throughput of the planner's choice (fraction of the roofline: peak "
               "compute or memory bandwidth, whichever bounds the call):", "",
               "| case | dir | TFLOP/s | GB/s | roofline |", "|---|---|---|---|---|"]

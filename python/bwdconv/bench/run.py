@@ -7,6 +7,7 @@ import sys
 import torch
 
 import bwdconv
+from bwdconv import _tune
 
 from . import device as dev
 from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, DIRECTION_NAMES, FORWARD
@@ -93,11 +94,29 @@ ROUNDS = 5  # timing rounds; each round times every entry, in a rotated order
 
 
 PLANNED = (None, None)  # an entry's forcing: (strategy, swap1x1 writer); None plans freely
+TUNED = "tuned"  # an entry run with autotuning on: its first call (a warm-up) tunes
 
 
 def forcing(forced):
-    """A context that forces an entry's (strategy, swap1x1 writer)."""
+    """A context that forces an entry's (strategy, swap1x1 writer); for the
+    planned entry the planner's rules alone, for the tuned one autotuning."""
+    if forced == TUNED:
+        return _tune.autotuning()
+    if forced == PLANNED:
+        return _tune.rules_only()
     return bwdconv.force_strategy(forced[0], swap1x1_writer=forced[1])
+
+
+def tuned_choice(direction, x, w, args):
+    """The strategy autotuning chose for this call, or "-" (no decision)."""
+    entry = _tune.decision_for(_tune.request_of(
+        x, w, *args, wants_input=direction == BACKWARD_DATA,
+        wants_weight=direction == BACKWARD_WEIGHT))
+    if entry is None:
+        return "-"
+    decided = next(iter(entry["gradients"].values()))
+    return f"{decided['choice']}[{decided['writer']}]" if decided.get("writer") \
+        else decided["choice"]
 
 
 def forced_entries(plan, direction, fn, strategies):
@@ -158,13 +177,16 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
         reference = _reference(direction, x, w, dy, args) if check and direction != FORWARD else None
         aten_error = _error(fns["aten"](), reference) if reference is not None else None
         entries = [("aten", fns["aten"], PLANNED)]
-        if "bwdconv" in fns:  # the planner's choice, then each strategy forced
+        if "bwdconv" in fns:  # the planner's rules, the tuned choice, each strategy forced
             entries.append(("bwdconv", fns["bwdconv"], PLANNED))
+            entries.append(("tuned", fns["bwdconv"], TUNED))
             entries += forced_entries(plan, direction, fns["bwdconv"], strategies)
         base = {"index": index, "case": case.label(), "line": case.line or case.to_line(),
                 "direction": DIRECTION_NAMES[direction], "plan": chosen, "status": "ok"}
         entries, errors = _checked(entries, reference, aten_error, rows, base)
         times = _timed(entries, device, warmup, iterations)
+        if "bwdconv" in fns:
+            base["tuned"] = tuned_choice(direction, x, w, args)
         aten_ms = statistics.median(times["aten"])
         for name, _, _ in entries:
             row = dict(base, strategy=name, iterations=iterations, **dev.summary(times[name]))
