@@ -1,6 +1,9 @@
-"""Builds bwdconv._C from csrc/ops, csrc/dispatch and (with a GPU toolchain) csrc/hip.
+"""Builds bwdconv._C from csrc/ops, csrc/dispatch and csrc/hip.
 
-- CPU-only machine, CPU or CUDA torch, no nvcc: the C++ ops only.
+The csrc/hip kernels are always compiled for the host target (csrc/hip/host/:
+plain C++, run on the CPU grid executor for CPU tensors when asked).
+- CPU-only machine, CPU or CUDA torch, no nvcc: no device kernels
+  (csrc/hip/without_device/ reports that to a GPU tensor that needs one).
 - CUDA torch and nvcc: also the csrc/hip kernels for CUDA; TORCH_CUDA_ARCH_LIST
   is respected and defaults to sm_80 and sm_90.
 - ROCm torch: the same kernel sources through torch's hipify and hipcc;
@@ -40,16 +43,19 @@ def extension():
     # The C++ standard is torch's choice (newer releases need C++20).
     cxx_flags = ["-O0" if DEBUG else "-O3", "-g" if DEBUG else "-DNDEBUG"]
     include_dirs = [os.path.join(ROOT, "csrc")]
-    files = sources("csrc/ops/*.cpp") + sources("csrc/dispatch/*.cpp") + sources("csrc/hip/*.cpp")
+    files = (sources("csrc/ops/*.cpp") + sources("csrc/dispatch/*.cpp") + sources("csrc/hip/*.cpp")
+             + sources("csrc/hip/host/*.cpp"))
     if toolchain is None:
         return cpp_extension.CppExtension(
-            "bwdconv._C", files, include_dirs=include_dirs, extra_compile_args={"cxx": cxx_flags}
+            "bwdconv._C",
+            files + sources("csrc/hip/without_device/*.cpp"),
+            include_dirs=include_dirs,
+            extra_compile_args={"cxx": cxx_flags},
         )
     files += sources("csrc/hip/*.cu")
     defines = ["-DBWDCONV_WITH_GPU_KERNELS"]
     if toolchain == "cuda":
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
-        defines.append("-DBWDCONV_WITH_CUDA")
         device_flags = ["-O3", "--expt-relaxed-constexpr"]
     else:
         os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx90a;gfx940")

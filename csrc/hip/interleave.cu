@@ -19,24 +19,29 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     const int64_t dst_offset = unravel_offset<Index>(linear, p.dst_view, coords);
     const InterleaveSource source = interleave_source<Index>(p, coords);
     if (source.write == PhaseWrite::Copy) {
-      dst[dst_offset] = static_cast<const Bits*>(p.phases[source.entry].data)[source.offset];
+      const Bits* src = static_cast<const Bits*>(p.phases[source.entry].data);
+      global_store(dst + dst_offset, global_load(src + source.offset));
     } else if (source.write == PhaseWrite::Zero) {
-      dst[dst_offset] = Bits{};
+      global_store(dst + dst_offset, Bits{});
     }
   }
 }
 
 }  // namespace
 
-GpuError launch_interleave(const InterleaveParams& params, GpuStream stream) {
+template <Target target>
+LaunchError launch_interleave(const InterleaveParams& params, NativeStream stream) {
   const int64_t total = element_count(params.dst_view);
-  if (total == 0) return kGpuSuccess;
+  if (total == 0) return nullptr;
   const bool narrow = interleave_divides_narrow(params);
   const bool known = visit_walk(params.element_bytes, narrow, [&](auto bits, auto index) {
-    interleave_kernel<decltype(bits), decltype(index)>
-        <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(params, total);
+    launch_kernel({"interleave"}, interleave_kernel<decltype(bits), decltype(index)>,
+                  blocks_for(total), kThreadsPerBlock, stream, params, total);
   });
-  return known ? gpu_last_error() : kGpuInvalidValue;
+  return known ? last_launch_error() : kInvalidLaunch;
 }
+
+template LaunchError launch_interleave<BWDCONV_KERNEL_TARGET>(const InterleaveParams&,
+                                                              NativeStream);
 
 }  // namespace bwdconv::hip

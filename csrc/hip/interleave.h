@@ -8,9 +8,9 @@
 
 namespace bwdconv::hip {
 
-#ifdef BWDCONV_GPU_RUNTIME
-// Enqueues the pass on `stream`; returns the launch error, if any.
-GpuError launch_interleave(const InterleaveParams& params, GpuStream stream);
-#endif
+// Runs the pass on the device (enqueued on `stream`) or on the host grid
+// (csrc/hip/host/, synchronously); returns the launch error, if any.
+template <Target target>
+LaunchError launch_interleave(const InterleaveParams& params, NativeStream stream);
 
 }  // namespace bwdconv::hip

@@ -19,21 +19,24 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     int64_t coords[kMaxTensorDims];
     const int64_t dst_offset = unravel_offset<Index>(linear, p.dst_view, coords);
     const int64_t src_offset = scatter_source_offset<Index>(p, coords);
-    dst[dst_offset] = src_offset >= 0 ? src[src_offset] : Bits{};
+    global_store(dst + dst_offset, src_offset >= 0 ? global_load(src + src_offset) : Bits{});
   }
 }
 
 }  // namespace
 
-GpuError launch_scatter(const ScatterParams& params, GpuStream stream) {
+template <Target target>
+LaunchError launch_scatter(const ScatterParams& params, NativeStream stream) {
   const int64_t total = element_count(params.dst_view);
-  if (total == 0) return kGpuSuccess;
+  if (total == 0) return nullptr;
   const bool narrow = scatter_divides_narrow(params);
   const bool known = visit_walk(params.element_bytes, narrow, [&](auto bits, auto index) {
-    scatter_kernel<decltype(bits), decltype(index)>
-        <<<blocks_for(total), kThreadsPerBlock, 0, stream>>>(params, total);
+    launch_kernel({"scatter"}, scatter_kernel<decltype(bits), decltype(index)>, blocks_for(total),
+                  kThreadsPerBlock, stream, params, total);
   });
-  return known ? gpu_last_error() : kGpuInvalidValue;
+  return known ? last_launch_error() : kInvalidLaunch;
 }
+
+template LaunchError launch_scatter<BWDCONV_KERNEL_TARGET>(const ScatterParams&, NativeStream);
 
 }  // namespace bwdconv::hip

@@ -7,9 +7,9 @@
 
 namespace bwdconv::hip {
 
-#ifdef BWDCONV_GPU_RUNTIME
-// Enqueues the scatter on `stream`; returns the launch error, if any.
-GpuError launch_scatter(const ScatterParams& params, GpuStream stream);
-#endif
+// Runs the scatter on the device (enqueued on `stream`) or on the host grid
+// (csrc/hip/host/, synchronously); returns the launch error, if any.
+template <Target target>
+LaunchError launch_scatter(const ScatterParams& params, NativeStream stream);
 
 }  // namespace bwdconv::hip

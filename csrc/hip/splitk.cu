@@ -59,11 +59,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock) splitk_partials_kernel(Split
       const int64_t n = batch[depth];
       Acc a = 0, b = 0;
       if (n >= 0 && row_inside) {
-        a = to_accumulator<Acc>(grad_output[grad_output_offset(p, n, out_channel, position[depth])]);
+        a = to_accumulator<Acc>(
+            global_load(grad_output + grad_output_offset(p, n, out_channel, position[depth])));
       }
       if (n >= 0 && col_inside) {
         const int64_t offset = input_offset(p, n, in_channel, position[depth], tap);
-        if (offset >= 0) b = to_accumulator<Acc>(input[offset]);
+        if (offset >= 0) b = to_accumulator<Acc>(global_load(input + offset));
       }
       grad_output_tile[depth][lane] = a;
       input_tile[depth][lane] = b;
@@ -89,7 +90,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock) splitk_partials_kernel(Split
     if (m >= p.out_per_group) continue;
     for (int j = 0; j < kPerThread; ++j) {
       const int64_t c = tile_n * kTile + cell_col * kPerThread + j;
-      if (c < p.columns) partials[(group * p.out_per_group + m) * p.columns + c] = sum[i][j];
+      if (c < p.columns) {
+        global_store(partials + (group * p.out_per_group + m) * p.columns + c, sum[i][j]);
+      }
     }
   }
 }
@@ -104,35 +107,42 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < elements;
        e += step) {
     Acc total = 0;
-    for (int64_t chunk = 0; chunk < p.chunks; ++chunk) total += partials[chunk * elements + e];
-    grad_weight[e] = FromAccumulator<T>::convert(total);
+    for (int64_t chunk = 0; chunk < p.chunks; ++chunk) {
+      total += global_load(partials + chunk * elements + e);
+    }
+    global_store(grad_weight + e, FromAccumulator<T>::convert(total));
   }
 }
 
 template <typename T, typename Acc>
-GpuError launch_for(const SplitKParams& p, GpuStream stream) {
+LaunchError launch_for(const SplitKParams& p, NativeStream stream) {
   const int64_t elements = p.groups * p.out_per_group * p.columns;
-  if (elements == 0) return kGpuSuccess;
+  if (elements == 0) return nullptr;
   const int64_t blocks = p.groups * tiles(p.out_per_group) * tiles(p.columns);
-  if (blocks > 0x7fffffff || p.chunks < 1 || p.chunks > kMaxBlocks) return kGpuInvalidValue;
+  if (blocks > 0x7fffffff || p.chunks < 1 || p.chunks > kMaxBlocks) return kInvalidLaunch;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.chunks));
-  splitk_partials_kernel<T, Acc><<<grid, kThreadsPerBlock, 0, stream>>>(p);
-  const GpuError error = gpu_last_error();
-  if (error != kGpuSuccess) return error;
-  splitk_reduce_kernel<T, Acc><<<blocks_for(elements), kThreadsPerBlock, 0, stream>>>(p, elements);
-  return gpu_last_error();
+  launch_kernel({"splitk_partials", Lanes::synchronized}, splitk_partials_kernel<T, Acc>, grid,
+                kThreadsPerBlock, stream, p);
+  const LaunchError error = last_launch_error();
+  if (error != nullptr) return error;
+  launch_kernel({"splitk_reduce"}, splitk_reduce_kernel<T, Acc>, blocks_for(elements),
+                kThreadsPerBlock, stream, p, elements);
+  return last_launch_error();
 }
 
 }  // namespace
 
-GpuError launch_splitk(const SplitKParams& params, GpuStream stream) {
+template <Target target>
+LaunchError launch_splitk(const SplitKParams& params, NativeStream stream) {
   switch (static_cast<ElementType>(params.element)) {
     case ElementType::Float32: return launch_for<float, float>(params, stream);
     case ElementType::Float64: return launch_for<double, double>(params, stream);
     case ElementType::Float16: return launch_for<Half, float>(params, stream);
     case ElementType::BFloat16: return launch_for<BFloat16, float>(params, stream);
   }
-  return kGpuInvalidValue;
+  return kInvalidLaunch;
 }
+
+template LaunchError launch_splitk<BWDCONV_KERNEL_TARGET>(const SplitKParams&, NativeStream);
 
 }  // namespace bwdconv::hip

@@ -9,9 +9,9 @@
 
 namespace bwdconv::hip {
 
-#ifdef BWDCONV_GPU_RUNTIME
-// Enqueues both kernels on `stream`; returns the first launch error, if any.
-GpuError launch_splitk(const SplitKParams& params, GpuStream stream);
-#endif
+// Runs both kernels on the device (enqueued on `stream`) or on the host grid
+// (csrc/hip/host/, synchronously); returns the launch error, if any.
+template <Target target>
+LaunchError launch_splitk(const SplitKParams& params, NativeStream stream);
 
 }  // namespace bwdconv::hip

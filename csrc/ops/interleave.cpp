@@ -7,9 +7,7 @@
 #include "hip/launch.h"
 #include "hip/layout.h"
 #include "ops/kernels.h"
-#ifdef BWDCONV_WITH_GPU_KERNELS
 #include "hip/interleave.h"
-#endif
 
 namespace bwdconv::ops {
 namespace {
@@ -85,15 +83,6 @@ void for_each_launch(at::Tensor& dx, const ConvGeometry& geometry,
     pack_channels(p);
     launch(p);
   }
-}
-
-void launch_on_gpu(const hip::InterleaveParams& p) {
-  require_gpu_kernels("interleave");
-#ifdef BWDCONV_WITH_GPU_KERNELS
-  check_launch(hip::launch_interleave(p, current_stream()), "interleave");
-#else
-  (void)p;
-#endif
 }
 
 // The kernel's CPU twin: one element at a time, through the kernel's index math.
@@ -195,8 +184,12 @@ void interleave_on_cpu(at::Tensor& dx, const ConvGeometry& geometry,
 void interleave(at::Tensor& dx, const ConvGeometry& geometry,
                 const std::vector<PhaseInput>& phases, ChannelMap channels) {
   if (dx.numel() == 0) return;
-  if (dx.is_cuda()) {
-    for_each_launch(dx, geometry, phases, channels, launch_on_gpu);
+  if (!dx.is_cpu()) {
+    for_each_launch(dx, geometry, phases, channels, [&](const hip::InterleaveParams& p) {
+      run_kernel("interleave", dx, [&](auto target, hip::NativeStream stream) {
+        return hip::launch_interleave<decltype(target)::value>(p, stream);
+      });
+    });
   } else if (kernel_twins_on_cpu()) {
     for_each_launch(dx, geometry, phases, channels, launch_twin_on_cpu);
   } else {

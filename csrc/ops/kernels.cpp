@@ -3,10 +3,9 @@
 #include <cstdlib>
 #include <string>
 
+#include <c10/core/impl/VirtualGuardImpl.h>
+
 #include "hip/layout.h"
-#ifdef BWDCONV_WITH_GPU_KERNELS
-#include <ATen/cuda/CUDAContext.h>
-#endif
 
 namespace bwdconv::ops {
 
@@ -30,21 +29,13 @@ bool kernel_twins_on_cpu() {
   return twins;
 }
 
-void require_gpu_kernels(const char* kernel) {
-#ifndef BWDCONV_WITH_GPU_KERNELS
-  TORCH_CHECK(false, "bwdconv was built without its GPU kernels; the ", kernel,
-              " kernel is needed for GPU tensors (rebuild with nvcc or hipcc available)");
-#else
-  (void)kernel;
-#endif
+hip::NativeStream current_stream(const at::Tensor& t) {
+  const c10::impl::VirtualGuardImpl guard(t.device().type());
+  return guard.getStream(t.device()).native_handle();
 }
 
-#ifdef BWDCONV_WITH_GPU_KERNELS
-GpuStream current_stream() { return at::cuda::getCurrentCUDAStream(); }
-
-void check_launch(GpuError error, const char* kernel) {
-  TORCH_CHECK(error == kGpuSuccess, "bwdconv ", kernel, " kernel: ", gpu_error_string(error));
+void check_launch(hip::LaunchError error, const char* kernel) {
+  TORCH_CHECK(error == nullptr, "bwdconv ", kernel, " kernel: ", error);
 }
-#endif
 
 }  // namespace bwdconv::ops

@@ -5,6 +5,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <type_traits>
+
 #include "hip/index.h"
 #include "hip/params.h"
 #include "hip/portability.h"
@@ -20,16 +22,28 @@ hip::TensorView kernel_view(const at::Tensor& t);
 // any machine.
 bool kernel_twins_on_cpu();
 
-// Throws, naming the kernel, when the extension was built without its GPU
-// kernels and a GPU tensor needs one.
-void require_gpu_kernels(const char* kernel);
+// The native handle of the stream torch is using on `t`'s device (c10's
+// device-generic guard: the same code for CUDA and ROCm).
+hip::NativeStream current_stream(const at::Tensor& t);
 
-#ifdef BWDCONV_WITH_GPU_KERNELS
-// The stream torch is using on the current device.
-GpuStream current_stream();
 // Throws, naming the kernel, when a launch reported an error.
-void check_launch(GpuError error, const char* kernel);
-#endif
+void check_launch(hip::LaunchError error, const char* kernel);
+
+// Runs a csrc/hip kernel for tensors on `t`'s device: launch(target, stream)
+// with target std::integral_constant<hip::Target, ...>, on the current stream
+// of a GPU, or on the host grid for CPU tensors (portability.h, "host target").
+// A build without GPU kernels reports so when a GPU tensor needs one
+// (csrc/hip/without_device/).
+template <typename Launch>
+void run_kernel(const char* kernel, const at::Tensor& t, Launch&& launch) {
+  using Host = std::integral_constant<hip::Target, hip::Target::host>;
+  using Device = std::integral_constant<hip::Target, hip::Target::device>;
+  if (t.is_cpu()) {
+    check_launch(launch(Host{}, nullptr), kernel);
+  } else {
+    check_launch(launch(Device{}, current_stream(t)), kernel);
+  }
+}
 
 // Calls body(coords, offset) for every element of `view` in walk order, in
 // parallel over contiguous runs: the CPU twin of a grid-stride kernel with

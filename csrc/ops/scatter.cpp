@@ -8,9 +8,7 @@
 #include "hip/scatter_index.h"
 #include "ops/filter.h"
 #include "ops/kernels.h"
-#ifdef BWDCONV_WITH_GPU_KERNELS
 #include "hip/scatter.h"
-#endif
 
 namespace bwdconv::ops {
 namespace {
@@ -60,11 +58,10 @@ void scatter_on_cpu(const hip::ScatterParams& p) {
 }
 
 void fill_buffer(const hip::ScatterParams& p, const at::Tensor& buffer) {
-  if (buffer.is_cuda()) {
-    require_gpu_kernels("scatter");
-#ifdef BWDCONV_WITH_GPU_KERNELS
-    check_launch(hip::launch_scatter(p, current_stream()), "scatter");
-#endif
+  if (!buffer.is_cpu()) {
+    run_kernel("scatter", buffer, [&](auto target, hip::NativeStream stream) {
+      return hip::launch_scatter<decltype(target)::value>(p, stream);
+    });
     return;
   }
   const bool narrow = hip::scatter_divides_narrow(p);

@@ -5,9 +5,7 @@
 #include "hip/element.h"
 #include "ops/aten.h"
 #include "ops/kernels.h"
-#ifdef BWDCONV_WITH_GPU_KERNELS
 #include "hip/splitk.h"
-#endif
 
 namespace bwdconv::ops {
 namespace {
@@ -96,16 +94,13 @@ hip::SplitKParams kernel_params(const Plan& plan, const at::Tensor& grad_output,
 at::Tensor splitk_on_gpu(const Plan& plan, const at::Tensor& grad_output,
                          const at::Tensor& input, at::IntArrayRef weight_sizes,
                          at::ScalarType partial) {
-  require_gpu_kernels("splitk");
   at::Tensor grad_weight = at::empty(weight_sizes, grad_output.options());
   const at::Tensor partials =
       at::empty({plan.splitk.chunks(), grad_weight.numel()}, grad_output.options().dtype(partial));
   const hip::SplitKParams p = kernel_params(plan, grad_output, input, partials, grad_weight);
-#ifdef BWDCONV_WITH_GPU_KERNELS
-  check_launch(hip::launch_splitk(p, current_stream()), "splitk");
-#else
-  (void)p;
-#endif
+  run_kernel("splitk", grad_output, [&](auto target, hip::NativeStream stream) {
+    return hip::launch_splitk<decltype(target)::value>(p, stream);
+  });
   return grad_weight;
 }
 

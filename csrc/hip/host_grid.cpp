@@ -1,0 +1,311 @@
+#include "host_grid.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+namespace bwdconv::hip::host {
+
+struct AccessRecord {
+  uintptr_t address;
+  uint32_t bytes;
+  uint32_t lane;  // linear index within the block
+  const char* file;
+  int line;
+  uint32_t occurrence;  // how many times this lane reached the site before
+  Access kind;
+};
+
+struct SiteCount {
+  const char* file;
+  int line;
+  uint32_t count;
+};
+
+struct LaneLog {
+  std::vector<AccessRecord> records;  // of the block being run
+  std::vector<SiteCount> sites;       // of the lane being run
+  uint32_t lane = 0;
+};
+
+void append_access(LaneLog& log, Access kind, const void* address, size_t bytes,
+                   const char* file, int line) {
+  uint32_t occurrence = 0;
+  auto site = std::find_if(log.sites.begin(), log.sites.end(), [&](const SiteCount& s) {
+    return s.file == file && s.line == line;
+  });
+  if (site == log.sites.end()) {
+    log.sites.push_back({file, line, 1});
+  } else {
+    occurrence = site->count++;
+  }
+  log.records.push_back({reinterpret_cast<uintptr_t>(address), static_cast<uint32_t>(bytes),
+                         log.lane, file, line, occurrence, kind});
+}
+
+namespace {
+
+constexpr int kSectorBytes = 32;
+
+// A block's barrier: the last lane to arrive releases the others.
+class Barrier {
+ public:
+  explicit Barrier(int lanes) : lanes_(lanes) {}
+
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t generation = generation_;
+    if (++arrived_ == lanes_) {
+      arrived_ = 0;
+      ++generation_;
+      released_.notify_all();
+      return;
+    }
+    released_.wait(lock, [&] { return generation_ != generation; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable released_;
+  const int lanes_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+struct BlockContext {
+  const KernelLabel* label = nullptr;
+  Barrier* barrier = nullptr;  // null: independent lanes
+};
+thread_local BlockContext block_context;
+
+Dim3 unravel(int64_t linear, Dim3 extent) {
+  const int64_t x = linear % extent.x, rest = linear / extent.x;
+  return Dim3(static_cast<unsigned>(x), static_cast<unsigned>(rest % extent.y),
+              static_cast<unsigned>(rest / extent.y));
+}
+
+int64_t volume(Dim3 d) { return int64_t{d.x} * d.y * d.z; }
+
+// Adds one group width's requests: records sorted so that each request's
+// accesses (same kind, lane group, site and occurrence) are adjacent and in
+// address order.
+void add_requests(std::vector<AccessRecord>& records, uint32_t width, Traffic* traffic,
+                  Coalescing Traffic::*field) {
+  const auto key = [width](const AccessRecord& r) {
+    return std::make_tuple(r.kind, r.lane / width, r.file, r.line, r.occurrence);
+  };
+  std::sort(records.begin(), records.end(), [&](const AccessRecord& a, const AccessRecord& b) {
+    const auto ka = key(a), kb = key(b);
+    return ka != kb ? ka < kb : a.address < b.address;
+  });
+  for (size_t begin = 0; begin < records.size();) {
+    size_t end = begin;
+    uintptr_t covered = 0;  // bytes below this address are counted
+    int64_t distinct = 0, sectors = 0, last_sector = -1;
+    for (; end < records.size() && key(records[end]) == key(records[begin]); ++end) {
+      const AccessRecord& r = records[end];
+      const uintptr_t stop = r.address + r.bytes;
+      if (stop > std::max(covered, r.address)) distinct += stop - std::max(covered, r.address);
+      covered = std::max(covered, stop);
+      const int64_t first = std::max<int64_t>(r.address / kSectorBytes, last_sector + 1);
+      const int64_t last = static_cast<int64_t>((stop - 1) / kSectorBytes);
+      if (last >= first) sectors += last - first + 1;
+      last_sector = std::max(last_sector, last);
+    }
+    Coalescing& c = traffic[static_cast<int>(records[begin].kind)].*field;
+    ++c.requests;
+    c.sectors += sectors;
+    c.min_sectors += (distinct + kSectorBytes - 1) / kSectorBytes;
+    begin = end;
+  }
+}
+
+// Distinct bytes of a list of (address, bytes), sorted and deduplicated in place.
+int64_t distinct_bytes(std::vector<std::pair<uintptr_t, uint32_t>>& accesses) {
+  std::sort(accesses.begin(), accesses.end());
+  accesses.erase(std::unique(accesses.begin(), accesses.end()), accesses.end());
+  int64_t bytes = 0;
+  uintptr_t covered = 0;
+  for (const auto& [address, size] : accesses) {
+    const uintptr_t stop = address + size;
+    if (stop > std::max(covered, address)) bytes += stop - std::max(covered, address);
+    covered = std::max(covered, stop);
+  }
+  return bytes;
+}
+
+// What one launch's blocks accessed, filled block by block.
+struct LaunchLog {
+  std::mutex mutex;
+  LaunchRecord record;
+  std::vector<std::pair<uintptr_t, uint32_t>> addresses[2];  // loads, stores
+
+  void add_block(std::vector<AccessRecord>& records) {
+    Traffic traffic[2];
+    add_requests(records, 32, traffic, &Traffic::warp);
+    add_requests(records, 64, traffic, &Traffic::wavefront);
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const AccessRecord& r : records) {
+      Traffic& t = r.kind == Access::load ? record.load : record.store;
+      ++t.accesses;
+      t.bytes += r.bytes;
+      addresses[static_cast<int>(r.kind)].emplace_back(r.address, r.bytes);
+    }
+    for (int kind = 0; kind < 2; ++kind) {
+      Traffic& t = kind == 0 ? record.load : record.store;
+      for (Coalescing Traffic::*field : {&Traffic::warp, &Traffic::wavefront}) {
+        (t.*field).requests += (traffic[kind].*field).requests;
+        (t.*field).sectors += (traffic[kind].*field).sectors;
+        (t.*field).min_sectors += (traffic[kind].*field).min_sectors;
+      }
+    }
+    records.clear();
+  }
+};
+
+struct Session {
+  std::mutex mutex;
+  Recording recording;
+  std::vector<std::pair<uintptr_t, uint32_t>> addresses[2];
+};
+std::mutex session_mutex;
+std::atomic<Session*> session{nullptr};
+
+std::mutex synchronized_launch;
+
+// Runs lane `linear` of the current block on this thread.
+void run_lane(int64_t linear, Dim3 block, const LaneBody& body, LaneLog* log) {
+  lane.thread = unravel(linear, block);
+  if (log != nullptr) {
+    log->lane = static_cast<uint32_t>(linear);
+    log->sites.clear();
+  }
+  body();
+}
+
+void enter_block(int64_t b, Dim3 grid, Dim3 block) {
+  lane.block = unravel(b, grid);
+  lane.block_dim = block;
+  lane.grid_dim = grid;
+}
+
+void run_independent(const KernelLabel& label, Dim3 grid, Dim3 block, const LaneBody& body,
+                     LaunchLog* launch) {
+  const int64_t blocks = volume(grid), lanes = volume(block);
+  std::atomic<int64_t> next{0};
+  const auto worker = [&] {
+    block_context = {&label, nullptr};
+    LaneLog log;
+    lane_log = launch != nullptr ? &log : nullptr;
+    for (int64_t b = next++; b < blocks; b = next++) {
+      enter_block(b, grid, block);
+      for (int64_t t = 0; t < lanes; ++t) run_lane(t, block, body, lane_log);
+      if (launch != nullptr) launch->add_block(log.records);
+    }
+    lane_log = nullptr;
+    block_context = {};
+  };
+  const int64_t threads =
+      std::min<int64_t>(blocks, std::max<unsigned>(1, std::thread::hardware_concurrency()));
+  std::vector<std::thread> helpers;
+  for (int64_t i = 1; i < threads; ++i) helpers.emplace_back(worker);
+  worker();
+  for (std::thread& h : helpers) h.join();
+}
+
+void run_synchronized(const KernelLabel& label, Dim3 grid, Dim3 block, const LaneBody& body,
+                      LaunchLog* launch) {
+  std::lock_guard<std::mutex> one_at_a_time(synchronized_launch);
+  const int64_t blocks = volume(grid), lanes = volume(block);
+  Barrier barrier(static_cast<int>(lanes));
+  std::mutex records_mutex;
+  std::vector<AccessRecord> block_records;
+  const auto lane_thread = [&](int64_t t) {
+    block_context = {&label, &barrier};
+    LaneLog log;
+    lane_log = launch != nullptr ? &log : nullptr;
+    for (int64_t b = 0; b < blocks; ++b) {
+      enter_block(b, grid, block);
+      run_lane(t, block, body, lane_log);
+      if (launch != nullptr) {
+        {
+          std::lock_guard<std::mutex> lock(records_mutex);
+          block_records.insert(block_records.end(), log.records.begin(), log.records.end());
+        }
+        log.records.clear();
+        barrier.arrive_and_wait();
+        if (t == 0) launch->add_block(block_records);
+      }
+      // The block is over for every lane before the next one reuses __shared__.
+      barrier.arrive_and_wait();
+    }
+    lane_log = nullptr;
+    block_context = {};
+  };
+  std::vector<std::thread> threads;
+  for (int64_t t = 1; t < lanes; ++t) threads.emplace_back(lane_thread, t);
+  lane_thread(0);
+  for (std::thread& thread : threads) thread.join();
+}
+
+}  // namespace
+
+void run_grid(const KernelLabel& label, Dim3 grid, Dim3 block, LaneBody body) {
+  if (volume(grid) == 0 || volume(block) == 0) return;
+  // A recording stays on until the launch it sees is recorded.
+  std::unique_lock<std::mutex> recording(session_mutex);
+  Session* s = session.load();
+  if (s == nullptr) recording.unlock();
+  LaunchLog launch;
+  launch.record.kernel = label.name;
+  launch.record.blocks = volume(grid);
+  launch.record.lanes_per_block = volume(block);
+  LaunchLog* log = s != nullptr ? &launch : nullptr;
+  if (label.lanes == Lanes::synchronized) {
+    run_synchronized(label, grid, block, body, log);
+  } else {
+    run_independent(label, grid, block, body, log);
+  }
+  if (s == nullptr) return;
+  for (int kind = 0; kind < 2; ++kind) {
+    Traffic& t = kind == 0 ? launch.record.load : launch.record.store;
+    t.distinct_bytes = distinct_bytes(launch.addresses[kind]);
+    s->addresses[kind].insert(s->addresses[kind].end(), launch.addresses[kind].begin(),
+                              launch.addresses[kind].end());
+  }
+  s->recording.launches.push_back(std::move(launch.record));
+}
+
+void sync_threads() {
+  if (block_context.barrier == nullptr) {
+    std::fprintf(stderr,
+                 "bwdconv host grid: kernel %s calls __syncthreads but was launched with "
+                 "Lanes::independent\n",
+                 block_context.label != nullptr ? block_context.label->name : "?");
+    std::abort();
+  }
+  block_context.barrier->arrive_and_wait();
+}
+
+void start_recording() {
+  std::lock_guard<std::mutex> lock(session_mutex);
+  if (session.load() == nullptr) session.store(new Session);
+}
+
+Recording stop_recording() {
+  std::lock_guard<std::mutex> lock(session_mutex);
+  Session* s = session.exchange(nullptr);
+  if (s == nullptr) return {};
+  Recording recording = std::move(s->recording);
+  recording.distinct_load_bytes = distinct_bytes(s->addresses[0]);
+  recording.distinct_store_bytes = distinct_bytes(s->addresses[1]);
+  delete s;
+  return recording;
+}
+
+}  // namespace bwdconv::hip::host

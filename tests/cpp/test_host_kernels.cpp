@@ -1,0 +1,276 @@
+// The csrc/hip kernels themselves, run on the host grid (portability.h, "host
+// target"), against references written with plain loops. Small integer values
+// keep every sum exact, so results must be equal in any summation order. The
+// sanitizer builds (CMakeLists.txt) run this file too.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hip/element.h"
+#include "hip/interleave.h"
+#include "hip/layout.h"
+#include "hip/scatter.h"
+#include "hip/splitk.h"
+
+namespace bwdconv::hip {
+namespace {
+
+// Dense strides of `sizes` ([N, C, spatial...]), channels innermost when
+// `channels_last`.
+std::vector<int64_t> dense_strides(const std::vector<int64_t>& sizes, bool channels_last) {
+  std::vector<int> order;  // fastest first
+  if (channels_last) order.push_back(1);
+  for (int d = static_cast<int>(sizes.size()) - 1; d >= 0; --d) {
+    if (!(channels_last && d == 1)) order.push_back(d);
+  }
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (const int d : order) {
+    strides[d] = stride;
+    stride *= sizes[d];
+  }
+  return strides;
+}
+
+TensorView view_of(const std::vector<int64_t>& sizes, bool channels_last) {
+  TensorView view;
+  view.dims = static_cast<int>(sizes.size());
+  const std::vector<int64_t> strides = dense_strides(sizes, channels_last);
+  for (int d = 0; d < view.dims; ++d) {
+    view.sizes[d] = sizes[d];
+    view.strides[d] = strides[d];
+  }
+  walk_in_memory_order(view);
+  set_size_steps(view);
+  return view;
+}
+
+int64_t offset_of(const TensorView& view, const std::vector<int64_t>& coords) {
+  int64_t offset = 0;
+  for (int d = 0; d < view.dims; ++d) offset += coords[d] * view.strides[d];
+  return offset;
+}
+
+int64_t element_count_of(const std::vector<int64_t>& sizes) {
+  int64_t count = 1;
+  for (const int64_t s : sizes) count *= s;
+  return count;
+}
+
+// Calls f(coords) for every index of `sizes`, last dim fastest.
+template <typename F>
+void for_each_index(const std::vector<int64_t>& sizes, F&& f) {
+  std::vector<int64_t> coords(sizes.size(), 0);
+  if (element_count_of(sizes) == 0) return;
+  while (true) {
+    f(coords);
+    int d = static_cast<int>(sizes.size()) - 1;
+    for (; d >= 0 && ++coords[d] == sizes[d]; --d) coords[d] = 0;
+    if (d < 0) return;
+  }
+}
+
+std::vector<float> small_integers(int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<float> values(count);
+  for (float& v : values) v = static_cast<float>(static_cast<int>(rng() % 9) - 4);
+  return values;
+}
+
+class HostScatter : public testing::TestWithParam<bool> {};
+
+TEST_P(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
+  const bool channels_last = GetParam();
+  const std::vector<int64_t> src_sizes{2, 3, 4, 5}, dst_sizes{2, 3, 9, 14};
+  const int64_t stride[2] = {2, 3}, lead[2] = {1, -2};
+  ScatterParams p;
+  const std::vector<float> src = small_integers(element_count_of(src_sizes), 1);
+  std::vector<float> dst(element_count_of(dst_sizes), 99.0f);
+  p.src = src.data();
+  p.dst = dst.data();
+  p.src_view = view_of(src_sizes, channels_last);
+  p.dst_view = view_of(dst_sizes, channels_last);
+  for (int i = 0; i < 2; ++i) {
+    p.stride[i] = make_step(stride[i]);
+    p.lead[i] = lead[i];
+  }
+  p.element_bytes = sizeof(float);
+  ASSERT_EQ(launch_scatter<Target::host>(p, nullptr), nullptr);
+  for_each_index(dst_sizes, [&](const std::vector<int64_t>& j) {
+    std::vector<int64_t> o{j[0], j[1], 0, 0};
+    bool value = true;
+    for (int i = 0; i < 2; ++i) {
+      const int64_t shifted = j[2 + i] - lead[i];
+      o[2 + i] = shifted / stride[i];
+      value = value && shifted >= 0 && shifted % stride[i] == 0 && o[2 + i] < src_sizes[2 + i];
+    }
+    const float expected = value ? src[offset_of(p.src_view, o)] : 0.0f;
+    ASSERT_EQ(dst[offset_of(p.dst_view, j)], expected);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, HostScatter, testing::Bool());
+
+// dx [2, 4, 7, 6], stride (2, 3), padding (1, 2): 6 phases, one of them a
+// zero phase, one kept by another writer, the others copied from results of
+// shorter extents (slots past them are zeros).
+class HostInterleave : public testing::TestWithParam<bool> {};
+
+TEST_P(HostInterleave, WritesEveryPhaseSlotOnce) {
+  const bool channels_last = GetParam();
+  const std::vector<int64_t> dx_sizes{2, 4, 7, 6};
+  const int64_t stride[2] = {2, 3}, padding[2] = {1, 2};
+  const PhaseWrite writes[6] = {PhaseWrite::Copy, PhaseWrite::Zero, PhaseWrite::Copy,
+                                PhaseWrite::Keep, PhaseWrite::Copy, PhaseWrite::Copy};
+  InterleaveParams p;
+  std::vector<float> dx(element_count_of(dx_sizes), 99.0f);
+  p.dst = dx.data();
+  p.dst_view = view_of(dx_sizes, channels_last);
+  for (int i = 0; i < 2; ++i) {
+    p.stride[i] = make_step(stride[i]);
+    p.padding[i] = padding[i];
+  }
+  p.channels_per_group = make_step(dx_sizes[1]);
+  p.first_phase = 0;
+  p.phase_count = 6;
+  p.element_bytes = sizeof(float);
+  std::vector<std::vector<float>> results(6);
+  std::vector<TensorView> result_views(6);
+  for (int e = 0; e < 6; ++e) {
+    p.phases[e].write = writes[e];
+    if (writes[e] != PhaseWrite::Copy) continue;
+    const std::vector<int64_t> sizes{2, 4, 3 + e % 2, 2};
+    results[e] = small_integers(element_count_of(sizes), 10 + e);
+    result_views[e] = view_of(sizes, channels_last);
+    p.phases[e].data = results[e].data();
+    for (int d = 0; d < 4; ++d) p.phases[e].strides[d] = result_views[e].strides[d];
+    p.phases[e].extent[0] = sizes[2];
+    p.phases[e].extent[1] = sizes[3];
+  }
+  ASSERT_EQ(launch_interleave<Target::host>(p, nullptr), nullptr);
+  for_each_index(dx_sizes, [&](const std::vector<int64_t>& i) {
+    std::vector<int64_t> q{i[0], i[1], 0, 0};
+    int phase = 0;
+    for (int d = 0; d < 2; ++d) {  // i = s*q + r - p
+      q[2 + d] = (i[2 + d] + padding[d]) / stride[d];
+      phase = phase * static_cast<int>(stride[d]) + (i[2 + d] + padding[d]) % stride[d];
+    }
+    float expected = 0.0f;
+    if (writes[phase] == PhaseWrite::Keep) {
+      expected = 99.0f;
+    } else if (writes[phase] == PhaseWrite::Copy && q[2] < p.phases[phase].extent[0] &&
+               q[3] < p.phases[phase].extent[1]) {
+      expected = results[phase][offset_of(result_views[phase], q)];
+    }
+    ASSERT_EQ(dx[offset_of(p.dst_view, i)], expected) << "phase " << phase;
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, HostInterleave, testing::Bool());
+
+// A grouped 2D weight gradient, 3x3 filter, stride 2, padding 1, dilation
+// (1, 2), in three chunks, against the sum written out.
+struct SplitKCase {
+  ElementType element;
+  bool channels_last;
+};
+
+class HostSplitK : public testing::TestWithParam<SplitKCase> {};
+
+template <typename T>
+std::vector<T> as(const std::vector<float>& values) {
+  return std::vector<T>(values.begin(), values.end());
+}
+
+TEST_P(HostSplitK, PartialsAndReduceGiveTheWeightGradient) {
+  const auto [element, channels_last] = GetParam();
+  const int64_t groups = 2, in_per_group = 3, out_per_group = 5, batch = 2;
+  const int64_t filter[2] = {3, 3}, stride[2] = {2, 2}, padding[2] = {1, 1},
+                dilation[2] = {1, 2}, input[2] = {7, 9};
+  int64_t output[2];
+  for (int i = 0; i < 2; ++i) {
+    output[i] = (input[i] + 2 * padding[i] - dilation[i] * (filter[i] - 1) - 1) / stride[i] + 1;
+  }
+  const std::vector<int64_t> dy_sizes{batch, groups * out_per_group, output[0], output[1]};
+  const std::vector<int64_t> x_sizes{batch, groups * in_per_group, input[0], input[1]};
+  const std::vector<float> dy = small_integers(element_count_of(dy_sizes), 3);
+  const std::vector<float> x = small_integers(element_count_of(x_sizes), 4);
+  SplitKParams p;
+  p.grad_output_view = view_of(dy_sizes, channels_last);
+  p.input_view = view_of(x_sizes, channels_last);
+  p.spatial_dims = 2;
+  for (int i = 0; i < 2; ++i) {
+    p.filter[i] = filter[i];
+    p.stride[i] = stride[i];
+    p.padding[i] = padding[i];
+    p.dilation[i] = dilation[i];
+  }
+  p.groups = groups;
+  p.out_per_group = out_per_group;
+  p.in_per_group = in_per_group;
+  p.taps = filter[0] * filter[1];
+  p.columns = in_per_group * p.taps;
+  p.reduction = batch * output[0] * output[1];
+  p.chunks = 3;
+  p.element = static_cast<int>(element);
+  const int64_t weight_elements = groups * out_per_group * p.columns;
+
+  std::vector<double> expected(weight_elements, 0.0);
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t m = 0; m < out_per_group; ++m) {
+      for (int64_t c = 0; c < in_per_group; ++c) {
+        for_each_index({batch, output[0], output[1], filter[0], filter[1]},
+                       [&](const std::vector<int64_t>& r) {
+                         const int64_t i0 = r[1] * stride[0] + r[3] * dilation[0] - padding[0];
+                         const int64_t i1 = r[2] * stride[1] + r[4] * dilation[1] - padding[1];
+                         if (i0 < 0 || i0 >= input[0] || i1 < 0 || i1 >= input[1]) return;
+                         const float a = dy[offset_of(p.grad_output_view,
+                                                      {r[0], g * out_per_group + m, r[1], r[2]})];
+                         const float b =
+                             x[offset_of(p.input_view, {r[0], g * in_per_group + c, i0, i1})];
+                         expected[((g * out_per_group + m) * in_per_group + c) * p.taps +
+                                  r[3] * filter[1] + r[4]] += a * b;
+                       });
+      }
+    }
+  }
+
+  std::vector<double> got(weight_elements);
+  if (element == ElementType::Float64) {
+    const std::vector<double> dy64 = as<double>(dy), x64 = as<double>(x);
+    std::vector<double> partials(p.chunks * weight_elements), weight(weight_elements);
+    p.grad_output = dy64.data();
+    p.input = x64.data();
+    p.partials = partials.data();
+    p.grad_weight = weight.data();
+    ASSERT_EQ(launch_splitk<Target::host>(p, nullptr), nullptr);
+    got = weight;
+  } else {
+    std::vector<float> partials(p.chunks * weight_elements), weight(weight_elements);
+    p.grad_output = dy.data();
+    p.input = x.data();
+    p.partials = partials.data();
+    p.grad_weight = weight.data();
+    ASSERT_EQ(launch_splitk<Target::host>(p, nullptr), nullptr);
+    got.assign(weight.begin(), weight.end());
+  }
+  for (int64_t e = 0; e < weight_elements; ++e) ASSERT_EQ(got[e], expected[e]) << "element " << e;
+}
+
+INSTANTIATE_TEST_SUITE_P(Elements, HostSplitK,
+                         testing::Values(SplitKCase{ElementType::Float32, false},
+                                         SplitKCase{ElementType::Float32, true},
+                                         SplitKCase{ElementType::Float64, false}),
+                         [](const testing::TestParamInfo<SplitKCase>& info) {
+                           return std::string(info.param.element == ElementType::Float64
+                                                  ? "Float64"
+                                                  : "Float32") +
+                                  (info.param.channels_last ? "ChannelsLast" : "Contiguous");
+                         });
+
+}  // namespace
+}  // namespace bwdconv::hip
