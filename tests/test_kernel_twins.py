@@ -1,8 +1,8 @@
-"""The interleave kernel's launch parameters and index math on any machine:
-with BWDCONV_CPU_KERNEL_TWINS=1 (read once, so in a subprocess) the CPU
-writes dx through the kernel's CPU twin, and every dx of phase,
-phase_stacked and swap1x1 must equal, bit for bit and stride for stride,
-the one the CPU's strided ATen writer produces."""
+"""The interleave and scatter kernels' launch parameters and index math on
+any machine: with BWDCONV_CPU_KERNEL_TWINS=1 (read once, so in a subprocess)
+the CPU writes dx (phase, phase_stacked, swap1x1) and scatter's buffer
+through the kernels' CPU twins, and every dx must equal, bit for bit and
+stride for stride, the one the CPU's strided ATen copies produce."""
 
 import os
 import pathlib
@@ -25,10 +25,11 @@ IN_PLACE_CASES = [((2, 8, 10, 12), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),
                   ((2, 4, 3, 5, 8), (4, 4, 1, 1, 1), [1, 1, 2], [0, 0, 0], [1, 1, 1], 1)]
 
 
-def interleaved_gradients(seed):
+def kernel_written_gradients(seed):
     """[(description, dx)] for random 1-3D shapes in float64, float32 and
-    bfloat16, NCHW and channels_last, each strategy that writes dx through
-    the interleave pass (swap1x1 with both writers)."""
+    bfloat16, NCHW and channels_last, each strategy whose data movement is a
+    kernel on GPUs: the interleave pass (phase, phase_stacked, swap1x1 with
+    both writers) and scatter's buffer."""
     rng = random.Random(seed)
     results = []
     for trial in range(TRIALS + len(IN_PLACE_CASES)):
@@ -46,7 +47,7 @@ def interleaved_gradients(seed):
         if (trial % 2 or trial >= TRIALS) and dy.dim() > 3:
             dy = dy.contiguous(memory_format=torch.channels_last if dy.dim() == 4
                                else torch.channels_last_3d)
-        forcings = [("phase", None), ("phase_stacked", None)]
+        forcings = [("phase", None), ("phase_stacked", None), ("scatter", None)]
         if one_by_one:
             forcings += [("swap1x1", "fused"), ("swap1x1", "in_place")]
         for strategy, writer in forcings:
@@ -64,16 +65,17 @@ def test_kernel_twin_writes_what_the_aten_writer_writes(tmp_path):
     path = tmp_path / "twins.pt"
     code = ("import sys, torch; sys.path.insert(0, %r); import bwdconv; "
             "assert bwdconv._library._C.kernel_twins_on_cpu(); "
-            "from test_kernel_twins import interleaved_gradients; "
-            "torch.save(interleaved_gradients(%d), %r)" % (str(TESTS), SEED, str(path)))
+            "from test_kernel_twins import kernel_written_gradients; "
+            "torch.save(kernel_written_gradients(%d), %r)" % (str(TESTS), SEED, str(path)))
     env = dict(os.environ, BWDCONV_CPU_KERNEL_TWINS="1")
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     twins = torch.load(path)
     assert not bwdconv._library._C.kernel_twins_on_cpu()
-    ours = interleaved_gradients(SEED)
+    ours = kernel_written_gradients(SEED)
     assert [where for where, _ in twins] == [where for where, _ in ours]
-    assert len(ours) >= 200
+    assert len(ours) >= 300
+    assert sum(" scatter " in where for where, _ in ours) >= 100
     assert sum("in_place" in where for where, _ in ours) >= len(IN_PLACE_CASES)
     for (where, twin), (_, aten_written) in zip(twins, ours):
         assert twin.stride() == aten_written.stride(), where
