@@ -240,6 +240,12 @@ def test_explain_for_another_device_and_dtype():
     assert bwdconv.explain(*one_by_one, dtype=torch.float16).input_strategy == "aten"
     assert bwdconv.explain(*one_by_one, dtype=torch.bfloat16).input_strategy == "swap1x1"
     assert bwdconv.explain(*one_by_one, channels_last=True).input_strategy == "aten"
+    # 1x1 stride 1 on the CPU: swap1x1 in bfloat16 NCHW only.
+    stride_one = ([8, 256, 14, 14], [64, 256, 1, 1], 1, 0)
+    assert bwdconv.explain(*stride_one, dtype=torch.bfloat16).input_strategy == "swap1x1"
+    assert bwdconv.explain(*stride_one, dtype=torch.bfloat16,
+                           channels_last=True).input_strategy == "aten"
+    assert bwdconv.explain(*stride_one).input_strategy == "aten"
     # float16 channels_last on the CPU: phase where the channels are wide, aten where not.
     wide = ([2, 64, 28, 28], [128, 64, 3, 3], 2, 1)
     assert bwdconv.explain(*wide, dtype=torch.float16, channels_last=True).input_strategy == "phase"

@@ -114,6 +114,34 @@ TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
   EXPECT_TRUE(make_plan(volume).swap1x1.has_value());  // it still serves when forced
 }
 
+// 1x1 stride 1 on the CPU: swap1x1 in bfloat16 NCHW, 2D, one group; aten
+// in float32, channels_last, with groups, in 3D and on GPUs.
+TEST(Plan, CpuBfloat16Nchw1x1Stride1TakesSwap1x1) {
+  ConvGeometry g = conv(2, 14, 1, 1, 0, 8, 64);
+  g.device = DeviceKind::CPU;
+  g.dtype = DType::BFloat16;
+  EXPECT_EQ(make_plan(g).input.strategy, Strategy::swap1x1);
+  EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
+  auto input_strategy = [&](auto change) {
+    ConvGeometry other = g;
+    change(other);
+    derive_output_sizes(other);
+    return make_plan(other).input.strategy;
+  };
+  EXPECT_EQ(input_strategy([](ConvGeometry& o) { o.dtype = DType::Float32; }), Strategy::aten);
+  EXPECT_EQ(input_strategy([](ConvGeometry& o) { o.layout = MemoryLayout::ChannelsLast; }),
+            Strategy::aten);
+  EXPECT_EQ(input_strategy([](ConvGeometry& o) { o.groups = 2; o.filter_in_channels = 32; }),
+            Strategy::aten);
+  EXPECT_EQ(input_strategy([](ConvGeometry& o) { o.device = DeviceKind::CUDA; }), Strategy::aten);
+  EXPECT_EQ(input_strategy([](ConvGeometry& o) { o.filter = {3, 3, 0}; o.padding = {1, 1, 0}; }),
+            Strategy::aten);
+  ConvGeometry volume = conv(3, 14, 1, 1, 0, 8, 64);
+  volume.device = DeviceKind::CPU;
+  volume.dtype = DType::BFloat16;
+  EXPECT_EQ(make_plan(volume).input.strategy, Strategy::aten);
+}
+
 // A float16 channels_last geometry on the CPU: 32 -> 64 channels, 16^dims input.
 ConvGeometry cpu_float16_channels_last(int dims, int64_t filter) {
   ConvGeometry g = conv(dims, 16, filter, 2, filter / 2, 1, 32);
