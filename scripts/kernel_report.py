@@ -313,55 +313,114 @@ def longest_path(code, blocks, dom, header, body, latches, keep) -> tuple[int, i
     return max(best[l] for l in ends), min(least[l] for l in ends), inner
 
 
-def per_element_loop(code: list[Instruction], is_store, keep) -> dict | None:
-    """The innermost loop holding a global store: its instruction counts."""
-    blocks = build_blocks(code)
-    dom = dominators(blocks)
-    candidates = []
-    for header, body, latches in natural_loops(blocks, dom):
-        if any(is_store(code[i]) for k in body for i in range(blocks[k].start, blocks[k].end)):
-            candidates.append((len(body), header, body, latches))
-    if not candidates:
-        return None
-    _, header, body, latches = min(candidates)
-    longest, shortest, inner = longest_path(code, blocks, dom, header, body, latches, keep)
-    path_ops = path_opcodes(code, blocks, dom, header, body, latches, keep)
-    return {"longest": longest, "shortest": shortest, "inner_loops": inner,
-            "static": sum(block_weight(code, blocks[k], keep) for k in body),
-            "opcodes_on_longest": path_ops}
-
-
-def path_opcodes(code, blocks, dom, header, body, latches, keep) -> dict[str, int]:
-    """Opcode histogram along the longest path (for the pipe and class models)."""
-    back = {(u, s) for u in body for s in blocks[u].succ if s in body and s in dom[u]}
-    best, prev = {header: block_weight(code, blocks[header], keep)}, {header: None}
+def heaviest_path(code, blocks, dom, header, body, latches, keep, weight_of=None,
+                  require=None, forbid=None) -> dict[str, int] | None:
+    """Opcode histogram of the heaviest path header -> latch through `body` with
+    every back edge inside it removed (inner loops counted once, or not at all
+    when weight_of gives their blocks 0). The path passes through a block that
+    `require` accepts, and through none that `forbid` accepts; None if no such path."""
+    back = {(u, t) for u in body for t in blocks[u].succ if t in body and t in dom[u]}
     order, seen = [], set()
 
     def visit(x):
         seen.add(x)
-        for s in blocks[x].succ:
-            if s in body and (x, s) not in back and s not in seen:
-                visit(s)
+        for t in blocks[x].succ:
+            if t in body and (x, t) not in back and t not in seen:
+                visit(t)
         order.append(x)
 
+    sys.setrecursionlimit(10000)
     visit(header)
+    weight = weight_of or (lambda k: block_weight(code, blocks[k], keep))
+    ok = lambda k: not (forbid and forbid(code[blocks[k].start:blocks[k].end]))
+    hit = lambda k: bool(require and require(code[blocks[k].start:blocks[k].end]))
+    if not ok(header):
+        return None
+    start = (header, hit(header) or require is None)
+    best, prev = {start: weight(header)}, {start: None}
     for x in reversed(order):
-        if x not in best:
-            continue
-        for s in blocks[x].succ:
-            if s in body and (x, s) not in back:
-                w = best[x] + block_weight(code, blocks[s], keep)
-                if w > best.get(s, -1):
-                    best[s], prev[s] = w, x
-    end = max((l for l in latches if l in best), key=lambda l: best[l])
+        for state in (False, True):
+            if (x, state) not in best:
+                continue
+            for t in blocks[x].succ:
+                if t in body and (x, t) not in back and ok(t):
+                    nxt = (t, state or hit(t))
+                    w = best[(x, state)] + weight(t)
+                    if w > best.get(nxt, -1):
+                        best[nxt], prev[nxt] = w, (x, state)
+    ends = [(l, True) for l in latches if (l, True) in best]
+    if not ends:
+        return None
+    node = max(ends, key=lambda n: best[n])
     hist: dict[str, int] = {}
-    x = end
-    while x is not None:
-        for ins in code[blocks[x].start:blocks[x].end]:
-            if keep(ins):
-                hist[ins.opcode] = hist.get(ins.opcode, 0) + ins.weight
-        x = prev[x]
+    while node is not None:
+        k = node[0]
+        if weight(k):
+            for ins in code[blocks[k].start:blocks[k].end]:
+                if keep(ins):
+                    hist[ins.opcode] = hist.get(ins.opcode, 0) + ins.weight
+        node = prev[node]
     return hist
+
+
+def loops_with_stores(code, is_store):
+    blocks = build_blocks(code)
+    dom = dominators(blocks)
+    loops = []
+    for header, body, latches in natural_loops(blocks, dom):
+        if any(is_store(code[i]) for k in body for i in range(blocks[k].start, blocks[k].end)):
+            loops.append((header, body, latches))
+    return blocks, dom, sorted(loops, key=lambda l: len(l[1]))
+
+
+def per_element_loop(code: list[Instruction], is_store, keep, wide_store, wide_load,
+                     cycles) -> dict | None:
+    """The per-element loops of a data-movement kernel: the innermost loops that
+    hold a global store. An element walk has one. A row walk has, inside its
+    loop over rows, loops that store whole 16-byte chunks (a `copy` loop when
+    it loads 16 bytes too, else a `gather` loop) and loops over a row's end
+    chunks (narrow stores). Each is counted along its heaviest path; the loop
+    over rows gives the per-row overhead, every loop inside it left out."""
+    blocks, dom, loops = loops_with_stores(code, is_store)
+    if not loops:
+        return None
+    holds = lambda loop, test: any(test(code[i]) for k in loop[1]
+                                   for i in range(blocks[k].start, blocks[k].end))
+    innermost = [l for l in loops if not any(m[1] < l[1] for m in loops)]
+    chunk_loops = [l for l in innermost if holds(l, wide_store)]
+    header, body, latches = (chunk_loops or innermost)[0]
+    longest, shortest, inner = longest_path(code, blocks, dom, header, body, latches, keep)
+    narrow_store = lambda b: any(is_store(i) and not wide_store(i) for i in b)
+    path = lambda l, **kw: heaviest_path(code, blocks, dom, l[0], l[1], l[2], keep, **kw)
+    costs = lambda ls, **kw: [cost(h, cycles) for h in (path(l, **kw) for l in ls) if h is not None]
+    heaviest = lambda cs: max(cs, key=lambda c: c["cycles"]) if cs else None
+    paths = {
+        "any": heaviest(costs(chunk_loops or innermost[:1])),
+        "copy": heaviest(costs([l for l in chunk_loops if holds(l, wide_load)])),
+        "gather": heaviest(costs([l for l in chunk_loops if not holds(l, wide_load)])),
+        # a first or last chunk of a row, element by element
+        "partial": heaviest(costs(innermost, require=narrow_store)),
+    }
+    facts = {"longest": longest, "shortest": shortest, "inner_loops": inner,
+             "static": sum(block_weight(code, blocks[k], keep) for k in body),
+             "paths": {name: c for name, c in paths.items() if c is not None}}
+    outer = [l for l in loops if body < l[1]]
+    if outer:
+        o_header, o_body, o_latches = outer[0]
+        nested = set().union(*(l[1] for l in loops if l[1] < o_body))
+        weight = lambda k: 0 if k in nested else block_weight(code, blocks[k], keep)
+        hist = heaviest_path(code, blocks, dom, o_header, o_body, o_latches, keep,
+                             weight_of=weight)
+        if hist is not None:
+            facts["row_overhead"] = cost(hist, cycles)
+        end = heaviest(costs([l for l in innermost if l[1] < o_body and not holds(l, wide_store)]))
+        if end:
+            facts["end_chunk"] = end
+    return facts
+
+
+def cost(hist: dict[str, int], cycles) -> dict:
+    return {"instructions": sum(hist.values()), "cycles": cycles(hist)}
 
 
 # ---------------------------------------------------------------------------
@@ -673,11 +732,11 @@ def nv_code_facts(code: list[Instruction], role: str) -> dict:
              "tensor_core_instructions": sum(1 for op in ops if op in SASS_TENSOR),
              "local_memory_instructions": sum(1 for op in ops if op in ("LDL", "STL"))}
     if role == "data_movement":
-        loop = per_element_loop(code, sass_is_store, sass_keep)
-        if loop:
-            cycles, issued, int_ops = sass_cycles_per_iteration(loop.pop("opcodes_on_longest"))
-            loop.update(cycles=cycles, int_ops=int_ops)
-        facts["loop"] = loop
+        facts["loop"] = per_element_loop(
+            code, sass_is_store, sass_keep,
+            lambda i: sass_is_store(i) and i.opcode.endswith(".128"),
+            lambda i: i.opcode.split(".")[0] == "LDG" and i.opcode.endswith(".128"),
+            lambda h: sass_cycles_per_iteration(h)[0])
     return facts
 
 
@@ -687,11 +746,11 @@ def amd_code_facts(code: list[Instruction], role: str) -> dict:
              "scratch_instructions": sum(1 for ins in code if ins.opcode.startswith("scratch_")
                                          or re.match(r"buffer_(load|store)", ins.opcode) is not None)}
     if role == "data_movement":
-        loop = per_element_loop(code, amd_is_store, amd_keep)
-        if loop:
-            cycles, classes = amd_cycles_per_iteration(loop.pop("opcodes_on_longest"))
-            loop.update(cycles=cycles, classes=classes)
-        facts["loop"] = loop
+        facts["loop"] = per_element_loop(
+            code, amd_is_store, amd_keep,
+            lambda i: amd_is_store(i) and i.opcode.endswith("dwordx4"),
+            lambda i: re.match(r"(global|buffer|flat)_load_dwordx4", i.opcode) is not None,
+            lambda h: amd_cycles_per_iteration(h)[0])
     return facts
 
 
@@ -733,72 +792,120 @@ def read_seeds() -> list[SeedLine]:
 
 
 def kernel_configurations(line: SeedLine, element_bytes: int, layout: str) -> list[dict]:
-    """The data-movement launches a seed line's input gradient takes, with the bytes
-    each moves per written element and the Bits width the host side picks today:
-    one element per thread along the contiguous dim for NCHW, a channel packet of
-    up to 16 bytes for channels_last when the channel count allows it
-    (ops/interleave.cpp and ops/scatter.cpp, pack_channels)."""
+    """The data-movement launches of a seed line's input gradient: elements written
+    and read, and the rows of dst's contiguous dim they are walked in (W in NCHW,
+    channels in channels_last; dx and the scatter buffer are dense)."""
     if line.direction != 2:
         return []
     (oh, ow), (sh, sw) = line.output(), line.stride
     dx = line.n * line.c * line.h * line.w
-    configs = []
-
-    def packet(channels: int) -> int:
-        if layout != "channels_last":
-            return 1
-        k = 16 // element_bytes
-        while k > 1 and channels % k:
-            k //= 2
-        return k
-
+    nchw = layout == "nchw"
     # interleave: every dx element written once; Copy slots also read one element.
     # 1x1 (swap1x1): only the slots the small result covers are read (N*C*Ho*Wo);
     # otherwise every phase with taps is read, which covers dx.
     read = line.n * line.c * oh * ow if (line.y, line.x) == (1, 1) else dx
-    configs.append({"kernel": "interleave", "written": dx, "read": read,
-                    "packet": packet(line.c), "element_bytes": element_bytes})
+    interleave = {"kernel": "interleave", "written": dx, "read": read,
+                  "row_length": line.w if nchw else line.c, "row_step": sw if nchw else 1,
+                  "channels": line.c}
     # scatter: the zero-inserted, padded grad_output, read once where it holds values.
     hb, wb = line.h + line.y - 1, line.w + line.x - 1
-    buffer = line.n * line.k * hb * wb
-    configs.append({"kernel": "scatter", "written": buffer, "read": line.n * line.k * oh * ow,
-                    "packet": packet(line.k), "element_bytes": element_bytes})
-    return configs
+    scatter = {"kernel": "scatter", "written": line.n * line.k * hb * wb,
+               "read": line.n * line.k * oh * ow, "row_length": wb if nchw else line.k,
+               "row_step": sw if nchw else 1, "channels": line.k}
+    for config in (interleave, scatter):
+        config["element_bytes"] = element_bytes
+        # dims outside the row: NCHW merges batch and channels (both dense) and
+        # keeps the other spatial dims; channels_last keeps batch and every spatial dim
+        config["outer_dims"] = 2 if nchw else 3
+        # every row starts 16-byte aligned when a row's bytes are a multiple of 16
+        config["rows_aligned"] = config["row_length"] * element_bytes % 16 == 0
+    return [interleave, scatter]
 
 
-def instantiation_for(kernel: str, bits_bytes: int, narrow: bool) -> str:
-    bits = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long", 16: "bwdconv::hip::Bits128"}
-    return f"{kernel}_kernel<{bits[bits_bytes]}, {'int' if narrow else 'long'}>"
+BITS_NAMES = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long", 16: "Bits128"}
+
+
+def lanes_per_row(chunks: int) -> int:
+    """Threads sharing a row (ops/scatter.cpp, scatter_lane_shift): a power of two
+    up to 32 that gives each thread about 4 chunks."""
+    lanes = 1
+    while lanes < 32 and lanes * 8 <= chunks:
+        lanes *= 2
+    return lanes
+
+
+def row_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float] | None:
+    """(warp instructions, warp cycles, elements) of one warp of a row-walk kernel:
+    lanes_per_warp / L rows, each thread paying the row overhead once and one
+    chunk path per chunk, the partial path for the first and last chunk."""
+    vector = 16 // config["element_bytes"]
+    chunks = -(-(config["row_length"] + vector - 1) // vector)
+    lanes = lanes_per_row(chunks)
+    iterations = -(-chunks // lanes)
+    paths = loop["paths"]
+    # channels_last rows (step 1) of 16-byte multiples copy; others gather
+    steady = paths.get("copy") if config["row_step"] == 1 and config["rows_aligned"] else None
+    steady = steady or paths.get("gather") or paths["any"]
+    # rows that start 16-byte aligned and whose source spans them (channels_last)
+    # have no end chunk; others are charged two (first and last)
+    ends = 0 if config["rows_aligned"] and config["row_step"] == 1 else 2
+    overhead, end = loop["row_overhead"], loop.get("end_chunk", steady)
+    instructions = overhead["instructions"] + iterations * steady["instructions"] + \
+        ends * end["instructions"]
+    cycles = overhead["cycles"] + iterations * steady["cycles"] + ends * end["cycles"]
+    return instructions, cycles, lanes_per_warp / lanes * config["row_length"]
+
+
+def element_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
+    """The same for a kernel with one loop over elements (or channel packets)."""
+    packet = packet_elements(config)
+    any_path = loop["paths"]["any"]
+    return any_path["instructions"], any_path["cycles"], lanes_per_warp * packet
+
+
+def packet_elements(config: dict) -> int:
+    """Channels moved as one element by an element-walk kernel (channels_last only)."""
+    if config["row_step"] != 1 or config["row_length"] != config["channels"]:
+        return 1
+    k = 16 // config["element_bytes"]
+    while k > 1 and config["channels"] % k:
+        k //= 2
+    return k
+
+
+def instantiation_for(config: dict, kernels: dict[str, dict]) -> str | None:
+    """The instantiation the host side launches for a configuration."""
+    index = "int" if config["written"] < 2 ** 31 else "long"
+    row_walk = f"{config['kernel']}_kernel<{BITS_NAMES[config['element_bytes']]}, {index}, " \
+        f"{config['row_step'] if config['row_step'] in (1, 2) else 0}, {config['outer_dims']}>"
+    if row_walk in kernels:
+        return row_walk
+    bits = BITS_NAMES[config["element_bytes"] * packet_elements(config)]
+    element_walk = f"{config['kernel']}_kernel<{bits}, {index}>"
+    return element_walk if element_walk in kernels else None
 
 
 def model_configuration(config: dict, kernels: dict[str, dict]) -> dict:
-    eb = config["element_bytes"]
-    bits = eb * config["packet"]
-    name = instantiation_for(config["kernel"], bits, config["written"] < 2 ** 31)
-    k = kernels.get(name)
-    if k is None:
-        name = name.replace("bwdconv::hip::", "")
-        k = kernels.get(name)
+    name = instantiation_for(config, kernels)
     out = {"instantiation": name}
-    bytes_per_element = eb * (config["written"] + config["read"]) / config["written"]
+    bytes_per_element = config["element_bytes"] * (config["written"] + config["read"]) / config["written"]
     for device in DEVICES:
-        t = (k or {}).get("targets", {}).get(device["arch"], {})
+        t = kernels[name]["targets"].get(device["arch"], {}) if name else {}
         loop = t.get("loop")
         if not loop:
             out[device["name"]] = None
             continue
-        elements_per_iteration = config["packet"]
-        if device is H100:
-            lanes = device["units"] * device["schedulers_per_unit"] * device["lanes_per_scheduler"]
-            iterations = lanes * device["clock_hz"] / loop["cycles"]
-        else:
-            lanes = device["units"] * device["simds_per_unit"] * device["wave"]
-            iterations = lanes * device["clock_hz"] / loop["cycles"]
-        elements = iterations * elements_per_iteration
-        issue_bytes = elements * bytes_per_element
+        width = device["lanes_per_scheduler"] if device is H100 else device["wave"]
+        walk = row_walk_cost if "row_overhead" in loop else element_walk_cost
+        instructions, cycles, elements = walk(config, loop, width)
+        issuers = device["units"] * (device["schedulers_per_unit"] if device is H100
+                                     else device["simds_per_unit"])
+        element_rate = issuers * device["clock_hz"] * elements / cycles
+        issue_bytes = element_rate * bytes_per_element
         out[device["name"]] = {
-            "instructions_per_element": loop["longest"] / elements_per_iteration,
-            "cycles_per_iteration": loop["cycles"],
+            "instructions_per_element": width * instructions / elements,
+            "cycles_per_warp": cycles,
+            "elements_per_warp": elements,
             "issue_bound_tb_s": issue_bytes / 1e12,
             "fraction_of_hbm": issue_bytes / device["hbm_bytes_per_s"],
             "modelled_tb_s": min(issue_bytes, device["hbm_bytes_per_s"]) / 1e12,
@@ -909,20 +1016,29 @@ def markdown(kernels, occupancy, rows, problems, tools, command) -> str:
                            f"{t['group_segment_fixed_size']} | {t.get('instructions', '-')} | "
                            f"{t.get('mfma_instructions', '-')} |")
     out += ["", "## Per-element loop of the data-movement kernels", "",
-            "The innermost loop holding a global store, found by its back-edge branch; instructions",
-            "on the longest path through it (NOPs and s_nop left out; a call counts its callee). "
-            "`inner loops` > 0 means the body holds loops of its own, each counted once: the count is then",
-            "a lower bound and the modelled ceiling an upper bound.", "",
-            "| kernel | target | longest path | shortest | inner loops | cycles / iteration (model) |",
-            "|---|---|---|---|---|---|"]
+            "The innermost loop holding a global store (per element, or per 16-byte chunk of a row),",
+            "found by its back-edge branch. Instructions on its heaviest paths (NOPs left out; a call",
+            "counts its callee): `any` path; `gather` a whole chunk by one 16-byte store, elements loaded",
+            "one by one; `copy` a whole chunk by one 16-byte load; `partial` a row's first or last chunk",
+            "element by element. `row` is the loop around it, once per row and thread, the inner loop",
+            "left out. Each entry: instructions / modelled cycles (H100: per warp on one scheduler;",
+            "MI300X: per wave on one SIMD). `inner loops` > 0: the body holds loops of its own, each",
+            "counted once, so the count is a lower bound.", "",
+            "| kernel | target | any | gather | copy | partial | row | end chunk | inner loops |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for k in kernels:
         if k["role"] != "data_movement":
             continue
         for arch in NV_ARCHS + AMD_ARCHS:
             loop = k["targets"].get(arch, {}).get("loop")
-            if loop:
-                out.append(f"| {k['kernel']} | {arch} | {loop['longest']} | {loop['shortest']} | "
-                           f"{loop['inner_loops']} | {loop['cycles']} |")
+            if not loop:
+                continue
+            cell = lambda c: f"{c['instructions']} / {c['cycles']}" if c else "-"
+            paths = loop["paths"]
+            out.append(f"| {k['kernel']} | {arch} | {cell(paths.get('any'))} | {cell(paths.get('gather'))} | "
+                       f"{cell(paths.get('copy'))} | {cell(paths.get('partial'))} | "
+                       f"{cell(loop.get('row_overhead'))} | {cell(loop.get('end_chunk'))} | "
+                       f"{loop['inner_loops']} |")
     out += ["", "## Theoretical occupancy (modelled, 256-thread blocks)", "",
             "sm_90: blocks/SM = min(65536 / (ceil(regs*32/256)*256 * warps), 228 KiB / (smem + 1 KiB), 64 / warps, 32);",
             "occupancy = blocks * warps / 64. gfx940: waves/SIMD = min(8, 512 / ceil8(VGPR) (+ AGPRs),",
@@ -935,13 +1051,17 @@ def markdown(kernels, occupancy, rows, problems, tools, command) -> str:
                    f"{nv.get('limiter', '-')} | {amd.get('waves_per_simd', '-')} | "
                    f"{pct(amd['occupancy']) if amd else '-'} | {amd.get('limiter', '-')} |")
     out += ["", "## Modelled ceiling of the data-movement kernels on the seed lines", "",
-            "Per loop iteration a thread (lane) moves `packet` elements. H100: cycles per warp-iteration =",
-            "max(instructions issued, 2 x 32-bit integer instructions) on one of the SM's 4 schedulers;",
-            "elements/s = 132 * 4 * 32 * 1.98e9 / cycles * packet. MI300X: cycles per wave64-iteration =",
-            "max(4 x VALU (16 for quarter-rate multiplies), 4 x instructions of any other one class) on one",
-            "SIMD; elements/s = 304 * 4 * 64 * 2.1e9 / cycles * packet. Bytes/s = elements/s x bytes moved",
-            "per written element ((written + read) x element size / written). Fraction = that / HBM",
-            "(3.35 TB/s H100, 5.3 TB/s MI300X); the modelled rate is the lower of the two.", ""]
+            "Per warp (H100, 32 lanes, one scheduler) or wave (MI300X, 64 lanes, one SIMD): a row-walk",
+            "kernel gives each row 2^k threads (about 4 chunks each, at most 32), so a warp holds",
+            "32 / 2^k rows and issues the row overhead once plus, per chunk it walks, the `copy` path",
+            "(channels_last rows whose bytes are a multiple of 16) or the `gather` path, and the",
+            "`partial` path twice when rows are not 16-byte aligned. An element-walk kernel issues its",
+            "`any` path per element or channel packet. H100 cycles: max(instructions issued, 2 x 32-bit",
+            "integer instructions); MI300X cycles: max(4 x VALU (16 for quarter-rate multiplies),",
+            "4 x instructions of any other one class). Elements/s = issuers x clock x elements per warp /",
+            "cycles per warp (H100: 132 x 4 schedulers x 1.98e9; MI300X: 304 x 4 SIMDs x 2.1e9).",
+            "Bytes/s = that x bytes moved per written element ((written + read) x element size /",
+            "written), against HBM (3.35 TB/s H100, 5.3 TB/s MI300X); the modelled rate is the lower.", ""]
     out += summary_table(rows, kernels, occupancy)
     out += ["", "Every configuration is in `kernels.json` (`model`).", "",
             "## Rules (issue 15)", ""]
@@ -970,7 +1090,7 @@ def summary_table(rows: list[dict], kernels: list[dict], occupancy: list[dict]) 
             vals = [r for r in rs if r.get(dev)]
             return min(vals, key=lambda r: r[dev]["fraction_of_hbm"]) if vals else None
         wh, wm = worst(H100["name"]), worst(MI300X["name"])
-        names = sorted({r["instantiation"] for r in rs})
+        names = sorted({r["instantiation"] for r in rs if r["instantiation"]})
         ts = [by_name[n]["targets"] for n in names if n in by_name]
         stack = max((t.get("sm_90", {}).get("stack", 0) for t in ts), default=0)
         spills = sum(t.get(a, {}).get("spill_stores", 0) + t.get(a, {}).get("vgpr_spill_count", 0)

@@ -72,20 +72,59 @@ def test_ptxas_resources():
         "registers": 28, "stack": 40, "spill_stores": 8, "spill_loads": 12, "smem": 8704}
 
 
+def sass_loop(listing):
+    code = kr.parse_sass(listing)["_Z1kv"]
+    return kr.per_element_loop(code, kr.sass_is_store, kr.sass_keep,
+                               lambda i: kr.sass_is_store(i) and i.opcode.endswith(".128"),
+                               lambda i: i.opcode.startswith("LDG") and i.opcode.endswith(".128"),
+                               lambda h: kr.sass_cycles_per_iteration(h)[0])
+
+
 def test_sass_loop_is_found_by_its_back_edge():
-    code = kr.parse_sass(SASS)["_Z1kv"]
-    loop = kr.per_element_loop(code, kr.sass_is_store, kr.sass_keep)
+    loop = sass_loop(SASS)
     assert (loop["longest"], loop["shortest"], loop["inner_loops"]) == (6, 5, 0)
     # IADD3, IMAD, ISETP are integer-pipe instructions: 2 cycles each on the half-rate pipe.
-    assert kr.sass_cycles_per_iteration(loop["opcodes_on_longest"]) == (6, 6, 3)
+    assert loop["paths"]["any"] == {"instructions": 6, "cycles": 6}
+    assert loop["paths"]["partial"] == {"instructions": 6, "cycles": 6}  # STG.E: a narrow store
+    assert "gather" not in loop["paths"] and "row_overhead" not in loop
+
+
+# A row loop (0x10..0xb0) around a chunk loop (0x30..0x60) with a 16-byte
+# store, and an end-chunk loop (0x70..0x90) with a narrow one.
+ROWS = """\
+\t\tFunction : _Z1kv
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   IMAD R1, R0, 0x4, RZ ;
+        /*0020*/                   MOV R2, RZ ;
+        /*0030*/                   LDG.E.128 R4, desc[UR4][R8.64] ;
+        /*0040*/                   STG.E.128 desc[UR4][R10.64], R4 ;
+        /*0050*/                   IADD3 R2, R2, 0x1, RZ ;
+        /*0060*/               @P0 BRA 0x30 ;
+        /*0070*/                   STG.E.U16 desc[UR4][R10.64], R4 ;
+        /*0080*/                   IADD3 R3, R3, 0x1, RZ ;
+        /*0090*/               @P1 BRA 0x70 ;
+        /*00a0*/                   IADD3 R0, R0, 0x100, RZ ;
+        /*00b0*/               @P2 BRA 0x10 ;
+        /*00c0*/                   EXIT ;
+"""
+
+
+def test_row_walk_paths():
+    loop = sass_loop(ROWS)
+    assert loop["paths"]["copy"]["instructions"] == 4
+    assert loop["row_overhead"]["instructions"] == 2 + 2  # IMAD, MOV; IADD3, BRA (row loop)
+    assert loop["end_chunk"]["instructions"] == 3
 
 
 def test_amd_loop_metadata_and_cycles():
     code = kr.parse_amd_code(AMD)["_Z1kv"]
-    loop = kr.per_element_loop(code, kr.amd_is_store, kr.amd_keep)
+    loop = kr.per_element_loop(code, kr.amd_is_store, kr.amd_keep, lambda i: False,
+                               lambda i: False, lambda h: kr.amd_cycles_per_iteration(h)[0])
     assert (loop["longest"], loop["shortest"], loop["inner_loops"]) == (4, 4, 0)
-    cycles, classes = kr.amd_cycles_per_iteration(loop["opcodes_on_longest"])
-    assert cycles == 4 + 16  # one full-rate VALU, one quarter-rate multiply
+    # one full-rate VALU, one quarter-rate multiply
+    assert loop["paths"]["any"] == {"instructions": 4, "cycles": 4 + 16}
+    cycles, classes = kr.amd_cycles_per_iteration({"v_add_u32_e32": 1, "v_mul_lo_u32": 1,
+                                                   "global_store_dword": 1, "s_cbranch_vccnz": 1})
     assert classes == {"valu": 2, "vmem": 1, "branch_message": 1}
     meta = kr.parse_amd_metadata(AMD)["_Z1kv"]
     assert meta["group_segment_fixed_size"] == 6144 and meta["vgpr_spill_count"] == 2

@@ -32,4 +32,17 @@ int64_t packet_elements(int element_bytes, const std::vector<int64_t>& multiples
 void widen_channels(TensorView& view, int64_t k);
 void widen_strides(int64_t* strides, int dims, int64_t k);
 
+// A Divisor (params.h) for 1 <= value < 2^31.
+Divisor make_divisor(int64_t value);
+
+// The scatter's row walk over dst, the zero-inserted, padded src (views in
+// logical order; stride and lead per spatial dim, DESIGN.md "scatter"): dims
+// ordered by decreasing dst stride, size-1 dims that read source position 0
+// dropped, one-to-one neighbours (lead 0, step 1, whole) merged, dst's
+// stride-1 dim as the row. False (p untouched) when dst has no stride-1 dim,
+// a position would reach 2^31, or more than kOuterDims dims remain (or four
+// whose outermost is not one-to-one).
+bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64_t* stride,
+                       const int64_t* lead, int element_bytes, ScatterParams* p);
+
 }  // namespace bwdconv::hip

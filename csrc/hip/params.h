@@ -33,19 +33,57 @@ struct TensorView {
   Step size_steps[kMaxTensorDims];
 };
 
-// scatter (DESIGN.md, "Geometry"): the zero-inserted, padded grad_output.
-// dst[n, c, j...] = src[n, c, (j - lead)/stride...] where every (j - lead) is a
-// non-negative multiple of its stride below src's size, and 0 elsewhere.
-// Elements are copied as raw bits of `element_bytes` (2, 4, 8 or 16: several
-// channels at once when channels are contiguous).
+// A divisor below 2^31 with the constants of narrow division (index.h,
+// "narrow_quotient"); built by make_divisor (layout.h).
+struct Divisor {
+  uint32_t value = 1;
+  uint32_t magic = 1;
+  uint32_t shift = 0;
+};
+
+// One dst dim of the scatter's row walk and the source dim it reads: dst
+// position j holds source position o = (j - lead) / step when step divides
+// j - lead and 0 <= o < src_size, else a zero (batch and channel dims: lead 0,
+// step 1).
+struct ScatterWalkDim {
+  int64_t dst_stride = 0;
+  int64_t src_stride = 0;
+  Divisor size;  // dst extent
+  Divisor step;
+  int32_t lead = 0;
+  int32_t src_size = 1;
+};
+
+// Dims of a row walk besides the row itself.
+constexpr int kOuterDims = kMaxTensorDims - 1;
+
+// scatter (DESIGN.md, "Geometry"): the zero-inserted, padded grad_output
+// dst[n, c, j...] = src[n, c, (j - lead)/stride...] where every (j - lead) is
+// a non-negative multiple of its stride below src's size, and 0 elsewhere,
+// walked in rows of dst's stride-1 dim. outer[] holds the other dims
+// outermost first, already in walk order, so the kernel indexes no array at
+// run time; positions and row indices stay below 2^31. 2^lane_shift threads
+// share a row, each writing 16-byte chunks (aligned in memory) in turn.
+// Built by make_scatter_walk (layout.h). Elements are copied as raw bits of
+// `element_bytes` (2, 4 or 8).
 struct ScatterParams {
   const void* src = nullptr;
   void* dst = nullptr;
-  TensorView src_view;
-  TensorView dst_view;
-  Step stride[kMaxSpatialDims];
-  int64_t lead[kMaxSpatialDims] = {};
+  ScatterWalkDim outer[kOuterDims];
+  int outer_dims = 1;  // outer[0 .. outer_dims) in use
+  ScatterWalkDim row;
+  int64_t rows = 0;
+  int64_t chunks_per_row = 0;  // (row size + chunk - 1) / chunk, rounded up
+  int lane_shift = 0;
+  // A multiple of row.step with first - row.lead + row_bias >= 0 for every
+  // chunk's first position, and its quotient by row.step.
+  int64_t row_bias = 0;
+  int64_t row_bias_quotient = 0;
+  // (2^lane_shift * chunk) as a quotient and remainder by row.step.
+  int64_t advance_quotient = 0;
+  int64_t advance_remainder = 0;
   int element_bytes = 4;
+  bool wide_offsets = false;  // element offsets may reach 2^31
 };
 
 // What the interleave pass does with the dx slots of one phase.

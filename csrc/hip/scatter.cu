@@ -1,5 +1,7 @@
 #include "scatter.h"
 
+#include <cstring>
+
 #include "bits.h"
 #include "launch.h"
 #include "scatter_index.h"
@@ -7,19 +9,197 @@
 namespace bwdconv::hip {
 namespace {
 
-// One thread per dst element (grid-stride, dst walked in memory order).
+// 16 bytes of a row: kLanes elements.
+template <typename Bits>
+struct Chunk {
+  static constexpr int kLanes = 16 / sizeof(Bits);
+  Bits lane[kLanes];
+};
+
+template <typename Bits>
+__device__ inline Chunk<Bits> load_chunk(const Bits* at) {  // at: 16-byte aligned
+  const Bits128 bits = global_load(reinterpret_cast<const Bits128*>(at));
+  Chunk<Bits> chunk;
+  memcpy(&chunk, &bits, sizeof chunk);
+  return chunk;
+}
+
+template <typename Bits>
+__device__ inline void store_chunk(Bits* at, const Chunk<Bits>& chunk) {  // at: 16-byte aligned
+  Bits128 bits;
+  memcpy(&bits, &chunk, sizeof bits);
+  global_store(reinterpret_cast<Bits128*>(at), bits);
+}
+
+// src_row[at * stride] for 0 <= at < size, else a zero; the load itself stays
+// inside the row (at clamped), so no lane branches around it.
 template <typename Bits, typename Index>
+__device__ inline Bits load_or_zero(const Bits* src_row, Position at, Index stride, Position size) {
+  const Position inside = at < 0 ? 0 : (at < size ? at : size - 1);
+  const Bits value = global_load(src_row + inside * stride);
+  return at == inside ? value : Bits{};
+}
+
+// The source elements of a chunk whose lane e is dst position first + e:
+// source position o + (r + e) / step where step divides r + e (o, r: the row
+// cursor at first), else a zero. kStep fixes the step (1, 2) or is 0 (`step`
+// holds it). An interior chunk (kInterior) reads source positions inside the
+// row only; an end chunk may reach past either end, which reads as zeros.
+template <int kStep, bool kInterior, typename Bits, typename Index>
+__device__ inline Chunk<Bits> gather(const Bits* src_row, Index src_stride, Position src_size,
+                                     Position o, Position r, Position step) {
+  constexpr int kLanes = Chunk<Bits>::kLanes;
+  const auto source = [&](Position at) {
+    return kInterior ? global_load(src_row + at * src_stride)
+                     : load_or_zero(src_row, at, src_stride, src_size);
+  };
+  Chunk<Bits> values;
+  if constexpr (kStep == 1) {
+    for (int e = 0; e < kLanes; ++e) values.lane[e] = source(o + e);
+  } else if constexpr (kStep == 2) {
+    // Lanes e and e + 1 share source position o + (e + r) / 2; the one with
+    // e + r even takes it.
+    Bits shared[kLanes / 2 + 1];
+    for (int m = 0; m <= kLanes / 2; ++m) shared[m] = source(o + m);
+    const bool odd = r != 0;
+    for (int e = 0; e < kLanes; e += 2) {
+      values.lane[e] = odd ? Bits{} : shared[e / 2];
+      values.lane[e + 1] = odd ? shared[e / 2 + 1] : Bits{};
+    }
+  } else {
+    for (int e = 0; e < kLanes; ++e) {
+      values.lane[e] = r == 0 ? source(o) : Bits{};
+      const bool wrap = ++r == step;
+      r = wrap ? 0 : r;
+      o += wrap;
+    }
+  }
+  return values;
+}
+
+// Rows of dst's stride-1 dim, 2^lane_shift threads per row (grid-stride over
+// rows). A row's outer coordinates cost one division per outer dim; its
+// interior chunks (whole in dst, reading source positions inside the row)
+// take one 16-byte store and additions each; its end chunks go through the
+// clamped path. kOuter: outer dims in use; with four, the outermost maps one
+// to one (make_scatter_walk).
+template <typename Bits, typename Index, int kStep, int kOuter>
 __global__ void __launch_bounds__(kThreadsPerBlock)
-    scatter_kernel(ScatterParams p, int64_t total) {
+    scatter_kernel(ScatterParams p, Position rows) {
+  constexpr int kLanes = Chunk<Bits>::kLanes;
   const Bits* src = static_cast<const Bits*>(p.src);
   Bits* dst = static_cast<Bits*>(p.dst);
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t linear = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       linear < total; linear += step) {
-    int64_t coords[kMaxTensorDims];
-    const int64_t dst_offset = unravel_offset<Index>(linear, p.dst_view, coords);
-    const int64_t src_offset = scatter_source_offset<Index>(p, coords);
-    global_store(dst + dst_offset, src_offset >= 0 ? global_load(src + src_offset) : Bits{});
+  const Position lanes = Position{1} << p.lane_shift;
+  const Position lane = threadIdx.x & (lanes - 1);
+  const Position rows_per_block = kThreadsPerBlock >> p.lane_shift;
+  const Position size = static_cast<Position>(p.row.size.value);
+  const Position chunks = static_cast<Position>(p.chunks_per_row);
+  const Position step = kStep ? kStep : static_cast<Position>(p.row.step.value);
+  const Position src_size = p.row.src_size;
+  const Index src_stride = static_cast<Index>(p.row.src_stride);
+  for (Position row = blockIdx.x * rows_per_block + (threadIdx.x >> p.lane_shift); row < rows;
+       row += gridDim.x * rows_per_block) {
+    Position rest = row;
+    Index dst_offset = 0, src_offset = 0;
+    bool live = src_size > 0;
+    for (int k = kOuter - 1; k >= 0; --k) {
+      const ScatterWalkDim& dim = p.outer[k];
+      // the outermost coordinate is what the others leave (row < rows)
+      const Position next = k == 0 ? 0 : divide_position(rest, dim.size);
+      const Position j = rest - next * static_cast<Position>(dim.size.value);
+      rest = next;
+      const Position o = kOuter == kOuterDims && k == 0 ? j : source_position(j, dim, &live);
+      dst_offset += j * static_cast<Index>(dim.dst_stride);
+      src_offset += o * static_cast<Index>(dim.src_stride);
+    }
+    Bits* dst_row = dst + dst_offset;
+    const Bits* src_row = src + src_offset;
+    // Chunk c holds dst positions c * kLanes - head ... + kLanes - 1 (the row
+    // starts `head` elements past a 16-byte boundary). Interior chunks,
+    // [c_begin, c_end), hold positions in [begin, end): inside the row, with
+    // every source position they read inside it.
+    const Position head =
+        static_cast<Position>((reinterpret_cast<uintptr_t>(dst_row) / sizeof(Bits)) % kLanes);
+    const Position lead = p.row.lead;
+    const Position begin = live && lead > 0 ? lead : 0;
+    const Position reach = lead + step * (src_size - 1) + 1;  // past the last source position
+    const Position end = live && reach < size ? reach : size;
+    const Position c_begin = (begin + head + kLanes - 1) / kLanes;
+    const Position c_end_floor = (end + head) / kLanes;
+    const Position c_end = c_end_floor > c_begin ? c_end_floor : c_begin;
+    Position chunk = c_begin + ((lane - c_begin) & (lanes - 1));
+    RowCursor at = row_cursor(chunk * kLanes - head, p);
+    const auto advance = [&] {
+      at.advance(kLanes << p.lane_shift, static_cast<Position>(p.advance_quotient),
+                 static_cast<Position>(p.advance_remainder), step);
+    };
+    // A step-1 row whose source chunks are 16-byte aligned too is a copy.
+    const bool copies =
+        kStep == 1 && live && src_stride == 1 &&
+        (reinterpret_cast<uintptr_t>(src_row) - reinterpret_cast<uintptr_t>(dst_row) -
+         static_cast<uintptr_t>(lead) * sizeof(Bits)) % sizeof(Bits128) == 0;
+    if (copies) {
+      for (; chunk < c_end; chunk += lanes, advance()) {
+        store_chunk(dst_row + at.first, load_chunk(src_row + at.o));
+      }
+    } else {
+      for (; chunk < c_end; chunk += lanes, advance()) {
+        Chunk<Bits> values{};
+        if (live) {
+          values = gather<kStep, true, Bits, Index>(src_row, src_stride, src_size, at.o, at.r, step);
+        }
+        store_chunk(dst_row + at.first, values);
+      }
+    }
+    // The end chunks: positions past the row's ends are not written, source
+    // positions past them read as zeros.
+    const auto write_end_chunk = [&](Position c) {
+      const RowCursor end_at = row_cursor(c * kLanes - head, p);
+      Chunk<Bits> values{};
+      if (live) {
+        values = gather<kStep, false, Bits, Index>(src_row, src_stride, src_size, end_at.o,
+                                                   end_at.r, step);
+      }
+      for (int e = 0; e < kLanes; ++e) {
+        const Position j = end_at.first + e;
+        if (j >= 0 && j < size) global_store(dst_row + j, values.lane[e]);
+      }
+    };
+    for (chunk = lane; chunk < c_begin; chunk += lanes) write_end_chunk(chunk);
+    for (chunk = c_end + ((lane - c_end) & (lanes - 1)); chunk < chunks; chunk += lanes) {
+      write_end_chunk(chunk);
+    }
+  }
+}
+
+template <typename Bits, typename Index, int kStep, int kOuter>
+void launch_walk(const ScatterParams& p, NativeStream stream) {
+  launch_kernel({"scatter"}, scatter_kernel<Bits, Index, kStep, kOuter>,
+                blocks_for(p.rows << p.lane_shift), kThreadsPerBlock, stream, p,
+                static_cast<Position>(p.rows));
+}
+
+// The instantiation for the row's step (1 and 2 fixed, others at run time)
+// and the outer dims. A step-1 walk with four outer dims takes the run-time
+// step: the fixed one holds too many scalar registers on AMD and spills.
+template <typename Bits, typename Index, int kStep>
+void launch_outer(const ScatterParams& p, NativeStream stream) {
+  switch (p.outer_dims) {
+    case 1: return launch_walk<Bits, Index, kStep, 1>(p, stream);
+    case 2: return launch_walk<Bits, Index, kStep, 2>(p, stream);
+    case 3: return launch_walk<Bits, Index, kStep, 3>(p, stream);
+  }
+  if constexpr (kStep != 1) launch_walk<Bits, Index, kStep, 4>(p, stream);
+}
+
+template <typename Bits, typename Index>
+void launch_rows(const ScatterParams& p, NativeStream stream) {
+  if (p.row.step.value == 1 && p.outer_dims < kOuterDims) {
+    launch_outer<Bits, Index, 1>(p, stream);
+  } else if (p.row.step.value == 2) {
+    launch_outer<Bits, Index, 2>(p, stream);
+  } else {
+    launch_outer<Bits, Index, 0>(p, stream);
   }
 }
 
@@ -27,14 +207,16 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 template <Target target>
 LaunchError launch_scatter(const ScatterParams& params, NativeStream stream) {
-  const int64_t total = element_count(params.dst_view);
-  if (total == 0) return nullptr;
-  const bool narrow = scatter_divides_narrow(params);
-  const bool known = visit_walk(params.element_bytes, narrow, [&](auto bits, auto index) {
-    launch_kernel({"scatter"}, scatter_kernel<decltype(bits), decltype(index)>, blocks_for(total),
-                  kThreadsPerBlock, stream, params, total);
+  if (params.rows == 0) return nullptr;
+  const bool known = visit_bits(params.element_bytes, [&](auto bits) {
+    using Bits = decltype(bits);
+    if constexpr (sizeof(Bits) < 16) {
+      visit_index(!params.wide_offsets, [&](auto index) {
+        launch_rows<Bits, decltype(index)>(params, stream);
+      });
+    }
   });
-  return known ? last_launch_error() : kInvalidLaunch;
+  return known && params.element_bytes < 16 ? last_launch_error() : kInvalidLaunch;
 }
 
 template LaunchError launch_scatter<BWDCONV_KERNEL_TARGET>(const ScatterParams&, NativeStream);

@@ -1,4 +1,5 @@
-// Index math of the scatter kernel, shared with its CPU twin and unit tests.
+// Index math of the scatter kernel (a row walk, params.h "ScatterParams"),
+// shared with its unit tests.
 #pragma once
 
 #include <cstdint>
@@ -7,43 +8,51 @@
 
 namespace bwdconv::hip {
 
-// Position in grad_output that feeds position j of the zero-inserted, padded
-// buffer along one dim, or -1 where the buffer holds a zero:
-// j = lead + o*stride with 0 <= o < size (DESIGN.md, "scatter"). Index as in divide.
-template <typename Index = int64_t>
-BWDCONV_HOST_DEVICE inline int64_t scatter_source(int64_t j, int64_t lead, const Step& stride,
-                                                  int64_t size) {
-  const int64_t shifted = j - lead;
-  if (shifted < 0) return -1;
-  int64_t o, rest;
-  divide<Index>(shifted, stride, &o, &rest);
-  return (rest == 0 && o < size) ? o : -1;
+// Positions and row indices of a scatter walk stay below 2^31
+// (make_scatter_walk): they divide narrow; only element offsets may need
+// 64 bits.
+using Position = int32_t;
+
+BWDCONV_HOST_DEVICE inline Position divide_position(Position value, const Divisor& divisor) {
+  const uint32_t v = static_cast<uint32_t>(value);
+  return static_cast<Position>((multiply_high(v, divisor.magic) + v) >> divisor.shift);
 }
 
-// Element offset in src that feeds the dst element at `coords`, or -1 for a zero.
-template <typename Index = int64_t>
-BWDCONV_HOST_DEVICE inline int64_t scatter_source_offset(const ScatterParams& p,
-                                                         const int64_t* coords) {
-  int64_t offset = coords[0] * p.src_view.strides[0] + coords[1] * p.src_view.strides[1];
-  for (int d = 2; d < p.dst_view.dims; ++d) {
-    const int64_t o = scatter_source<Index>(coords[d], p.lead[d - 2], p.stride[d - 2],
-                                            p.src_view.sizes[d]);
-    if (o < 0) return -1;
-    offset += o * p.src_view.strides[d];
+// Source position of dst position j along `dim`; clears *live (and returns 0)
+// where j holds a zero.
+BWDCONV_HOST_DEVICE inline Position source_position(Position j, const ScatterWalkDim& dim,
+                                                    bool* live) {
+  const Position shifted = j - dim.lead;
+  const Position o = divide_position(shifted, dim.step);
+  const bool holds = shifted >= 0 && o * static_cast<Position>(dim.step.value) == shifted &&
+                     o < dim.src_size;
+  *live = *live && holds;
+  return holds ? o : 0;
+}
+
+// A dst position along the row and its source position o and remainder r:
+// first - lead = o * step + r with 0 <= r < step.
+struct RowCursor {
+  Position first, o, r;
+
+  // Moves on by positions = quotient * step + remainder.
+  BWDCONV_HOST_DEVICE void advance(Position positions, Position quotient, Position remainder,
+                                   Position step) {
+    first += positions;
+    o += quotient;
+    r += remainder;
+    const bool carry = r >= step;
+    r = carry ? r - step : r;
+    o += carry;
   }
-  return offset;
-}
+};
 
-}  // namespace bwdconv::hip
-
-namespace bwdconv::hip {
-
-// Whether the scatter walk may divide narrow (host only): j - lead is its
-// largest spatial dividend.
-inline bool scatter_divides_narrow(const ScatterParams& p) {
-  int64_t shift[kMaxSpatialDims] = {};
-  for (int i = 0; i < kMaxSpatialDims; ++i) shift[i] = -p.lead[i];
-  return walk_divides_narrow(p.dst_view, p.stride, shift);
+// The cursor at `first` (first - lead + row_bias >= 0): one division.
+BWDCONV_HOST_DEVICE inline RowCursor row_cursor(Position first, const ScatterParams& p) {
+  const Position biased = first - p.row.lead + static_cast<Position>(p.row_bias);
+  const Position o = divide_position(biased, p.row.step);
+  return {first, o - static_cast<Position>(p.row_bias_quotient),
+          biased - o * static_cast<Position>(p.row.step.value)};
 }
 
 }  // namespace bwdconv::hip

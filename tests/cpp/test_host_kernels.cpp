@@ -4,6 +4,7 @@
 // sanitizer builds (CMakeLists.txt) run this file too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -81,39 +82,78 @@ std::vector<float> small_integers(int64_t count, uint32_t seed) {
   return values;
 }
 
-class HostScatter : public testing::TestWithParam<bool> {};
-
-TEST_P(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
-  const bool channels_last = GetParam();
-  const std::vector<int64_t> src_sizes{2, 3, 4, 5}, dst_sizes{2, 3, 9, 14};
-  const int64_t stride[2] = {2, 3}, lead[2] = {1, -2};
-  ScatterParams p;
-  const std::vector<float> src = small_integers(element_count_of(src_sizes), 1);
-  std::vector<float> dst(element_count_of(dst_sizes), 99.0f);
-  p.src = src.data();
-  p.dst = dst.data();
-  p.src_view = view_of(src_sizes, channels_last);
-  p.dst_view = view_of(dst_sizes, channels_last);
-  for (int i = 0; i < 2; ++i) {
-    p.stride[i] = make_step(stride[i]);
-    p.lead[i] = lead[i];
-  }
-  p.element_bytes = sizeof(float);
-  ASSERT_EQ(launch_scatter<Target::host>(p, nullptr), nullptr);
+// The zero-inserted, padded buffer of `src` as raw bytes, the slow way.
+std::vector<unsigned char> reference_scatter(const std::vector<unsigned char>& src,
+                                             const TensorView& src_view, const TensorView& dst_view,
+                                             const int64_t* stride, const int64_t* lead,
+                                             int element_bytes) {
+  std::vector<int64_t> dst_sizes(dst_view.sizes, dst_view.sizes + dst_view.dims);
+  std::vector<unsigned char> dst(element_count_of(dst_sizes) * element_bytes, 0);
   for_each_index(dst_sizes, [&](const std::vector<int64_t>& j) {
-    std::vector<int64_t> o{j[0], j[1], 0, 0};
+    std::vector<int64_t> o(j);
     bool value = true;
-    for (int i = 0; i < 2; ++i) {
+    for (size_t i = 0; i + 2 < j.size(); ++i) {
       const int64_t shifted = j[2 + i] - lead[i];
       o[2 + i] = shifted / stride[i];
-      value = value && shifted >= 0 && shifted % stride[i] == 0 && o[2 + i] < src_sizes[2 + i];
+      value = value && shifted >= 0 && shifted % stride[i] == 0 &&
+              o[2 + i] < src_view.sizes[2 + i];
     }
-    const float expected = value ? src[offset_of(p.src_view, o)] : 0.0f;
-    ASSERT_EQ(dst[offset_of(p.dst_view, j)], expected);
+    if (value) {
+      memcpy(&dst[offset_of(dst_view, j) * element_bytes],
+             &src[offset_of(src_view, o) * element_bytes], element_bytes);
+    }
   });
+  return dst;
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, HostScatter, testing::Bool());
+// Random 1-3D buffers (strides 1-4, leads -1..3, crops), 2-, 4- and 8-byte
+// elements, NCHW and channels_last, base addresses off 16-byte boundaries:
+// every byte of the buffer as the reference has it, nothing written outside.
+TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
+  std::mt19937 rng(2026);
+  int walks = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const int spatial = 1 + static_cast<int>(rng() % 3);
+    const bool channels_last = rng() % 2;
+    const int element_bytes = 2 << (rng() % 3);
+    std::vector<int64_t> src_sizes{1 + rng() % 3, 1 + rng() % 9}, dst_sizes(src_sizes);
+    int64_t stride[3], lead[3];
+    for (int i = 0; i < spatial; ++i) {
+      const int64_t outputs = 1 + rng() % 9;
+      stride[i] = 1 + rng() % 4;
+      lead[i] = static_cast<int64_t>(rng() % 5) - 1;
+      const int64_t trail = static_cast<int64_t>(rng() % 5) - 1;
+      src_sizes.push_back(outputs);
+      dst_sizes.push_back(std::max<int64_t>((outputs - 1) * stride[i] + 1 + lead[i] + trail, 1));
+    }
+    const TensorView src_view = view_of(src_sizes, channels_last);
+    const TensorView dst_view = view_of(dst_sizes, channels_last);
+    const int64_t src_bytes = element_count_of(src_sizes) * element_bytes;
+    const int64_t dst_bytes = element_count_of(dst_sizes) * element_bytes;
+    std::vector<unsigned char> src_storage(src_bytes + 32), dst_storage(dst_bytes + 32, 0xab);
+    for (unsigned char& b : src_storage) b = static_cast<unsigned char>(rng());
+    const int64_t src_shift = (rng() % 8) * element_bytes % 16;
+    const int64_t dst_shift = (rng() % 8) * element_bytes % 16;
+    const std::vector<unsigned char> src(src_storage.begin() + src_shift,
+                                         src_storage.begin() + src_shift + src_bytes);
+    ScatterParams p;
+    p.src = src_storage.data() + src_shift;
+    p.dst = dst_storage.data() + dst_shift;
+    ASSERT_TRUE(make_scatter_walk(src_view, dst_view, stride, lead, element_bytes, &p));
+    ASSERT_EQ(launch_scatter<Target::host>(p, nullptr), nullptr);
+    ++walks;
+    const std::vector<unsigned char> expected =
+        reference_scatter(src, src_view, dst_view, stride, lead, element_bytes);
+    const std::string where = "trial " + std::to_string(trial);
+    for (int64_t b = 0; b < static_cast<int64_t>(dst_storage.size()); ++b) {
+      const bool inside = b >= dst_shift && b < dst_shift + dst_bytes;
+      ASSERT_EQ(dst_storage[b], inside ? expected[b - dst_shift] : 0xab) << where << " byte " << b;
+    }
+  }
+  EXPECT_EQ(walks, 400);
+}
+
+
 
 // dx [2, 4, 7, 6], stride (2, 3), padding (1, 2): 6 phases, one of them a
 // zero phase, one kept by another writer, the others copied from results of

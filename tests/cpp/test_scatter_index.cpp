@@ -9,8 +9,9 @@
 namespace bwdconv::hip {
 namespace {
 
-// The zero-inserted, padded buffer built the slow way: start from zeros and
-// place src[o] at lead + o*stride, dropping positions outside the buffer.
+// Source position of each buffer position the slow way (-1: a zero): start
+// from zeros and place src[o] at lead + o*stride, dropping positions outside
+// the buffer.
 std::vector<int64_t> reference_sources(int64_t buffer, int64_t lead, int64_t stride,
                                        int64_t size) {
   std::vector<int64_t> source(buffer, -1);
@@ -21,7 +22,15 @@ std::vector<int64_t> reference_sources(int64_t buffer, int64_t lead, int64_t str
   return source;
 }
 
-TEST(ScatterIndex, MatchesZeroInsertionForRandomDims) {
+ScatterWalkDim walk_dim(int64_t lead, int64_t stride, int64_t size) {
+  ScatterWalkDim dim;
+  dim.lead = static_cast<int32_t>(lead);
+  dim.step = make_divisor(stride);
+  dim.src_size = static_cast<int32_t>(size);
+  return dim;
+}
+
+TEST(ScatterIndex, SourcePositionMatchesZeroInsertion) {
   std::mt19937 rng(11);
   for (int trial = 0; trial < 3000; ++trial) {
     const int64_t stride = 1 + rng() % 8, size = 1 + rng() % 12;
@@ -29,72 +38,111 @@ TEST(ScatterIndex, MatchesZeroInsertionForRandomDims) {
     const int64_t buffer = 1 + rng() % 60;
     const auto expected = reference_sources(buffer, lead, stride, size);
     for (int64_t j = 0; j < buffer; ++j) {
-      ASSERT_EQ(scatter_source<int64_t>(j, lead, make_step(stride), size), expected[j])
+      bool live = true;
+      const Position o = source_position(static_cast<Position>(j), walk_dim(lead, stride, size), &live);
+      ASSERT_EQ(live ? o : -1, expected[j])
           << "j " << j << " lead " << lead << " stride " << stride << " size " << size;
-      ASSERT_EQ(scatter_source<int32_t>(j, lead, make_step(stride), size), expected[j])
-          << "narrow: j " << j << " lead " << lead << " stride " << stride << " size " << size;
     }
   }
 }
 
-TEST(ScatterIndex, UnravelFollowsStrides) {
+TEST(ScatterIndex, DividePositionIsExactBelow2To31) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int64_t divisor = 1 + rng() % (trial % 2 ? 100 : (int64_t{1} << 31) - 1);
+    const int64_t value = rng() % (int64_t{1} << 31);
+    ASSERT_EQ(divide_position(static_cast<Position>(value), make_divisor(divisor)), value / divisor)
+        << value << " / " << divisor;
+  }
+}
+
+// Cursors moved by advance() agree with cursors computed by division, for
+// every stride, lead and advance a walk can have.
+TEST(ScatterIndex, RowCursorAdvancesLikeDivision) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 2000; ++trial) {
+    ScatterParams p;
+    const int64_t stride = 1 + rng() % 7, lead = static_cast<int64_t>(rng() % 9) - 3;
+    const int64_t lanes = 2 << (rng() % 3), advance = lanes << (rng() % 6);
+    p.row = walk_dim(lead, stride, 100);
+    p.row_bias = stride * std::max<int64_t>((lead + lanes + stride - 1) / stride, 0);
+    p.row_bias_quotient = p.row_bias / stride;
+    const Position first = -static_cast<Position>(rng() % lanes);
+    RowCursor at = row_cursor(first, p);
+    for (int k = 0; k < 20; ++k) {
+      const RowCursor direct = row_cursor(at.first, p);
+      ASSERT_EQ(at.o, direct.o) << trial << " " << k;
+      ASSERT_EQ(at.r, direct.r) << trial << " " << k;
+      ASSERT_EQ(at.o * stride + at.r, at.first - lead);
+      ASSERT_TRUE(at.r >= 0 && at.r < stride);
+      at.advance(static_cast<Position>(advance), static_cast<Position>(advance / stride),
+                 static_cast<Position>(advance % stride), static_cast<Position>(stride));
+    }
+  }
+}
+
+TensorView dense_view(const std::vector<int64_t>& sizes, bool channels_last) {
   TensorView view;
-  view.dims = 4;
-  const int64_t sizes[4] = {2, 3, 4, 5};
-  // channels_last strides of a [2, 3, 4, 5] tensor.
-  const int64_t strides[4] = {60, 1, 15, 3};
-  for (int d = 0; d < 4; ++d) {
+  view.dims = static_cast<int>(sizes.size());
+  std::vector<int> fastest_first;
+  if (channels_last) fastest_first.push_back(1);
+  for (int d = view.dims - 1; d >= 0; --d) {
+    if (!(channels_last && d == 1)) fastest_first.push_back(d);
+  }
+  int64_t stride = 1;
+  for (const int d : fastest_first) {
     view.sizes[d] = sizes[d];
-    view.strides[d] = strides[d];
+    view.strides[d] = stride;
+    stride *= sizes[d];
   }
-  set_size_steps(view);
-  std::vector<bool> seen(120, false);
-  for (int64_t linear = 0; linear < 120; ++linear) {
-    int64_t coords[kMaxTensorDims];
-    const int64_t offset = unravel_offset(linear, view, coords);
-    EXPECT_EQ(offset, coords[0] * 60 + coords[1] + coords[2] * 15 + coords[3] * 3);
-    ASSERT_GE(offset, 0);
-    ASSERT_LT(offset, 120);
-    EXPECT_FALSE(seen[offset]);
-    seen[offset] = true;
-  }
+  return view;
 }
 
-TEST(ScatterIndex, SourceOffsetOfA2dBuffer) {
-  // src [1, 1, 2, 3] contiguous, stride 2, lead 1: dst is [1, 1, 5, 7].
+TEST(ScatterWalk, NchwMergesBatchAndChannelsAndWalksRowsOfW) {
+  // src [2, 3, 4, 5] -> buffer [2, 3, 9, 11] (stride 2, lead 1), bfloat16
+  const int64_t stride[2] = {2, 2}, lead[2] = {1, 1};
   ScatterParams p;
-  p.src_view.dims = p.dst_view.dims = 4;
-  const int64_t src_sizes[4] = {1, 1, 2, 3}, dst_sizes[4] = {1, 1, 5, 7};
-  const int64_t src_strides[4] = {6, 6, 3, 1};
-  for (int d = 0; d < 4; ++d) {
-    p.src_view.sizes[d] = src_sizes[d];
-    p.src_view.strides[d] = src_strides[d];
-    p.dst_view.sizes[d] = dst_sizes[d];
-  }
-  p.stride[0] = p.stride[1] = make_step(2);
-  p.lead[0] = p.lead[1] = 1;
-  EXPECT_TRUE(scatter_divides_narrow(p));
-  for (int64_t h = 0; h < 5; ++h) {
-    for (int64_t w = 0; w < 7; ++w) {
-      const int64_t coords[4] = {0, 0, h, w};
-      const bool filled = h % 2 == 1 && w % 2 == 1 && w < 6;
-      const int64_t expected = filled ? (h / 2) * 3 + w / 2 : -1;
-      EXPECT_EQ(scatter_source_offset<int64_t>(p, coords), expected) << h << "," << w;
-      EXPECT_EQ(scatter_source_offset<int32_t>(p, coords), expected) << h << "," << w;
-    }
-  }
+  ASSERT_TRUE(make_scatter_walk(dense_view({2, 3, 4, 5}, false), dense_view({2, 3, 9, 11}, false),
+                                stride, lead, 2, &p));
+  EXPECT_EQ(p.outer_dims, 2);  // [N*C, H]
+  EXPECT_EQ(p.outer[0].size.value, 6u);
+  EXPECT_EQ(p.outer[1].size.value, 9u);
+  EXPECT_EQ(p.row.size.value, 11u);
+  EXPECT_EQ(p.row.step.value, 2u);
+  EXPECT_EQ(p.rows, 54);
+  EXPECT_EQ(p.chunks_per_row, 3);  // (11 + 7) / 8 rounded up
+  EXPECT_EQ(p.lane_shift, 0);
+  EXPECT_FALSE(p.wide_offsets);
 }
 
-TEST(ScatterIndex, NarrowOnlyWhileCoordinateMinusLeadFits) {
+TEST(ScatterWalk, ChannelsLastWalksRowsOfChannels) {
+  const int64_t stride[2] = {2, 2}, lead[2] = {1, 1};
   ScatterParams p;
-  p.dst_view.dims = 3;
-  const int64_t sizes[3] = {4, 8, 1000};
-  std::copy(sizes, sizes + 3, p.dst_view.sizes);
-  p.stride[0] = make_step(3);
-  p.lead[0] = 1000;  // a positive lead only lowers j - lead
-  EXPECT_TRUE(scatter_divides_narrow(p));
-  p.lead[0] = -(kNarrowLimit - 1000);  // a crop: j - lead reaches 2^31
-  EXPECT_FALSE(scatter_divides_narrow(p));
+  ASSERT_TRUE(make_scatter_walk(dense_view({2, 64, 4, 5}, true), dense_view({2, 64, 9, 11}, true),
+                                stride, lead, 4, &p));
+  EXPECT_EQ(p.outer_dims, 3);  // [N, H, W]
+  EXPECT_EQ(p.row.size.value, 64u);
+  EXPECT_EQ(p.row.step.value, 1u);
+  EXPECT_EQ(p.chunks_per_row, 17);  // (64 + 3) / 4 rounded up
+  EXPECT_EQ(p.lane_shift, 2);       // 4 threads, about 4 chunks each
+  EXPECT_EQ(p.advance_quotient, 16);
+  EXPECT_EQ(p.advance_remainder, 0);
+}
+
+TEST(ScatterWalk, KeepsASizeOneDimThatHoldsNoSource) {
+  // W: buffer size 1, lead 1: position 0 is a zero, so the whole buffer is.
+  const int64_t stride[2] = {1, 1}, lead[2] = {0, 1};
+  ScatterParams p;
+  ASSERT_TRUE(make_scatter_walk(dense_view({1, 8, 3, 1}, true), dense_view({1, 8, 3, 1}, true),
+                                stride, lead, 2, &p));
+  EXPECT_EQ(p.outer_dims, 2);  // H, and the size-1 W; the size-1 batch dropped
+}
+
+TEST(ScatterWalk, RefusesPositionsPast2To31) {
+  const int64_t stride[1] = {2}, lead[1] = {0};
+  ScatterParams p;
+  EXPECT_FALSE(make_scatter_walk(dense_view({1, 1, int64_t{1} << 31}, false),
+                                 dense_view({1, 1, int64_t{1} << 32}, false), stride, lead, 2, &p));
 }
 
 }  // namespace
