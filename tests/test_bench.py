@@ -53,6 +53,37 @@ def test_3d_flags():
     assert case.channels_last
 
 
+def test_3d_short_flags_and_comments():
+    """MIOpenDriver's short 3D flags are punctuation; `#` starts a comment only
+    where it begins a word."""
+    case = parse_line("conv -n 1 -c 4 -H 8 -W 8 -k 4 -y 3 -x 3 --spatial_dim 3 -! 6 -@ 3 "
+                      "-# 2 -$ 1 -^ 2 -F 4  # a comment -u 9")
+    assert case.input == (6, 8, 8) and case.filter == (3, 3, 3)
+    assert case.stride == (2, 1, 1) and case.padding == (1, 0, 0) and case.dilation == (2, 1, 1)
+    assert case.directions == BACKWARD_WEIGHT
+    assert parse_line("conv -n 1 -c 2 #-c 9").in_channels == 2
+
+
+def test_every_miopen_driver_short_flag_is_accepted():
+    flags = ("-I NCHW -O NCHW -f NCHW -F 0 -n 1 -c 2 -H 5 -W 5 -k 2 -y 3 -x 3 -u 1 -v 1 "
+             "-p 0 -q 0 -r 0 -Y 0 -X 0 -i 3 -V 0 -C dir -t 1 -w 0 -s 0 -P 0 -o 0 -d x -e w "
+             "-b 0 -m conv -z default -Z 0 -L 1 -l 1 -j 1 -a b -g 1 -D dy -S -1")
+    assert parse_line("conv " + flags).input == (5, 5)
+    three = parse_line("conv --spatial_dim 3 -! 4 -@ 1 -# 1 -$ 0 -^ 1 -% 0 -n 1 -c 2 -k 2")
+    assert three.input == (4, 32, 32) and three.filter == (1, 3, 3)
+
+
+@pytest.mark.parametrize("line, padding", [
+    ("conv -n 1 -c 2 -H 7 -W 8 -k 2 -y 3 -x 5 -p 4 -q 4 -z default", (4, 4)),
+    ("conv -n 1 -c 2 -H 7 -W 8 -k 2 -y 3 -x 5 -p 4 -q 4 -z valid", (0, 0)),
+    # same: half of max(k - s, 0) when s divides the size, else of max(k - size % s, 0)
+    ("conv -n 1 -c 2 -H 7 -W 8 -k 2 -y 3 -x 5 -u 2 -v 2 -z same", (1, 1)),
+    ("conv -n 1 -c 2 -H 7 -W 8 -k 2 -y 3 -x 5 -l 2 -j 2 -p 1 -q 1 -z same", (1, 1)),
+])
+def test_pad_mode_sets_padding_as_miopen_driver_does(line, padding):
+    assert parse_line(line).padding == padding
+
+
 def test_forw_zero_means_every_direction():
     case = parse_line("conv -n 1 -c 2 -H 5 -W 5 -k 2 -y 3 -x 3 -F 0")
     assert case.direction_list() == [FORWARD, BACKWARD_DATA, BACKWARD_WEIGHT]
@@ -71,7 +102,8 @@ def test_to_line_round_trips(line):
 
 
 @pytest.mark.parametrize("line, message", [
-    ("conv -n 2 -Z 3", "unknown flag '-Z'"),
+    ("conv -n 2 -G 3", "unknown flag '-G'"),
+    ("conv -n 2 -c 3 -z full", "--pad_mode must be default, same or valid"),
     ("conv -n 2 --frobnicate 3", "unknown flag '--frobnicate'"),
     ("convint8 -n 2", "unknown command 'convint8'"),
     ("conv -n 2 -c", "flag '-c' has no value"),
@@ -174,10 +206,17 @@ def test_command_line_lines_and_errors(tmp_path, capsys):
                 "conv", "-n", "1", "-c", "2", "-H", "6", "-W", "6", "-k", "2", "-y", "3", "-x", "3",
                 "-u", "2", "-v", "2", "-F", "2"])
     assert "bwd_data" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="unknown flag '-Z'"):
-        bench_main(["conv", "-n", "1", "-Z", "2"])
+    with pytest.raises(SystemExit, match="unknown flag '-G'"):
+        bench_main(["conv", "-n", "1", "-G", "2"])
     with pytest.raises(SystemExit, match="unknown suite 'nope'"):
         bench_main(["--suite", "nope"])
+
+
+def test_3d_line_with_punctuation_flags_runs(tmp_path, capsys):
+    bench_main(["--iter", "1", "--warmup", "0", "--out", str(tmp_path), "conv", "-n", "1",
+                "-c", "4", "-H", "8", "-W", "8", "-k", "4", "-y", "3", "-x", "3",
+                "--spatial_dim", "3", "-!", "6", "-@", "3", "-#", "2", "-F", "4"])
+    assert "bwd_weight" in capsys.readouterr().out
 
 
 def test_kernel_bytes_count_each_element_once():

@@ -6,6 +6,7 @@ command word (conv, convfp16, convbfp16), or suites with --suite.
 
 import argparse
 import pathlib
+import shlex
 import sys
 
 import torch
@@ -96,9 +97,9 @@ def main(argv=None):
     cases = []
     for tokens in line_tokens:
         try:
-            cases.append(parse_line(" ".join(tokens)))
+            cases.append(parse_line(shlex.join(tokens)))
         except DriverLineError as error:
-            raise SystemExit(f"bad MIOpenDriver line {' '.join(tokens)!r}: {error}") from None
+            raise SystemExit(f"bad MIOpenDriver line {shlex.join(tokens)!r}: {error}") from None
     for name in args.suite:
         cases += read_suite(suite_path(name))
     if not cases:

@@ -8,6 +8,7 @@ bit mask (1 forward, 2 backward data, 4 backward weight; 0 means all three).
 """
 
 import dataclasses
+import re
 import shlex
 
 import torch
@@ -45,16 +46,25 @@ INTEGER_FLAGS = {
 }
 LAYOUT_FLAGS = {"I": ("in_layout", "in_layout"), "O": ("out_layout", "out_layout"),
                 "f": ("fil_layout", "fil_layout")}
-# Accepted for compatibility with MIOpenDriver lines; they do not change what is measured.
-IGNORED_FLAGS = {"t": "time", "V": "verify", "s": "search", "w": "workspace", "b": "bias"}
+# Accepted for compatibility with MIOpenDriver lines; they do not change what is measured
+# (the transposed-convolution output paddings only matter in -m trans, which is refused).
+IGNORED_FLAGS = {
+    "t": "time", "V": "verify", "s": "search", "w": "wall", "b": "bias", "r": "pad_val",
+    "%": "trans_output_pad_d", "Y": "trans_output_pad_h", "X": "trans_output_pad_w",
+    "C": "verification_cache", "P": "printconv", "o": "dump_output", "d": "in_data",
+    "e": "weights", "a": "in_bias", "D": "dout_data", "S": "solution", "Z": "tensor_vect",
+    "L": "vector_length",
+}
 MODE_FLAG = ("m", "mode")
+PAD_MODE_FLAG = ("z", "pad_mode")
 
 _LONG = {}
 for _short, (_long, _field) in {**INTEGER_FLAGS, **LAYOUT_FLAGS}.items():
     _LONG[_long] = _short
 for _short, _long in IGNORED_FLAGS.items():
     _LONG[_long] = _short
-_LONG[MODE_FLAG[1]] = MODE_FLAG[0]
+for _short, _long in (MODE_FLAG, PAD_MODE_FLAG):
+    _LONG[_long] = _short
 
 
 class DriverLineError(ValueError):
@@ -126,7 +136,9 @@ class ConvCase:
 
 
 def _tokens(line):
-    return shlex.split(line.split("#", 1)[0])
+    """The line's words, up to a comment: a `#` that begins a word (so `-#`,
+    MIOpenDriver's depth stride, is a flag)."""
+    return shlex.split(re.split(r"(?:^|\s)#", line, maxsplit=1)[0])
 
 
 def _flag_name(token):
@@ -139,7 +151,7 @@ def _flag_name(token):
     if token.startswith("-") and len(token) == 2:
         name = token[1]
         if name in INTEGER_FLAGS or name in LAYOUT_FLAGS or name in IGNORED_FLAGS or \
-                name == MODE_FLAG[0]:
+                name in (MODE_FLAG[0], PAD_MODE_FLAG[0]):
             return name
     raise DriverLineError(f"unknown flag {token!r}")
 
@@ -231,8 +243,25 @@ def _case_from(command, values, line):
             case.channels_last = _layout_is_channels_last(value, flag)
     if "f" in values:
         case.filter_channels_last = _layout_is_channels_last(values["f"], "fil_layout")
+    case.padding = _padding_for_mode(values.get(PAD_MODE_FLAG[0], "default"), case)
     _validate(case)
     return case
+
+
+def _padding_for_mode(pad_mode, case):
+    """The padding MIOpenDriver uses under --pad_mode: `default` keeps the
+    flags' padding; `valid` is none; `same` pads each side by half of what
+    the filter overhangs the last stride step. MIOpenDriver applies a mode
+    only when every dilation or every filter size is 1."""
+    if pad_mode not in ("default", "same", "valid"):
+        raise DriverLineError(f"--pad_mode must be default, same or valid, got {pad_mode!r}")
+    undilated = all(d == 1 for d in case.dilation) or all(k == 1 for k in case.filter)
+    if pad_mode == "default" or not undilated or min(case.stride) < 1:
+        return case.padding
+    if pad_mode == "valid":
+        return (0,) * case.spatial_dims
+    return tuple(max(k - (size % s or s), 0) // 2
+                 for size, k, s in zip(case.input, case.filter, case.stride))
 
 
 def _validate(case):
