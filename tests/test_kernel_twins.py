@@ -52,7 +52,7 @@ def kernel_written_gradients(seed):
             forcings += [("swap1x1", "fused"), ("swap1x1", "in_place")]
         for strategy, writer in forcings:
             try:
-                with bwdconv.force_strategy(strategy, swap1x1_writer=writer):
+                with bwdconv.force_strategy(strategy, swap1x1_writer=writer, strict=True):
                     gx = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p,
                                                                       d, groups)
             except ValueError:

@@ -109,6 +109,36 @@ def test_plans_inside_the_model_are_what_explain_says(name):
     assert explanation.layers[1]["name"] in str(explanation)
 
 
+@pytest.mark.parametrize("scope", bwdconv._enable.SCOPES)
+def test_resnet50_trains_with_swap1x1_forced(scope):
+    """Forcing swap1x1 on ResNet-50: it computes the input gradient of every 1x1
+    convolution and nothing else, every other gradient is planned as usual,
+    and the gradients are aten's; strict forcing raises at the first 3x3."""
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(num_classes=10)
+    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    reference = training_step_gradients(model, x)
+    model.load_state_dict(state)
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    one_by_one = sum(m.kernel_size == (1, 1) for m in convs)
+    with bwdconv.enabled(scope), bwdconv.force_strategy("swap1x1"):
+        explained = bwdconv.explain_model(model, x).counts()
+        model.load_state_dict(state)
+        bwdconv.reset_served()
+        ours = training_step_gradients(model, x)
+        served = {g: {s: n for s, n in c.items() if n} for g, c in bwdconv.served().items()}
+        model.load_state_dict(state)
+        with bwdconv.force_strategy("swap1x1", strict=True), \
+                pytest.raises(ValueError, match="strategy swap1x1 cannot serve this shape"):
+            training_step_gradients(model, x)
+    # The stem's input gradient is never computed: the image needs none.
+    assert served == {"input": {"swap1x1": one_by_one, "aten": len(convs) - one_by_one - 1},
+                      "weight": {"aten": len(convs)}}
+    assert explained == served
+    assert_gradients_close(ours, reference, torch.float32)
+
+
 class SmallNet(nn.Module):
     def __init__(self):
         super().__init__()

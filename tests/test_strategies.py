@@ -197,12 +197,31 @@ def test_explain_names_the_seed_phases():
         assert sorted(names) == sorted(bwdconv.strategies())
 
 
-def test_forcing_a_strategy_that_cannot_serve_raises():
+def test_a_forced_strategy_that_cannot_serve_leaves_the_gradient_to_the_planner():
+    w = torch.randn(2, 2, 3, 3, dtype=torch.float64)
+    dy = torch.randn(1, 2, 4, 4, dtype=torch.float64)
+    x = torch.randn(1, 2, 9, 9, dtype=torch.float64)
+    bwdconv.reset_served()
+    with bwdconv.force_strategy("swap1x1"):
+        ours = torch.ops.bwdconv.convolution_backward_input(dy, w, [1, 2, 9, 9], [2, 2], [0, 0],
+                                                            [1, 1], 1)
+        plan = bwdconv.explain(x, w, 2)
+    torch.testing.assert_close(ours, aten_gradients(dy, x, w, [2, 2], [0, 0], [1, 1], 1)[0])
+    assert bwdconv.served()["input"] == dict(bwdconv.served()["input"], aten=1, swap1x1=0)
+    assert plan.input_strategy == "aten" and plan.weight_strategy == "aten"
+    assert "input gradient: aten (forced swap1x1 cannot serve it: the filter [3, 3] is not 1x1" in str(plan)
+    assert "strict" not in str(plan)
+
+
+def test_strict_forcing_raises_where_the_strategy_cannot_serve():
     w = torch.randn(2, 2, 3, 3)
     dy = torch.randn(1, 2, 4, 4)
-    with bwdconv.force_strategy("swap1x1"), pytest.raises(ValueError, match="is not 1x1"):
-        torch.ops.bwdconv.convolution_backward_input(dy, w, [1, 2, 9, 9], [2, 2], [0, 0],
-                                                     [1, 1], 1)
+    with bwdconv.force_strategy("swap1x1", strict=True):
+        with pytest.raises(ValueError, match="is not 1x1"):
+            torch.ops.bwdconv.convolution_backward_input(dy, w, [1, 2, 9, 9], [2, 2], [0, 0],
+                                                         [1, 1], 1)
+        plan = bwdconv.explain([1, 2, 9, 9], w, 2)  # explains instead of raising
+    assert "strict forcing: backward raises: strategy swap1x1 cannot serve" in str(plan)
     assert bwdconv.forced_strategy() is None
 
 
@@ -226,6 +245,22 @@ def test_environment_variable_forces_a_strategy():
     env["BWDCONV_STRATEGY"] = "fastest"
     bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert bad.returncode != 0 and "unknown strategy 'fastest'" in bad.stderr
+
+
+def test_environment_variable_makes_forcing_strict():
+    code = ("import torch, bwdconv; print(bwdconv._explain._C.forcing()); "
+            "torch.ops.bwdconv.convolution_backward_input(torch.randn(1, 2, 4, 4), "
+            "torch.randn(2, 2, 3, 3), [1, 2, 9, 9], [2, 2], [0, 0], [1, 1], 1)")
+    env = dict(os.environ, BWDCONV_STRATEGY="swap1x1", BWDCONV_STRATEGY_STRICT="1")
+    strict = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert strict.stdout.strip() == "('swap1x1', None, True)"
+    assert strict.returncode != 0 and "ValueError: bwdconv: strategy swap1x1 cannot serve" \
+        in strict.stderr
+    env["BWDCONV_STRATEGY_STRICT"] = "0"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+    env["BWDCONV_STRATEGY_STRICT"] = "yes"
+    bad = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "BWDCONV_STRATEGY_STRICT must be 0 or 1" in bad.stderr
 
 
 def test_explain_for_another_device_and_dtype():

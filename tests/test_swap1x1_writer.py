@@ -4,6 +4,7 @@ then only the holes zeroed), against aten and float64 math."""
 
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -48,8 +49,8 @@ def operands(case, dtype, seed):
     return x, w, dy
 
 
-def forced_grad_input(writer, dy, w, x_size, case):
-    with bwdconv.force_strategy("swap1x1", swap1x1_writer=writer):
+def forced_grad_input(writer, dy, w, x_size, case, strict=False):
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer=writer, strict=strict):
         return torch.ops.bwdconv.convolution_backward_input(dy, w, list(x_size), case[2], case[3],
                                                             [1, 1], 1)
 
@@ -95,17 +96,40 @@ def test_both_writers_lower_precision(writer, dtype):
     (((2, 4, 9, 8), (4, 4, 1, 1), [2, 2], [0, 0]), True, "uniformly strided"),
     (((2, 4, 8, 8), (4, 4, 1, 1), [2, 2], [0, 0]), False, "not channels_last"),
 ])
-def test_forcing_in_place_where_it_cannot_serve_raises(case, layout, reason):
+def test_in_place_forced_where_it_cannot_serve_gives_way_unless_strict(case, layout, reason):
     assert reason in in_place_refusal(case, channels_last=layout)
     x, w, dy = operands(case, torch.float64, 0)
     if layout:
         dy = channels_last(dy)
-    with pytest.raises(ValueError, match=reason):
-        forced_grad_input("in_place", dy, w, x.shape, case)
-    # fused serves the same shape, and the forced writer is gone after the block.
     expected = aten_gradients(dy, x, w, case[2], case[3], [1, 1], 1)[0]
+    # Not strict: the planner's writer (fused) serves, and explain says why.
+    torch.testing.assert_close(forced_grad_input("in_place", dy, w, x.shape, case), expected)
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer="in_place"):
+        plan = bwdconv.explain(x if not layout else channels_last(x), w, case[2], case[3])
+    assert plan.input_strategy == "swap1x1"
+    assert plan.to_dict()["swap1x1"]["writer"] == "fused"
+    assert re.search(f"swap1x1 writes dx: fused \\(forced in_place cannot serve it: .*{reason}",
+                     str(plan))
+    # Strict: backward raises with the reason, as explain warns.
+    with pytest.raises(ValueError, match=reason):
+        forced_grad_input("in_place", dy, w, x.shape, case, strict=True)
     torch.testing.assert_close(forced_grad_input("fused", dy, w, x.shape, case), expected)
-    assert bwdconv._explain._C.forcing() == (None, None)
+    assert bwdconv._explain._C.forcing() == (None, None, False)
+
+
+def test_bfloat16_nchw_1x1_stride_2_trains_with_in_place_forced():
+    """CPU bfloat16 NCHW 1x1 stride 2: in_place cannot serve; forcing it trains anyway."""
+    m = torch.nn.Conv2d(8, 16, 1, stride=2).bfloat16()
+    x = torch.randn(2, 8, 8, 8, dtype=torch.bfloat16, requires_grad=True)
+    bwdconv.enable()
+    bwdconv.reset_served()
+    dy = torch.randn(2, 16, 4, 4, dtype=torch.bfloat16)
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer="in_place"):
+        m(x).backward(dy)
+    assert bwdconv.served()["input"]["swap1x1"] == 1
+    expected = aten_gradients(dy.double(), x.double(), m.weight.double(), [2, 2], [0, 0],
+                              [1, 1], 1)[0]
+    torch.testing.assert_close(x.grad.double(), expected, rtol=2e-2, atol=2e-2)
 
 
 def test_a_forced_writer_binds_only_where_swap1x1_computes_dx():
@@ -126,8 +150,8 @@ def test_unknown_writer_raises_and_keeps_the_previous_forcing():
         with pytest.raises(ValueError, match="unknown strategy 'fastest'"):
             with bwdconv.force_strategy("fastest", swap1x1_writer="in_place"):
                 pass
-        assert bwdconv._explain._C.forcing() == ("phase", "fused")
-    assert bwdconv._explain._C.forcing() == (None, None)
+        assert bwdconv._explain._C.forcing() == ("phase", "fused", False)
+    assert bwdconv._explain._C.forcing() == (None, None, False)
 
 
 def test_explain_names_the_writer_per_device():

@@ -206,14 +206,18 @@ std::pair<Strategy, std::string> choose_weight(const ConvGeometry& g) {
 GradientPlan plan_gradient(Gradient gradient, const ConvGeometry& g,
                            const std::vector<Phase>& phases, std::optional<Strategy> forced) {
   GradientPlan plan;
-  if (forced && !refusal(*forced, gradient, g, phases)) {
+  const std::optional<std::string> forced_refusal =
+      forced ? refusal(*forced, gradient, g, phases) : std::nullopt;
+  if (forced && !forced_refusal) {
     plan.strategy = *forced;
     plan.reason = std::string("forced: ") + strategy_name(*forced);
   } else {
     auto [strategy, reason] =
         gradient == Gradient::input ? choose_input(g, phases) : choose_weight(g);
     plan.strategy = strategy;
-    plan.reason = reason;
+    plan.reason = forced ? std::string("forced ") + strategy_name(*forced) +
+                               " cannot serve it: " + *forced_refusal + "; planned: " + reason
+                         : reason;
   }
   for (Strategy strategy : all_strategies()) {
     Candidate c;
@@ -250,12 +254,12 @@ std::optional<std::string> refusal(Strategy strategy, Gradient gradient, const C
 }
 
 Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced,
-               std::optional<Swap1x1Writer> forced_writer) {
+               std::optional<Swap1x1Writer> forced_writer, bool strict) {
   if (auto error = find_geometry_error(geometry)) throw std::invalid_argument(*error);
   Plan plan;
   plan.geometry = geometry;
   plan.phases = enumerate_phases(geometry);
-  if (forced && refusal(*forced, Gradient::input, geometry, plan.phases) &&
+  if (strict && forced && refusal(*forced, Gradient::input, geometry, plan.phases) &&
       refusal(*forced, Gradient::weight, geometry, plan.phases)) {
     throw std::invalid_argument(
         std::string("strategy ") + strategy_name(*forced) + " cannot serve this shape: " +
@@ -271,7 +275,8 @@ Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced,
   plan.splitk = make_splitk_geometry(geometry);
   if (!refusal(Strategy::swap1x1, Gradient::input, geometry, plan.phases)) {
     const bool computes_input = plan.input.strategy == Strategy::swap1x1;
-    plan.swap1x1 = choose_swap1x1_writer(geometry, computes_input ? forced_writer : std::nullopt);
+    plan.swap1x1 =
+        choose_swap1x1_writer(geometry, computes_input ? forced_writer : std::nullopt, strict);
   }
   return plan;
 }

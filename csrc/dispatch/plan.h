@@ -72,10 +72,13 @@ struct Plan {
 
 // Plans both gradients of a geometry; throws std::invalid_argument for an
 // invalid geometry (see find_geometry_error). A forced strategy is used for
-// every gradient it can serve, the other gradient is planned freely; when it
-// can serve neither, make_plan throws std::invalid_argument with its reasons.
-// A forced swap1x1 writer applies when swap1x1 computes the input gradient.
+// every gradient it can serve; a gradient it cannot serve is planned freely,
+// and its reason says so. A forced swap1x1 writer applies when swap1x1
+// computes the input gradient and the writer can serve; otherwise the
+// planner's writer is used and its reason says so. `strict` makes forcing
+// binding: make_plan throws std::invalid_argument, with the reasons, when the
+// forced strategy can serve neither gradient or the forced writer cannot serve.
 Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced = std::nullopt,
-               std::optional<Swap1x1Writer> forced_writer = std::nullopt);
+               std::optional<Swap1x1Writer> forced_writer = std::nullopt, bool strict = false);
 
 }  // namespace bwdconv

@@ -65,10 +65,14 @@ int64_t in_place_batch_stride(const ConvGeometry& g) {
   return dims.empty() ? 1 : dims.back().step;  // a single batch never steps
 }
 
-Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& g, std::optional<Swap1x1Writer> forced) {
+Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& g, std::optional<Swap1x1Writer> forced,
+                                    bool strict) {
   const std::optional<std::string> refused = in_place_refusal(g);
   if (forced == Swap1x1Writer::in_place && refused) {
-    throw std::invalid_argument("swap1x1 writer in_place cannot serve this shape: " + *refused);
+    if (strict) {
+      throw std::invalid_argument("swap1x1 writer in_place cannot serve this shape: " + *refused);
+    }
+    return {Swap1x1Writer::fused, "forced in_place cannot serve it: " + *refused, refused};
   }
   if (forced) return {*forced, "forced", refused};
   if (refused) return {Swap1x1Writer::fused, "in_place refused: " + *refused, refused};

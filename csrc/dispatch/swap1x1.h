@@ -37,10 +37,12 @@ struct Swap1x1Choice {
   std::optional<std::string> in_place_refusal;  // in_place_refusal of the geometry
 };
 
-// The writer for a geometry swap1x1 serves: `forced` when given (throws
-// std::invalid_argument when in_place is forced but cannot serve), otherwise
-// in_place on GPUs where it can serve, fused elsewhere.
+// The writer for a geometry swap1x1 serves: `forced` when given and it can
+// serve, otherwise in_place on GPUs where it can serve, fused elsewhere. In_place
+// forced where it cannot serve gives fused, or with `strict` throws
+// std::invalid_argument with the reason.
 Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& geometry,
-                                    std::optional<Swap1x1Writer> forced = std::nullopt);
+                                    std::optional<Swap1x1Writer> forced = std::nullopt,
+                                    bool strict = false);
 
 }  // namespace bwdconv

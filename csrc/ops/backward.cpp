@@ -80,7 +80,8 @@ std::vector<int64_t> plan_key(const ConvGeometry& g, const Forcing& forcing) {
                            static_cast<int64_t>(g.device),
                            forcing.strategy ? static_cast<int64_t>(*forcing.strategy) : -1,
                            forcing.swap1x1_writer ? static_cast<int64_t>(*forcing.swap1x1_writer)
-                                                  : -1};
+                                                  : -1,
+                           forcing.strict ? 1 : 0};
   for (const SpatialSizes* sizes :
        {&g.input, &g.filter, &g.output, &g.stride, &g.padding, &g.dilation}) {
     key.insert(key.end(), sizes->begin(), sizes->begin() + g.spatial_dims);
@@ -105,7 +106,11 @@ PlanCache& plan_cache() {
 }  // namespace
 
 std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const BackwardCall* call) {
-  const Forcing forcing = current_forcing();
+  return plan_for(geometry, current_forcing(), call);
+}
+
+std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,
+                                     const BackwardCall* call) {
   if (call && !forcing.strategy && !forcing.swap1x1_writer) {
     if (auto decided = decided_plan(geometry, *call)) return decided;
   }
@@ -117,7 +122,8 @@ std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Backwar
   }
   std::shared_ptr<const Plan> plan;
   try {
-    plan = std::make_shared<const Plan>(make_plan(geometry, forcing.strategy, forcing.swap1x1_writer));
+    plan = std::make_shared<const Plan>(
+        make_plan(geometry, forcing.strategy, forcing.swap1x1_writer, forcing.strict));
   } catch (const std::invalid_argument& error) {
     TORCH_CHECK_VALUE(false, "bwdconv: ", error.what());
   }

@@ -34,7 +34,7 @@ struct BackwardCall;
 
 // The plan for a validated geometry: the forced strategy, if any, else the
 // measured decision for `call` (decisions.h), if any, else the rules; cached
-// per shape. Throws ValueError when a forced strategy cannot serve it.
+// per shape. Throws ValueError when strict forcing cannot serve it.
 std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry,
                                      const BackwardCall* call = nullptr);
 
@@ -46,10 +46,13 @@ void reset_served_counts();
 
 // What every plan made from now on is forced to use: a strategy (nothing:
 // plan freely) and how swap1x1 writes dx when it serves (nothing: the
-// planner's choice). Set and read as one, so a plan never sees half of a change.
+// planner's choice); `strict`: raise where the forcing cannot serve instead
+// of planning those gradients freely (see make_plan). Set and read as one, so
+// a plan never sees half of a change.
 struct Forcing {
   std::optional<Strategy> strategy;
   std::optional<Swap1x1Writer> swap1x1_writer;
+  bool strict = false;
 };
 void set_forcing(const Forcing& forcing);
 Forcing current_forcing();
@@ -57,5 +60,9 @@ Forcing current_forcing();
 // Every field a plan depends on, as a key (the plan cache's, and the start of
 // the measured decisions' key).
 std::vector<int64_t> plan_key(const ConvGeometry& geometry, const Forcing& forcing);
+
+// plan_for under the given forcing instead of the current one.
+std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,
+                                     const BackwardCall* call = nullptr);
 
 }  // namespace bwdconv::ops

@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dispatch/plan.h"
@@ -39,19 +40,34 @@ Swap1x1Writer swap1x1_writer_named(const std::string& name) {
 
 // Both names are checked before either takes effect.
 void set_forcing_by_name(const std::optional<std::string>& strategy,
-                         const std::optional<std::string>& swap1x1_writer) {
+                         const std::optional<std::string>& swap1x1_writer, bool strict) {
   Forcing forcing;
   if (strategy) forcing.strategy = strategy_named(*strategy);
   if (swap1x1_writer) forcing.swap1x1_writer = swap1x1_writer_named(*swap1x1_writer);
+  forcing.strict = strict;
   set_forcing(forcing);
 }
 
-std::pair<std::optional<std::string>, std::optional<std::string>> forcing_names() {
+// (strategy, swap1x1 writer, strict)
+std::tuple<std::optional<std::string>, std::optional<std::string>, bool> forcing_names() {
   const Forcing forcing = current_forcing();
-  std::pair<std::optional<std::string>, std::optional<std::string>> names;
-  if (forcing.strategy) names.first = strategy_name(*forcing.strategy);
-  if (forcing.swap1x1_writer) names.second = swap1x1_writer_name(*forcing.swap1x1_writer);
+  std::tuple<std::optional<std::string>, std::optional<std::string>, bool> names;
+  if (forcing.strategy) std::get<0>(names) = strategy_name(*forcing.strategy);
+  if (forcing.swap1x1_writer) std::get<1>(names) = swap1x1_writer_name(*forcing.swap1x1_writer);
+  std::get<2>(names) = forcing.strict;
   return names;
+}
+
+// Why strict forcing cannot serve the geometry (backward would raise this),
+// or nothing when it can or forcing is not strict.
+std::optional<std::string> strict_forcing_refusal(const ConvGeometry& g, const Forcing& forcing) {
+  if (!forcing.strict) return std::nullopt;
+  try {
+    make_plan(g, forcing.strategy, forcing.swap1x1_writer, /*strict=*/true);
+  } catch (const std::invalid_argument& error) {
+    return std::string(error.what());
+  }
+  return std::nullopt;
 }
 
 DType dtype_named(const std::string& name) {
@@ -171,7 +187,12 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   call.wants_input = call.wants_weight = true;
   call.weight_layout = weight_channels_last ? MemoryLayout::ChannelsLast : MemoryLayout::Contiguous;
   call.device_index = device_index;
-  const std::shared_ptr<const Plan> shared = plan_for(g, &call);
+  // Explains under strict forcing too: the plan as if not strict, and why
+  // backward would raise.
+  Forcing forcing = current_forcing();
+  const std::optional<std::string> strict_refusal = strict_forcing_refusal(g, forcing);
+  forcing.strict = false;
+  const std::shared_ptr<const Plan> shared = plan_for(g, forcing, &call);
   const Plan& plan = *shared;
 
   pybind11::dict result;
@@ -182,6 +203,8 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   result["device"] = device_name(g.device);
   result["input"] = gradient_dict(plan.input);
   result["weight"] = gradient_dict(plan.weight);
+  result["strict_forcing_refusal"] =
+      strict_refusal ? pybind11::cast(*strict_refusal) : pybind11::none();
   result["phases"] = phases_list(plan);
   result["scatter"] = scatter_dict(plan);
   if (!plan.stacked.stacked_phases.empty()) result["phase_stacked"] = stacked_dict(plan);
@@ -230,7 +253,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("disable_aten_scope", &disable_aten_scope);
   m.def("aten_scope_enabled", &aten_scope_enabled);
   m.def("set_forcing", &set_forcing_by_name, pybind11::arg("strategy"),
-        pybind11::arg("swap1x1_writer"));
+        pybind11::arg("swap1x1_writer"), pybind11::arg("strict") = false);
   m.def("forcing", &forcing_names);
   m.def("kernel_twins_on_cpu", &kernel_twins_on_cpu);
   m.def("strategies", &strategy_names);

@@ -90,6 +90,8 @@ class Explanation:
         if "swap1x1" in p:
             writer = p["swap1x1"]
             lines.append(f"  swap1x1 writes dx: {writer['writer']} ({writer['reason']})")
+        if p.get("strict_forcing_refusal"):
+            lines.append(f"  strict forcing: backward raises: {p['strict_forcing_refusal']}")
         phases = p["phases"]
         empty = sum(ph["empty"] for ph in phases)
         taps = ", ".join("x".join(map(str, ph["taps"])) for ph in phases if not ph["empty"])
@@ -154,11 +156,17 @@ def forced_strategy():
 
 
 @contextlib.contextmanager
-def force_strategy(name, *, swap1x1_writer=None):
+def force_strategy(name, *, swap1x1_writer=None, strict=False):
     """Forces strategy `name` (None: plan freely) for the body of a `with` block;
-    `swap1x1_writer` ("fused" or "in_place") also forces how swap1x1 writes dx."""
+    `swap1x1_writer` ("fused" or "in_place") also forces how swap1x1 writes dx.
+
+    The forced strategy computes every gradient it can serve; the others are
+    planned as usual (explain and served() say which), and a forced writer
+    that cannot serve gives way to the planner's. With `strict=True` backward
+    raises ValueError instead, where the strategy can serve neither gradient
+    of a convolution or the writer cannot serve."""
     previous = _C.forcing()
-    _C.set_forcing(name, swap1x1_writer)
+    _C.set_forcing(name, swap1x1_writer, strict)
     try:
         yield
     finally:
@@ -166,7 +174,11 @@ def force_strategy(name, *, swap1x1_writer=None):
 
 
 def _apply_environment():
-    """BWDCONV_STRATEGY=<name> forces a strategy for the whole process, and
-    BWDCONV_SWAP1X1_WRITER=<fused|in_place> how swap1x1 writes dx."""
+    """BWDCONV_STRATEGY=<name> forces a strategy for the whole process,
+    BWDCONV_SWAP1X1_WRITER=<fused|in_place> how swap1x1 writes dx, and
+    BWDCONV_STRATEGY_STRICT=1 makes that forcing strict (see force_strategy)."""
+    strict = os.environ.get("BWDCONV_STRATEGY_STRICT", "0")
+    if strict not in ("0", "1"):
+        raise ValueError(f"BWDCONV_STRATEGY_STRICT must be 0 or 1, got {strict!r}")
     _C.set_forcing(os.environ.get("BWDCONV_STRATEGY") or None,
-                   os.environ.get("BWDCONV_SWAP1X1_WRITER") or None)
+                   os.environ.get("BWDCONV_SWAP1X1_WRITER") or None, strict == "1")

@@ -204,14 +204,24 @@ TEST(Plan, SeedSplitKShapeSplitsAndSmallReductionsDoNot) {
   EXPECT_TRUE(splitk_not_worth_it(conv(2, 9, 3, 1, 1)).has_value());
 }
 
-TEST(Plan, ForcedStrategyServesWhatItCanAndRefusesOtherwise) {
+TEST(Plan, ForcedStrategyServesWhatItCanAndPlansTheRest) {
   const Plan forced = make_plan(conv(2, 9, 3, 2, 1), Strategy::scatter);
   EXPECT_EQ(forced.input.strategy, Strategy::scatter);
   EXPECT_NE(forced.input.reason.find("forced"), std::string::npos);
   EXPECT_NE(forced.weight.strategy, Strategy::scatter);
+  EXPECT_NE(forced.weight.reason.find("forced scatter cannot serve it: computes the input"),
+            std::string::npos) << forced.weight.reason;
+  const Plan neither = make_plan(conv(2, 9, 3, 2, 1), Strategy::swap1x1);
+  EXPECT_EQ(neither.input.strategy, make_plan(conv(2, 9, 3, 2, 1)).input.strategy);
+  EXPECT_NE(neither.input.reason.find("forced swap1x1 cannot serve it: the filter"),
+            std::string::npos) << neither.input.reason;
+}
+
+TEST(Plan, StrictForcingRefusesAShapeItServesNeitherGradientOf) {
+  EXPECT_NO_THROW(make_plan(conv(2, 9, 3, 2, 1), Strategy::scatter, std::nullopt, true));
   try {
-    make_plan(conv(2, 9, 3, 2, 1), Strategy::swap1x1);
-    FAIL() << "swap1x1 was forced on a 3x3 filter";
+    make_plan(conv(2, 9, 3, 2, 1), Strategy::swap1x1, std::nullopt, /*strict=*/true);
+    FAIL() << "swap1x1 was forced strictly on a 3x3 filter";
   } catch (const std::invalid_argument& error) {
     EXPECT_NE(std::string(error.what()).find("is not 1x1"), std::string::npos) << error.what();
   }

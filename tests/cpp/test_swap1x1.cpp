@@ -112,7 +112,13 @@ TEST(Swap1x1, InPlaceNeedsChannelsLastOneGroupAndNoPadding) {
     EXPECT_EQ(choose_swap1x1_writer(refused).in_place_refusal, in_place_refusal(refused));
     EXPECT_EQ(choose_swap1x1_writer(refused, Swap1x1Writer::fused).in_place_refusal,
               in_place_refusal(refused));
-    EXPECT_THROW(choose_swap1x1_writer(refused, Swap1x1Writer::in_place), std::invalid_argument);
+    // in_place forced where it cannot serve: fused, saying why; strict: throws.
+    const Swap1x1Choice gave_way = choose_swap1x1_writer(refused, Swap1x1Writer::in_place);
+    EXPECT_EQ(gave_way.writer, Swap1x1Writer::fused);
+    EXPECT_NE(gave_way.reason.find("forced in_place cannot serve it: " + *in_place_refusal(refused)),
+              std::string::npos) << gave_way.reason;
+    EXPECT_THROW(choose_swap1x1_writer(refused, Swap1x1Writer::in_place, /*strict=*/true),
+                 std::invalid_argument);
   }
   EXPECT_EQ(choose_swap1x1_writer(g).writer, Swap1x1Writer::in_place);
   EXPECT_FALSE(choose_swap1x1_writer(g).in_place_refusal.has_value());
@@ -158,7 +164,10 @@ TEST(Swap1x1, WriterIsKnownWheneverSwap1x1CanServeAndForcedOnlyWhenItDoes) {
   EXPECT_NE(free.swap1x1->reason.find("padding"), std::string::npos) << free.swap1x1->reason;
   // A forced writer binds only when swap1x1 computes dx.
   EXPECT_NO_THROW(make_plan(g, Strategy::phase, Swap1x1Writer::in_place));
-  EXPECT_THROW(make_plan(g, Strategy::swap1x1, Swap1x1Writer::in_place), std::invalid_argument);
+  EXPECT_EQ(make_plan(g, Strategy::swap1x1, Swap1x1Writer::in_place).swap1x1->writer,
+            Swap1x1Writer::fused);
+  EXPECT_THROW(make_plan(g, Strategy::swap1x1, Swap1x1Writer::in_place, /*strict=*/true),
+               std::invalid_argument);
 }
 
 }  // namespace
