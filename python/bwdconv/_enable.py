@@ -3,7 +3,8 @@
 Two scopes:
 - "functional": torch.nn.functional.conv1d/conv2d/conv3d (and so every
   nn.Conv1d/2d/3d, padding modes included) call bwdconv's ops, whose autograd
-  plans the backward.
+  plans the backward; calls bwdconv does not plan go to the functions replaced
+  (see bwdconv.functional).
 - "aten": bwdconv's kernel is registered for aten::convolution_backward at the
   CPU and CUDA dispatch keys, so every convolution backward in the process is
   planned, including the extern call torch.compile/inductor emits for it.
@@ -23,7 +24,7 @@ SCOPES = ("functional", "aten")
 
 _lock = threading.Lock()
 _originals = {}  # name -> the torch.nn.functional function bwdconv replaced
-_REPLACEMENTS = {"conv1d": functional.conv1d, "conv2d": functional.conv2d, "conv3d": functional.conv3d}
+_REPLACEMENTS = {1: functional.conv1d, 2: functional.conv2d, 3: functional.conv3d}
 
 
 def _check_scope(scope):
@@ -38,19 +39,27 @@ def _scopes(scope):
     return (scope,)
 
 
-def enable(scope="functional", autotune=None):
+def enable(scope="functional", autotune=None, *, export_ops=False):
     """Plans convolution backward with bwdconv in `scope` ("functional" or "aten").
     `autotune=True` also switches autotuning on for the process (False: off;
-    None: unchanged; see bwdconv.autotuning)."""
+    None: unchanged; see bwdconv.autotuning).
+
+    In the functional scope, torch.export and torch.jit.trace record aten's
+    convolutions, so that their artifacts load without bwdconv;
+    `export_ops=True` records bwdconv's ops instead.
+    """
     _check_scope(scope)
     if autotune is not None:
         _tune.set_autotune(autotune)
     with _lock:
         if scope == "aten":
             _C.enable_aten_scope()
-        elif not _originals:
-            for name, replacement in _REPLACEMENTS.items():
-                _originals[name] = getattr(torch.nn.functional, name)
+            return
+        functional.export_ops = export_ops
+        if not _originals:
+            for dims, replacement in _REPLACEMENTS.items():
+                name = f"conv{dims}d"
+                _originals[name] = functional.originals[dims] = getattr(torch.nn.functional, name)
                 setattr(torch.nn.functional, name, replacement)
 
 
@@ -64,6 +73,7 @@ def disable(scope=None):
                 for name, original in _originals.items():
                     setattr(torch.nn.functional, name, original)
                 _originals.clear()
+                functional.export_ops = False
 
 
 def is_enabled(scope=None):

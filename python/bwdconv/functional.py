@@ -1,6 +1,19 @@
-"""bwdconv.conv1d/conv2d/conv3d: torch.nn.functional's signatures, bwdconv's backward."""
+"""bwdconv.conv1d/conv2d/conv3d: torch.nn.functional's signatures, bwdconv's backward.
+
+A call bwdconv does not plan goes to the original function (torch.nn.functional's
+conv1d/2d/3d as enable() found them), so that PyTorch computes it, or raises its
+own exception, exactly as without bwdconv. bwdconv plans calls whose input and
+weight are plain tensors (or parameters) of a planned dtype on the CPU or a GPU,
+with no zero-size input or weight, that need a gradient, and that run outside
+torch.func transforms, forward-mode AD, torch.jit tracing and torch.export
+(unless export_ops is on). Invalid arguments raise PyTorch's own error: when
+bwdconv's op refuses a call, the original function is called to raise it.
+"""
+
+import inspect
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 
 from . import _library  # noqa: F401  (registers the ops)
 from ._args import check_input_rank, expand
@@ -9,9 +22,60 @@ __all__ = ["conv1d", "conv2d", "conv3d"]
 
 _pad = torch.nn.functional.pad
 
-# Callables told about every convolution with its final operands and
-# arguments (see bwdconv.explain_model).
+# spatial dims -> the function a call bwdconv does not plan goes to: the one
+# enable() replaced, torch.nn.functional's own until then.
+originals = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d,
+             3: torch.nn.functional.conv3d}
+
+# When True, torch.export and torch.jit.trace record bwdconv's ops (see enable).
+export_ops = False
+
+# Callables told about every convolution bwdconv plans, with its final
+# operands and arguments (see bwdconv.explain_model).
 _observers = []
+
+_PLANNED_DTYPES = frozenset((torch.float64, torch.float32, torch.float16, torch.bfloat16))
+_PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+def _plain(tensor):
+    return type(tensor) in _PLAIN_TENSOR_TYPES
+
+
+def _needs_gradient(input, weight, bias):
+    if not torch.is_grad_enabled():
+        return False
+    return input.requires_grad or weight.requires_grad or (
+        bias is not None and bias.requires_grad)
+
+
+def _tracing_for_an_artifact():
+    """torch.export or torch.jit.trace is recording the call (torch.compile is
+    not). The flag behind torch.compiler.is_exporting() is read directly:
+    dynamo folds the function itself to True whenever it traces."""
+    return torch.compiler._is_exporting_flag or torch.jit.is_tracing()
+
+
+def _inside_functorch_transform():
+    # type(...) rather than `is None`: dynamo wraps the result in an object
+    # whose identity with None it does not fold.
+    return type(torch._C._functorch.peek_interpreter_stack()) is not type(None)
+
+
+def _plans(input, weight, bias):
+    """Cheap checks that the call is one bwdconv plans; anything else, invalid
+    calls included, goes to the original function."""
+    if not (_plain(input) and _plain(weight) and (bias is None or _plain(bias))):
+        return False  # None, numbers, tensor subclasses (fake, functional, DTensor...)
+    if input.dtype not in _PLANNED_DTYPES or not (input.is_cpu or input.is_cuda):
+        return False
+    if input.numel() == 0 or weight.numel() == 0 or not _needs_gradient(input, weight, bias):
+        return False
+    if _inside_functorch_transform():
+        return False  # torch.func's transforms apply PyTorch's own rules
+    if _forward_ad._current_level >= 0:
+        return False  # a dual level is open: inputs may carry tangents
+    return export_ops or not _tracing_for_an_artifact()
 
 
 def _same_padding(input, weight, stride, dilation, spatial_dims):
@@ -30,7 +94,7 @@ def _same_padding(input, weight, stride, dilation, spatial_dims):
     return input, left
 
 
-def convolution(input, weight, bias, stride, padding, dilation, groups, spatial_dims):
+def _planned_convolution(input, weight, bias, stride, padding, dilation, groups, spatial_dims):
     unbatched = check_input_rank(input, spatial_dims)
     if unbatched:
         input = input.unsqueeze(0)
@@ -45,22 +109,50 @@ def convolution(input, weight, bias, stride, padding, dilation, groups, spatial_
             raise ValueError(f"Invalid padding string '{padding}', should be 'same' or 'valid'")
     else:
         padding = expand(padding, spatial_dims, "padding")
+    out = torch.ops.bwdconv.convolution(input, weight, bias, stride, padding, dilation, groups)
     for observer in _observers:
         observer(input, weight, stride, padding, dilation, groups)
-    out = torch.ops.bwdconv.convolution(input, weight, bias, stride, padding, dilation, groups)
     return out.squeeze(0) if unbatched else out
 
 
-def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def _arguments(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv*d's signature, its defaults filled in."""
+    return input, weight, bias, stride, padding, dilation, groups
+
+
+def convolution(spatial_dims, args, kwargs):
+    """conv{spatial_dims}d(*args, **kwargs): planned by bwdconv, or the original
+    called with the arguments exactly as given (so that its errors read the same)."""
+    try:
+        arguments = _arguments(*args, **kwargs)
+    except TypeError:
+        arguments = None
+    if arguments is not None and _plans(*arguments[:3]):
+        try:
+            return _planned_convolution(*arguments, spatial_dims)
+        except (RuntimeError, ValueError, TypeError, IndexError):
+            pass  # an invalid call: the original raises PyTorch's own error
+    return originals[spatial_dims](*args, **kwargs)
+
+
+def conv1d(*args, **kwargs):
     """torch.nn.functional.conv1d, with the backward planned by bwdconv."""
-    return convolution(input, weight, bias, stride, padding, dilation, groups, 1)
+    return convolution(1, args, kwargs)
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(*args, **kwargs):
     """torch.nn.functional.conv2d, with the backward planned by bwdconv."""
-    return convolution(input, weight, bias, stride, padding, dilation, groups, 2)
+    return convolution(2, args, kwargs)
 
 
-def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv3d(*args, **kwargs):
     """torch.nn.functional.conv3d, with the backward planned by bwdconv."""
-    return convolution(input, weight, bias, stride, padding, dilation, groups, 3)
+    return convolution(3, args, kwargs)
+
+
+# torch.jit.script resolves torch.nn.functional's convolutions to aten's by
+# identity; the replacements script to the same ops, and help() shows their
+# signature.
+for _dims, _function in ((1, conv1d), (2, conv2d), (3, conv3d)):
+    torch.jit._builtins._register_builtin(_function, f"aten::conv{_dims}d")
+    _function.__signature__ = inspect.signature(_arguments)

@@ -1,0 +1,175 @@
+"""With bwdconv enabled PyTorch behaves exactly as without it: every call in a
+grid of unusual ones gives the same result, or the same exception type and
+message, in the functional scope and in the aten scope."""
+
+import torch
+import torch.autograd.forward_ad as fwAD
+import torch.nn.functional as F
+import pytest
+from torch import nn
+
+import bwdconv
+
+
+def randn(*sizes, dtype=torch.float64, requires_grad=False):
+    return torch.randn(*sizes, dtype=dtype).requires_grad_(requires_grad)
+
+
+def conv_and_grads(conv, x, w, bias=None, **kwargs):
+    """The output and the gradients of every operand that requires one."""
+    y = conv(x, w, bias, **kwargs)
+    leaves = [t for t in (x, w, bias) if t is not None and t.requires_grad]
+    if not leaves:
+        return (y,)
+    return (y, *torch.autograd.grad(y.abs().sum() if y.is_complex() else y.sum(), leaves))
+
+
+def module_and_grads(module, x):
+    y = module(x)
+    return (y, *torch.autograd.grad(y.sum(), [x, *module.parameters()], allow_unused=True))
+
+
+def dual_conv(conv, x, w, tangent_of="input"):
+    with fwAD.dual_level():
+        tx = torch.ones_like(x) if tangent_of == "input" else None
+        tw = torch.ones_like(w) if tangent_of == "weight" else None
+        xd = fwAD.make_dual(x, tx) if tx is not None else x
+        wd = fwAD.make_dual(w, tw) if tw is not None else w
+        primal, tangent = fwAD.unpack_dual(conv(xd, wd))
+        return primal.clone(), tangent.clone()
+
+
+class Tagged(torch.Tensor):
+    """A plain tensor subclass: PyTorch keeps the subclass through ops."""
+
+
+# name -> a call; each runs with a fresh seed, so both sides get the same operands.
+CASES = {
+    "complex64 conv1d": lambda: F.conv1d(randn(1, 1, 10, dtype=torch.cfloat),
+                                         randn(1, 1, 3, dtype=torch.cfloat)),
+    "complex128 conv2d with gradients": lambda: conv_and_grads(
+        F.conv2d, randn(1, 2, 6, 6, dtype=torch.cdouble, requires_grad=True),
+        randn(3, 2, 3, 3, dtype=torch.cdouble, requires_grad=True), stride=2),
+    "int64 conv2d on the CPU": lambda: F.conv2d(
+        torch.randint(-5, 5, (1, 3, 6, 6)), torch.randint(-5, 5, (2, 3, 3, 3))),
+    "int64 conv3d with an int64 bias": lambda: F.conv3d(
+        torch.randint(-5, 5, (1, 2, 4, 4, 4)), torch.randint(-5, 5, (2, 2, 3, 3, 3)),
+        torch.randint(-5, 5, (2,))),
+    "dual input, conv2d": lambda: dual_conv(F.conv2d, randn(1, 1, 5, 5), randn(1, 1, 3, 3)),
+    "dual weight, conv1d": lambda: dual_conv(
+        lambda a, b: F.conv1d(a, b, stride=2), randn(2, 3, 9), randn(4, 3, 3), "weight"),
+    "dual input, module with grad": lambda: dual_conv(
+        lambda a, b: F.conv3d(a, b, padding=1), randn(1, 2, 4, 4, 4, requires_grad=True),
+        randn(2, 2, 3, 3, 3, requires_grad=True)),
+    "batch 0 with backward": lambda: module_and_grads(
+        nn.Conv1d(4, 8, 2, stride=2).double(), randn(0, 4, 15, requires_grad=True)),
+    "channels 0 with backward": lambda: module_and_grads(
+        nn.Conv1d(0, 8, 2, stride=2).double(), randn(2, 0, 15, requires_grad=True)),
+    "output channels 0 with backward": lambda: conv_and_grads(
+        F.conv2d, randn(2, 3, 6, 6, requires_grad=True), randn(0, 3, 3, 3, requires_grad=True)),
+    "None input": lambda: nn.Conv2d(3, 3, 3)(None),
+    "None weight": lambda: F.conv2d(randn(1, 3, 5, 5, requires_grad=True), None),
+    "wrong-rank input": lambda: F.conv2d(randn(3, 5, requires_grad=True),
+                                         randn(2, 3, 3, 3, requires_grad=True)),
+    "5-D input to conv2d": lambda: F.conv2d(randn(1, 1, 1, 5, 5, requires_grad=True),
+                                            randn(2, 1, 3, 3)),
+    "wrong-rank weight": lambda: F.conv1d(randn(1, 3, 8, requires_grad=True),
+                                          randn(2, 3, 3, 3)),
+    "input smaller than the filter": lambda: nn.Conv1d(3, 33, 10)(randn(1, 3, 4).float()),
+    "padding same with stride 2": lambda: F.conv2d(
+        randn(1, 2, 6, 6, requires_grad=True), randn(2, 2, 3, 3), stride=2, padding="same"),
+    "padding valid with stride 2": lambda: conv_and_grads(
+        F.conv2d, randn(1, 2, 7, 7, requires_grad=True), randn(2, 2, 3, 3), stride=2,
+        padding="valid"),
+    "padding same, even filter, dilation": lambda: conv_and_grads(
+        F.conv1d, randn(2, 2, 9, requires_grad=True), randn(3, 2, 4, requires_grad=True),
+        padding="same", dilation=2),
+    "unknown padding string": lambda: F.conv2d(randn(1, 2, 6, 6, requires_grad=True),
+                                               randn(2, 2, 3, 3), padding="full"),
+    "negative padding": lambda: F.conv2d(randn(1, 2, 6, 6, requires_grad=True),
+                                         randn(2, 2, 3, 3), padding=-1),
+    "zero stride": lambda: F.conv2d(randn(1, 2, 6, 6, requires_grad=True), randn(2, 2, 3, 3),
+                                    stride=0),
+    "zero dilation": lambda: F.conv1d(randn(1, 2, 6, requires_grad=True), randn(2, 2, 3),
+                                      dilation=0),
+    "three strides for conv2d": lambda: F.conv2d(randn(1, 2, 6, 6, requires_grad=True),
+                                                 randn(2, 2, 3, 3), stride=(1, 2, 1)),
+    "float stride": lambda: F.conv2d(randn(1, 2, 6, 6, requires_grad=True), randn(2, 2, 3, 3),
+                                     stride=1.5),
+    "groups not dividing the channels": lambda: F.conv2d(
+        randn(1, 3, 6, 6, requires_grad=True), randn(4, 1, 3, 3), groups=2),
+    "groups 0": lambda: F.conv2d(randn(1, 2, 6, 6, requires_grad=True), randn(2, 2, 3, 3),
+                                 groups=0),
+    "weight of another dtype": lambda: F.conv2d(randn(1, 2, 6, 6, requires_grad=True),
+                                                randn(2, 2, 3, 3, dtype=torch.float32)),
+    "bias of another dtype": lambda: F.conv2d(randn(1, 2, 6, 6, requires_grad=True),
+                                              randn(2, 2, 3, 3), randn(2, dtype=torch.float32)),
+    "bias of the wrong size": lambda: F.conv2d(randn(1, 2, 6, 6, requires_grad=True),
+                                               randn(2, 2, 3, 3), randn(3)),
+    "weight channels not matching the input": lambda: F.conv2d(
+        randn(1, 3, 6, 6, requires_grad=True), randn(2, 2, 3, 3)),
+    "meta tensors": lambda: F.conv2d(randn(1, 2, 6, 6, requires_grad=True).to("meta"),
+                                     randn(2, 2, 3, 3).to("meta"), stride=2),
+    "tensor subclass": lambda: conv_and_grads(
+        F.conv2d, randn(1, 2, 6, 6).as_subclass(Tagged).requires_grad_(),
+        randn(2, 2, 3, 3, requires_grad=True), stride=2),
+    "unbatched input with gradients": lambda: conv_and_grads(
+        F.conv2d, randn(2, 7, 7, requires_grad=True), randn(3, 2, 3, 3, requires_grad=True),
+        stride=2, padding=1),
+    "no grad": lambda: torch.no_grad()(F.conv2d)(randn(1, 2, 6, 6, requires_grad=True),
+                                                 randn(2, 2, 3, 3)),
+    "float16 with gradients": lambda: conv_and_grads(
+        F.conv2d, randn(2, 4, 8, 8, dtype=torch.float16, requires_grad=True),
+        randn(4, 4, 3, 3, dtype=torch.float16, requires_grad=True), stride=2),
+}
+
+
+def outcome(call, seed=0):
+    torch.manual_seed(seed)
+    try:
+        return "returned", call()
+    except Exception as error:  # noqa: BLE001  (the exception is what is compared)
+        return "raised", (type(error), str(error))
+
+
+def flatten(value):
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def assert_same(ours, theirs):
+    assert ours[0] == theirs[0], (ours, theirs)
+    if ours[0] == "raised":
+        assert ours[1] == theirs[1]
+        return
+    for a, b in zip(flatten(ours[1]), flatten(theirs[1]), strict=True):
+        if b is None:
+            assert a is None
+            continue
+        assert type(a) is type(b) and a.dtype == b.dtype and a.device == b.device
+        assert a.shape == b.shape and a.stride() == b.stride()
+        if b.device.type != "meta":
+            torch.testing.assert_close(a, b, rtol=1e-6 if b.dtype == torch.float64 else 1e-3,
+                                       atol=1e-6 if b.dtype == torch.float64 else 1e-2)
+
+
+@pytest.mark.parametrize("scope", bwdconv._enable.SCOPES)
+@pytest.mark.parametrize("name", CASES)
+def test_unusual_calls_behave_as_without_bwdconv(scope, name):
+    theirs = outcome(CASES[name])
+    with bwdconv.enabled(scope):
+        ours = outcome(CASES[name])
+    assert_same(ours, theirs)
+
+
+def test_the_grid_covers_raising_and_planned_calls():
+    """The grid is worth running: some calls raise, and some are planned by
+    bwdconv in the functional scope (not all fall back)."""
+    raised = [n for n, call in CASES.items() if outcome(call)[0] == "raised"]
+    assert len(raised) >= 15
+    bwdconv.reset_served()
+    with bwdconv.enabled():
+        for name in ("padding valid with stride 2", "unbatched input with gradients",
+                     "float16 with gradients"):
+            outcome(CASES[name])
+    assert sum(bwdconv.served()["input"].values()) == 3
+
