@@ -14,6 +14,7 @@ import inspect
 
 import torch
 import torch.autograd.forward_ad as _forward_ad
+from torch._subclasses.fake_tensor import FakeTensor
 
 from . import _library  # noqa: F401  (registers the ops)
 from ._args import check_input_rank, expand
@@ -39,7 +40,10 @@ _PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
 def _plain(tensor):
-    return type(tensor) in _PLAIN_TENSOR_TYPES
+    if type(tensor) in _PLAIN_TENSOR_TYPES:
+        return True
+    # torch.export traces with fake tensors; they stand for plain ones there.
+    return export_ops and torch.compiler._is_exporting_flag and type(tensor) is FakeTensor
 
 
 def _needs_gradient(input, weight, bias):
