@@ -104,7 +104,7 @@ def forcing(forced):
         return _tune.autotuning()
     if forced == PLANNED:
         return _tune.rules_only()
-    return bwdconv.force_strategy(forced[0], swap1x1_writer=forced[1])
+    return bwdconv.force_strategy(forced[0], swap1x1_writer=forced[1], strict=True)
 
 
 def tuned_choice(direction, x, w, args):
