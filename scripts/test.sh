@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite from nothing: setup, then the torch-free layers with
-# CMake (GoogleTest under CTest; csrc/hip compiled by nvcc and hipcc), then pytest.
+# CMake (GoogleTest under CTest; csrc/hip compiled by nvcc and hipcc, and for
+# the host target, also under sanitizers), then pytest.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,8 +33,10 @@ start=$SECONDS
 "$BWDCONV_VENV/bin/python" "$ROOT/scripts/kernel_report.py" --out "$BUILD/kernel-report" --jobs "$(nproc)"
 echo "== kernel report took $((SECONDS - start)) s ($BUILD/kernel-report/report.md)"
 
-echo "== ctest"
+echo "== ctest (with the host-target kernels under ASan+UBSan and TSan, and planted bugs they must report)"
 (cd "$BUILD" && ctest --output-on-failure)
+echo "== what the sanitizers reported for the planted bugs"
+(cd "$BUILD" && ctest -R planted -V 2>&1 | grep -E "ERROR: AddressSanitizer|WARNING: ThreadSanitizer" | sort -u)
 
 echo "== pytest"
 cd "$ROOT"
