@@ -13,7 +13,7 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm GPU"),
 ]
 
-STRATEGIES = ["aten", "swap1x1", "scatter", "phase", "phase_stacked", "splitk"]
+STRATEGIES = bwdconv.strategies()
 CASES = [  # (input size, weight size, stride, padding, dilation, groups)
     ((2, 16, 33, 31), (32, 16, 1, 1), [2, 2], [0, 0], [1, 1], 1),
     ((2, 16, 33, 31), (32, 4, 3, 3), [2, 2], [1, 1], [1, 1], 4),
@@ -26,9 +26,18 @@ CASES = [  # (input size, weight size, stride, padding, dilation, groups)
 
 
 def serves(strategy, case):
-    plan = bwdconv.explain(list(case[0]), list(case[1]), *case[2:]).to_dict()
-    return any(c["strategy"] == strategy and c["serves"]
-               for g in ("input", "weight") for c in plan[g]["candidates"])
+    plan = bwdconv.explain(list(case[0]), list(case[1]), *case[2:])
+    return plan.serves(strategy, "input") or plan.serves(strategy, "weight")
+
+
+def backward_call(entry, x, w, dy, case):
+    """The gradient `entry` computes (its first), as a call."""
+    s, p, d, groups = case[2:]
+    if "input" in entry.gradients:
+        return lambda: torch.ops.bwdconv.convolution_backward_input(
+            dy, w, list(x.shape), s, p, d, groups)
+    return lambda: torch.ops.bwdconv.convolution_backward_weight(
+        dy, x, list(w.shape), s, p, d, groups)
 
 
 def operands(case, dtype, channels_last):
@@ -121,31 +130,26 @@ def test_interleave_beyond_two_to_the_31_elements():
     assert dx[:, :, ::2, 1::2].abs().max().item() == 0
 
 
-def test_splitk_is_deterministic_on_gpu():
-    case = CASES[4]
+@pytest.mark.parametrize("entry", [e for e in bwdconv.registry() if e.deterministic["gpu"]],
+                         ids=lambda e: e.name)
+def test_deterministic_strategies_are_deterministic_on_gpu(entry):
+    """What the registry calls deterministic on a GPU gives the same bits on every call."""
+    case = next(c for c in CASES[4:] + CASES[:4] if serves(entry.name, c))
     x, w, dy, _ = operands(case, torch.bfloat16, False)
-    s, p, d, groups = case[2:]
-    with bwdconv.force_strategy("splitk"):
-        runs = [torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
-                for _ in range(3)]
+    call = backward_call(entry, x, w, dy, case)
+    with bwdconv.force_strategy(entry.name):
+        runs = [call() for _ in range(3)]
     assert all(torch.equal(r, runs[0]) for r in runs)
 
 
-@pytest.mark.parametrize("strategy", ["swap1x1", "scatter", "phase", "phase_stacked", "splitk"])
-def test_forced_kernels_are_cuda_graph_capturable(strategy):
+@pytest.mark.parametrize("entry", [e for e in bwdconv.registry() if e.kernel], ids=lambda e: e.name)
+def test_forced_kernels_are_cuda_graph_capturable(entry):
     """Each strategy's kernels record into a CUDA graph (no host synchronisation,
     no allocation outside the caching allocator) and replay to the same bits."""
-    case = CASES[0] if strategy == "swap1x1" else CASES[1]
-    assert serves(strategy, case)
+    case = next(c for c in reversed(CASES[:2]) if serves(entry.name, c))
     x, w, dy, _ = operands(case, torch.float32, False)
-    s, p, d, groups = case[2:]
-    if strategy == "splitk":
-        def call():
-            return torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
-    else:
-        def call():
-            return torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
-    with bwdconv.force_strategy(strategy):
+    call = backward_call(entry, x, w, dy, case)
+    with bwdconv.force_strategy(entry.name):
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):

@@ -47,7 +47,10 @@ def kernel_written_gradients(seed):
         if (trial % 2 or trial >= TRIALS) and dy.dim() > 3:
             dy = dy.contiguous(memory_format=torch.channels_last if dy.dim() == 4
                                else torch.channels_last_3d)
-        forcings = [("phase", None), ("phase_stacked", None), ("scatter", None)]
+        # Every strategy that launches the interleave or scatter kernel on a GPU;
+        # swap1x1 once per writer.
+        forcings = [(e.name, None) for e in bwdconv.registry()
+                    if e.kernel in ("interleave", "scatter") and e.name != "swap1x1"]
         if one_by_one:
             forcings += [("swap1x1", "fused"), ("swap1x1", "in_place")]
         for strategy, writer in forcings:

@@ -15,8 +15,7 @@ import torch
 import bwdconv
 from conftest import aten_gradients
 
-INPUT_STRATEGIES = ["swap1x1", "scatter", "phase", "phase_stacked"]
-ALL_STRATEGIES = ["aten", *INPUT_STRATEGIES, "splitk"]
+ALL_STRATEGIES = bwdconv.strategies()
 GRID_SEED = int(os.environ.get("BWDCONV_TEST_SEED", "20261122"))
 
 
@@ -51,9 +50,8 @@ def forced_gradients(strategy, dy, x, w, case):
 def serves(strategy, case):
     """Whether the planner accepts `strategy` for one of the case's gradients."""
     _, w_size, s, p, d, groups = case
-    plan = bwdconv.explain(list(case[0]), list(w_size), s, p, d, groups).to_dict()
-    return any(c["strategy"] == strategy and c["serves"]
-               for gradient in ("input", "weight") for c in plan[gradient]["candidates"])
+    plan = bwdconv.explain(list(case[0]), list(w_size), s, p, d, groups)
+    return plan.serves(strategy, "input") or plan.serves(strategy, "weight")
 
 
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES)
@@ -115,9 +113,11 @@ def test_lower_precision_and_channels_last(strategy, dtype, channels_last):
         ((2, 8, 12, 12), (16, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),
         ((1, 4, 7, 9, 8), (4, 4, 2, 3, 3), [2, 3, 2], [1, 0, 1], [1, 1, 2], 1),
     ]
+    checked = 0
     for case in cases:
         if not serves(strategy, case):
             continue
+        checked += 1
         x64, w64 = operands(case)
         _, _, s, p, d, groups = case
         dy64 = torch.randn_like(torch.ops.bwdconv.convolution(x64, w64, None, s, p, d, groups))
@@ -134,6 +134,7 @@ def test_lower_precision_and_channels_last(strategy, dtype, channels_last):
         for ours, theirs, ref in ((gx, aten_x, ref_x), (gw, aten_w, ref_w)):
             bound = 2 * max_error(theirs, ref) + 1e-5 * ref.abs().max().item()
             assert max_error(ours, ref) <= bound, (strategy, dtype, case)
+    assert checked > 0, f"no case served by {strategy}"
 
 
 def test_splitk_is_deterministic_and_uses_fp32_partials():
@@ -150,13 +151,24 @@ def test_splitk_is_deterministic_and_uses_fp32_partials():
     assert max_error(first, reference) <= 2 * max_error(aten, reference) + 1e-6
 
 
-SEED_SHAPES = pathlib.Path(__file__).resolve().parents[2] / "shared" / "shapes" / "seed_shapes.txt"
+SEED_SHAPES = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "suites" / "seeds.txt"
 
 
-def seed_lines():
-    if not SEED_SHAPES.exists():
-        pytest.fail(f"seed shapes not found at {SEED_SHAPES}")
-    return [line for line in SEED_SHAPES.read_text().splitlines() if line.startswith("conv")]
+def seed_lines(path=SEED_SHAPES):
+    """The suite's convolution lines; at least one, or the suite has moved."""
+    lines = [line for line in path.read_text().splitlines() if line.startswith("conv")] \
+        if path.exists() else []
+    if not lines:
+        raise FileNotFoundError(f"no seed shapes in {path}")
+    return lines
+
+
+def test_seed_lines_guard_fires_without_the_suite(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no seed shapes"):
+        seed_lines(tmp_path / "seeds.txt")
+    (tmp_path / "seeds.txt").write_text("# only a comment\n")
+    with pytest.raises(FileNotFoundError, match="no seed shapes"):
+        seed_lines(tmp_path / "seeds.txt")
 
 
 def scaled_seed_case(line):
@@ -170,7 +182,7 @@ def scaled_seed_case(line):
             [f["u"], f["v"]], [f["p"], f["q"]], [1, 1], g)
 
 
-@pytest.mark.parametrize("line", seed_lines() if SEED_SHAPES.exists() else [])
+@pytest.mark.parametrize("line", seed_lines())
 def test_seed_shapes_scaled_down_every_strategy(line):
     case = scaled_seed_case(line)
     x, w = operands(case)
@@ -326,8 +338,8 @@ def test_aten_strategy_is_aten_bit_for_bit(dtype, channels_last, case):
 def test_aten_input_gradient_never_copies_an_input_sized_tensor(channels_last, case):
     """The input gradient has no input to hand aten, only its sizes: the
     stand-in must be dense and in the gradient's layout, or the backend
-    materialises it (an input-sized copy aten itself does not make, 1.6-2.2x
-    slower on the CPU)."""
+    materialises it (an input-sized copy aten itself does not make; the cost
+    is in benchmarks/results/cpu-2026-11-23-float16-channels-last)."""
     x, w = operands(case, dtype=torch.float32)
     _, _, s, p, d, groups = case
     if channels_last:

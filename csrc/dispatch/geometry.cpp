@@ -53,6 +53,13 @@ std::string format_sizes(const SpatialSizes& sizes, int spatial_dims) {
   return out.str();
 }
 
+bool all_equal_to(const SpatialSizes& sizes, int spatial_dims, int64_t value) {
+  for (int i = 0; i < spatial_dims; ++i) {
+    if (sizes[i] != value) return false;
+  }
+  return true;
+}
+
 namespace {
 
 std::optional<std::string> find_parameter_error(const ConvGeometry& g) {

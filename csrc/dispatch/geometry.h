@@ -26,7 +26,7 @@ const char* device_name(DeviceKind device);
 //   y: [batch, out_channels, output...].
 // The input size is explicit because it cannot be recovered from the output
 // size when (input + 2p - d(K-1) - 1) is not a multiple of the stride
-// (DESIGN.md, "Geometry").
+// (docs/DESIGN.md, "Geometry").
 struct ConvGeometry {
   int spatial_dims = 0;
   int64_t batch = 0;
@@ -66,5 +66,8 @@ std::optional<std::string> find_geometry_error(const ConvGeometry& geometry);
 
 // "[2, 3]"-style rendering of the first spatial_dims entries.
 std::string format_sizes(const SpatialSizes& sizes, int spatial_dims);
+
+// Whether the first spatial_dims entries all equal `value`.
+bool all_equal_to(const SpatialSizes& sizes, int spatial_dims, int64_t value);
 
 }  // namespace bwdconv

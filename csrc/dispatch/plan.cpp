@@ -4,76 +4,7 @@
 
 namespace bwdconv {
 
-const char* strategy_name(Strategy strategy) {
-  switch (strategy) {
-    case Strategy::aten: return "aten";
-    case Strategy::swap1x1: return "swap1x1";
-    case Strategy::scatter: return "scatter";
-    case Strategy::phase: return "phase";
-    case Strategy::phase_stacked: return "phase_stacked";
-    case Strategy::splitk: return "splitk";
-  }
-  return "unknown";
-}
-
-const char* gradient_name(Gradient gradient) {
-  return gradient == Gradient::input ? "input" : "weight";
-}
-
-std::vector<Strategy> all_strategies() {
-  return {Strategy::aten,  Strategy::swap1x1,       Strategy::scatter,
-          Strategy::phase, Strategy::phase_stacked, Strategy::splitk};
-}
-
-// aten: PyTorch asks its backends (cuDNN, MIOpen, oneDNN) for deterministic
-// algorithms under the flag. swap1x1, phase and phase_stacked: aten GEMMs or
-// stride-1 convolutions, then an interleave that writes each dx element once.
-// scatter: a pass that writes each buffer element once, then an aten
-// stride-1 convolution. splitk: fp32 partials reduced in a fixed order, no
-// atomics. So every strategy is deterministic on every device today; a
-// strategy with atomics would answer false for the GPUs here.
-bool deterministic_on(Strategy strategy, DeviceKind device) {
-  (void)device;
-  switch (strategy) {
-    case Strategy::aten:
-    case Strategy::swap1x1:
-    case Strategy::scatter:
-    case Strategy::phase:
-    case Strategy::phase_stacked:
-    case Strategy::splitk:
-      return true;
-  }
-  return false;
-}
-
-std::optional<Strategy> parse_strategy(const std::string& name) {
-  for (Strategy strategy : all_strategies()) {
-    if (name == strategy_name(strategy)) return strategy;
-  }
-  return std::nullopt;
-}
-
-std::string known_strategy_names() {
-  std::string names;
-  for (Strategy strategy : all_strategies()) {
-    names += (names.empty() ? "" : ", ") + std::string(strategy_name(strategy));
-  }
-  return names;
-}
-
 namespace {
-
-bool all_equal_to(const SpatialSizes& sizes, int spatial_dims, int64_t value) {
-  for (int i = 0; i < spatial_dims; ++i) {
-    if (sizes[i] != value) return false;
-  }
-  return true;
-}
-
-bool computes_input_only(Strategy s) {
-  return s == Strategy::swap1x1 || s == Strategy::scatter || s == Strategy::phase ||
-         s == Strategy::phase_stacked;
-}
 
 int64_t input_elements(const ConvGeometry& g) {
   int64_t elements = g.batch * g.in_channels;
@@ -236,22 +167,6 @@ GradientPlan plan_gradient(Gradient gradient, const ConvGeometry& g,
 }
 
 }  // namespace
-
-std::optional<std::string> refusal(Strategy strategy, Gradient gradient, const ConvGeometry& g,
-                                   const std::vector<Phase>& phases) {
-  if (gradient == Gradient::weight && computes_input_only(strategy)) {
-    return "computes the input gradient only";
-  }
-  if (gradient == Gradient::input && strategy == Strategy::splitk) {
-    return "computes the weight gradient only";
-  }
-  if (strategy == Strategy::swap1x1 && !all_equal_to(g.filter, g.spatial_dims, 1)) {
-    return "the filter " + format_sizes(g.filter, g.spatial_dims) +
-           " is not 1x1 (swap1x1 needs a filter of size 1 in every spatial dim)";
-  }
-  if (strategy == Strategy::phase_stacked) return phase_stacked_refusal(g, phases);
-  return std::nullopt;
-}
 
 Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced,
                std::optional<Swap1x1Writer> forced_writer, bool strict) {

@@ -14,33 +14,10 @@
 #include "phase_stacked.h"
 #include "scatter.h"
 #include "splitk.h"
+#include "strategies.h"
 #include "swap1x1.h"
 
 namespace bwdconv {
-
-// Strategy names are the words used in code, CLI, environment and docs.
-enum class Strategy { aten, swap1x1, scatter, phase, phase_stacked, splitk };
-constexpr size_t kStrategyCount = 6;  // the number of Strategy values
-
-enum class Gradient { input, weight };
-
-const char* strategy_name(Strategy strategy);
-const char* gradient_name(Gradient gradient);
-// The strategy called `name`, or nothing when no strategy has that name.
-std::optional<Strategy> parse_strategy(const std::string& name);
-// "aten, swap1x1, ...": for error messages.
-std::string known_strategy_names();
-std::vector<Strategy> all_strategies();
-
-// Whether `strategy` gives the same bits on every run on `device` when
-// PyTorch's deterministic algorithms are on (the autotuner's candidates under
-// torch.use_deterministic_algorithms(True)).
-bool deterministic_on(Strategy strategy, DeviceKind device);
-
-// Why `strategy` cannot compute `gradient` of the geometry, or nothing when it can.
-std::optional<std::string> refusal(Strategy strategy, Gradient gradient,
-                                   const ConvGeometry& geometry,
-                                   const std::vector<Phase>& phases);
 
 struct Candidate {
   Strategy strategy = Strategy::aten;

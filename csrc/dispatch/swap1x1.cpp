@@ -32,6 +32,12 @@ std::vector<BatchDim> stepping_batch_dims(const ConvGeometry& g) {
 
 }  // namespace
 
+std::optional<std::string> swap1x1_refusal(const ConvGeometry& g, const std::vector<Phase>&) {
+  if (all_equal_to(g.filter, g.spatial_dims, 1)) return std::nullopt;
+  return "the filter " + format_sizes(g.filter, g.spatial_dims) +
+         " is not 1x1 (swap1x1 needs a filter of size 1 in every spatial dim)";
+}
+
 const char* swap1x1_writer_name(Swap1x1Writer writer) {
   return writer == Swap1x1Writer::fused ? "fused" : "in_place";
 }

@@ -1,11 +1,14 @@
 // swap1x1: how dx is written after the GEMM on the small grad_output
-// (DESIGN.md, "swap1x1").
+// (docs/DESIGN.md, "swap1x1").
 #pragma once
 
 #include <optional>
 #include <string>
 
+#include <vector>
+
 #include "geometry.h"
+#include "phase.h"
 
 namespace bwdconv {
 
@@ -13,6 +16,11 @@ enum class Swap1x1Writer {
   fused,     // the GEMM writes a small result; one interleave pass writes all of dx from it
   in_place,  // a batched GEMM writes straight into dx's strided slots; a pass zeroes the holes
 };
+
+// Why swap1x1 cannot serve the geometry, or nothing when it can: the filter
+// must be 1x1 (size 1 in every spatial dim).
+std::optional<std::string> swap1x1_refusal(const ConvGeometry& geometry,
+                                           const std::vector<Phase>& phases);
 
 const char* swap1x1_writer_name(Swap1x1Writer writer);
 std::optional<Swap1x1Writer> parse_swap1x1_writer(const std::string& name);

@@ -35,20 +35,26 @@ std::pair<at::Tensor, at::Tensor> aten_grads(const at::Tensor& grad_output,
   return {std::get<0>(grads), std::get<1>(grads)};
 }
 
-at::Tensor aten_grad_input(const at::Tensor& grad_output, const at::Tensor& weight,
-                           at::IntArrayRef input_sizes, const ConvParams& params) {
-  // The backends compute in channels_last when the input or the weight is
-  // channels_last: the stand-in input carries the gradient's layout.
-  const at::Tensor input =
-      stand_in(grad_output, input_sizes, gradient_memory_format(grad_output, weight));
-  return aten_gradient(grad_output, input, weight, params, /*want_input=*/true);
+// The backends compute in channels_last when the input or the weight is
+// channels_last: the stand-in operand carries the gradient's layout.
+at::Tensor aten_grad_input(const Plan& plan, const at::Tensor& grad_output,
+                           const at::Tensor& weight, at::MemoryFormat format) {
+  const at::Tensor input = stand_in(grad_output, input_sizes(plan.geometry), format);
+  return aten_gradient(grad_output, input, weight, geometry_params(plan.geometry),
+                       /*want_input=*/true);
 }
 
-at::Tensor aten_grad_weight(const at::Tensor& grad_output, const at::Tensor& input,
-                            at::IntArrayRef weight_sizes, const ConvParams& params) {
+at::Tensor aten_weight_gradient(const at::Tensor& grad_output, const at::Tensor& input,
+                                at::IntArrayRef weight_sizes, const ConvParams& params) {
   const at::Tensor weight =
       stand_in(grad_output, weight_sizes, gradient_memory_format(input, grad_output));
   return aten_gradient(grad_output, input, weight, params, /*want_input=*/false);
+}
+
+at::Tensor aten_grad_weight(const Plan& plan, const at::Tensor& grad_output,
+                            const at::Tensor& input, at::MemoryFormat /*format*/) {
+  return aten_weight_gradient(grad_output, input, weight_sizes(plan.geometry),
+                              geometry_params(plan.geometry));
 }
 
 }  // namespace bwdconv::ops

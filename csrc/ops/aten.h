@@ -8,15 +8,20 @@
 
 #include <utility>
 
+#include "dispatch/plan.h"
 #include "ops/geometry.h"
 
 namespace bwdconv::ops {
 
-at::Tensor aten_grad_input(const at::Tensor& grad_output, const at::Tensor& weight,
-                           at::IntArrayRef input_sizes, const ConvParams& params);
+// The aten strategy (ops/strategies.h): each gradient alone.
+at::Tensor aten_grad_input(const Plan& plan, const at::Tensor& grad_output,
+                           const at::Tensor& weight, at::MemoryFormat format);
+at::Tensor aten_grad_weight(const Plan& plan, const at::Tensor& grad_output,
+                            const at::Tensor& input, at::MemoryFormat format);
 
-at::Tensor aten_grad_weight(const at::Tensor& grad_output, const at::Tensor& input,
-                            at::IntArrayRef weight_sizes, const ConvParams& params);
+// The weight gradient of any convolution arguments (splitk's partials).
+at::Tensor aten_weight_gradient(const at::Tensor& grad_output, const at::Tensor& input,
+                                at::IntArrayRef weight_sizes, const ConvParams& params);
 
 // Both gradients in one call: the backends share work between them (oneDNN
 // on the CPU computes both for little more than the weight gradient alone).

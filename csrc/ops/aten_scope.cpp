@@ -70,11 +70,11 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
   const std::shared_ptr<const Plan> plan = plan_for(*geometry, &call);
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0] && output_mask[1]) {
-    std::tie(grad_input, grad_weight) = compute_grads(*plan, grad_output, input, weight, params);
+    std::tie(grad_input, grad_weight) = compute_grads(*plan, grad_output, input, weight);
   } else if (output_mask[0]) {
-    grad_input = compute_grad_input(*plan, grad_output, weight, input.sizes(), params);
+    grad_input = compute_grad_input(*plan, grad_output, weight);
   } else if (output_mask[1]) {
-    grad_weight = compute_grad_weight(*plan, grad_output, input, weight.sizes(), params);
+    grad_weight = compute_grad_weight(*plan, grad_output, input);
   }
   if (output_mask[2]) grad_bias = compute_grad_bias(grad_output);
   return {grad_input, grad_weight, grad_bias};

@@ -10,11 +10,7 @@
 
 #include "ops/aten.h"
 #include "ops/decisions.h"
-#include "ops/phase.h"
-#include "ops/phase_stacked.h"
-#include "ops/scatter.h"
-#include "ops/splitk.h"
-#include "ops/swap1x1.h"
+#include "ops/strategies.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -139,62 +135,42 @@ at::Tensor compute_grad_bias(const at::Tensor& grad_output) {
   return grad_output.sum(dims);
 }
 
+namespace {
+
+at::Tensor compute(Gradient gradient, const Plan& plan, const at::Tensor& grad_output,
+                   const at::Tensor& operand, at::MemoryFormat format) {
+  const Strategy strategy = plan.of(gradient).strategy;
+  count_served(gradient, plan.of(gradient));
+  const GradientFn fn = implementation(strategy, gradient);
+  TORCH_INTERNAL_ASSERT(fn != nullptr, strategy_name(strategy), " planned for the ",
+                        gradient_name(gradient), " gradient");
+  return in_layout(corrupted_if_asked(strategy, fn(plan, grad_output, operand, format)), format);
+}
+
+}  // namespace
+
 at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
-                              const at::Tensor& weight, at::IntArrayRef input_sizes,
-                              const ConvParams& params) {
-  const Strategy strategy = plan.input.strategy;
-  count_served(Gradient::input, plan.input);
-  const at::MemoryFormat format = gradient_memory_format(grad_output, weight);
-  at::Tensor grad_input;
-  switch (strategy) {
-    case Strategy::aten:
-      grad_input = aten_grad_input(grad_output, weight, input_sizes, params);
-      break;
-    case Strategy::swap1x1:
-      grad_input = swap1x1_grad_input(plan, grad_output, weight, input_sizes, params, format);
-      break;
-    case Strategy::scatter:
-      grad_input = scatter_grad_input(plan, grad_output, weight, params, format);
-      break;
-    case Strategy::phase:
-      grad_input = phase_grad_input(plan, grad_output, weight, input_sizes, params, format);
-      break;
-    case Strategy::phase_stacked:
-      grad_input = phase_stacked_grad_input(plan, grad_output, weight, params, format);
-      break;
-    case Strategy::splitk:
-      TORCH_INTERNAL_ASSERT(false, "splitk planned for an input gradient");
-  }
-  return in_layout(corrupted_if_asked(strategy, grad_input), format);
+                              const at::Tensor& weight) {
+  return compute(Gradient::input, plan, grad_output, weight,
+                 gradient_memory_format(grad_output, weight));
 }
 
 at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
-                               const at::Tensor& input, at::IntArrayRef weight_sizes,
-                               const ConvParams& params) {
-  const Strategy strategy = plan.weight.strategy;
-  count_served(Gradient::weight, plan.weight);
-  at::Tensor grad_weight;
-  if (strategy == Strategy::splitk) {
-    grad_weight = splitk_grad_weight(plan, grad_output, input, weight_sizes, params);
-  } else {
-    TORCH_INTERNAL_ASSERT(strategy == Strategy::aten, strategy_name(strategy),
-                          " planned for a weight gradient");
-    grad_weight = aten_grad_weight(grad_output, input, weight_sizes, params);
-  }
-  return in_layout(corrupted_if_asked(strategy, grad_weight),
-                   gradient_memory_format(input, grad_output));
+                               const at::Tensor& input) {
+  return compute(Gradient::weight, plan, grad_output, input,
+                 gradient_memory_format(input, grad_output));
 }
 
 std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tensor& grad_output,
-                                                const at::Tensor& input, const at::Tensor& weight,
-                                                const ConvParams& params) {
+                                                const at::Tensor& input, const at::Tensor& weight) {
   if (plan.input.strategy != Strategy::aten || plan.weight.strategy != Strategy::aten) {
-    return {compute_grad_input(plan, grad_output, weight, input.sizes(), params),
-            compute_grad_weight(plan, grad_output, input, weight.sizes(), params)};
+    return {compute_grad_input(plan, grad_output, weight),
+            compute_grad_weight(plan, grad_output, input)};
   }
   count_served(Gradient::input, plan.input);
   count_served(Gradient::weight, plan.weight);
-  auto [grad_input, grad_weight] = aten_grads(grad_output, input, weight, params);
+  auto [grad_input, grad_weight] =
+      aten_grads(grad_output, input, weight, geometry_params(plan.geometry));
   return {in_layout(grad_input, gradient_memory_format(grad_output, weight)),
           in_layout(grad_weight, gradient_memory_format(input, grad_output))};
 }

@@ -13,18 +13,16 @@
 
 namespace bwdconv::ops {
 
+// The plan's geometry describes the operands' sizes and convolution arguments.
 at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
-                              const at::Tensor& weight, at::IntArrayRef input_sizes,
-                              const ConvParams& params);
+                              const at::Tensor& weight);
 
 at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
-                               const at::Tensor& input, at::IntArrayRef weight_sizes,
-                               const ConvParams& params);
+                               const at::Tensor& input);
 
 // Both gradients; when both are planned for aten, in one aten call.
 std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tensor& grad_output,
-                                                const at::Tensor& input, const at::Tensor& weight,
-                                                const ConvParams& params);
+                                                const at::Tensor& input, const at::Tensor& weight);
 
 // The bias gradient as aten computes it: grad_output summed over every dim
 // but the channel dim.

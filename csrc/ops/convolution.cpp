@@ -36,7 +36,7 @@ at::Tensor convolution_backward_input(const at::Tensor& grad_output, const at::T
       backward_geometry("bwdconv.convolution_backward_input", grad_output, input_size,
                         weight.sizes(), "weight", weight, params);
   const BackwardCall call = backward_call(grad_output, nullptr, &weight, true, false, params);
-  return compute_grad_input(*plan_for(geometry, &call), grad_output, weight, input_size, params);
+  return compute_grad_input(*plan_for(geometry, &call), grad_output, weight);
 }
 
 at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::Tensor& input,
@@ -48,7 +48,7 @@ at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::
       backward_geometry("bwdconv.convolution_backward_weight", grad_output, input.sizes(),
                         weight_size, "input", input, params);
   const BackwardCall call = backward_call(grad_output, &input, nullptr, false, true, params);
-  return compute_grad_weight(*plan_for(geometry, &call), grad_output, input, weight_size, params);
+  return compute_grad_weight(*plan_for(geometry, &call), grad_output, input);
 }
 
 std::tuple<at::Tensor, at::Tensor> convolution_backward(
@@ -63,7 +63,7 @@ std::tuple<at::Tensor, at::Tensor> convolution_backward(
               "device, but got ", input.dtype(), " on ", input.device(), " and ", weight.dtype(),
               " on ", weight.device());
   const BackwardCall call = backward_call(grad_output, &input, &weight, true, true, params);
-  return compute_grads(*plan_for(geometry, &call), grad_output, input, weight, params);
+  return compute_grads(*plan_for(geometry, &call), grad_output, input, weight);
 }
 
 }  // namespace

@@ -172,8 +172,8 @@ at::Tensor gradient_with(Gradient gradient, Strategy strategy,
   }
   TORCH_CHECK_VALUE(plan.of(gradient).strategy == strategy, "bwdconv: ", strategy_name(strategy),
                     " cannot compute the ", gradient_name(gradient), " gradient of this shape");
-  return input ? compute_grad_input(plan, grad_output, operand, sizes, params)
-               : compute_grad_weight(plan, grad_output, operand, sizes, params);
+  return input ? compute_grad_input(plan, grad_output, operand)
+               : compute_grad_weight(plan, grad_output, operand);
 }
 
 std::pair<at::Tensor, at::Tensor> gradients_with(const Decision& decision,
@@ -186,7 +186,7 @@ std::pair<at::Tensor, at::Tensor> gradients_with(const Decision& decision,
   const auto plan = make_decided_plan(geometry, decision);
   TORCH_CHECK_VALUE(plan && decision.input && decision.weight,
                     "bwdconv: a decision for both gradients that this shape can serve is needed");
-  return compute_grads(*plan, grad_output, input, weight, params);
+  return compute_grads(*plan, grad_output, input, weight);
 }
 
 void set_corrupted_strategy(std::optional<Strategy> strategy) {

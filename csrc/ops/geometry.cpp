@@ -103,6 +103,25 @@ ConvGeometry sizes_geometry(at::IntArrayRef input_sizes, at::IntArrayRef weight_
   return g;
 }
 
+ConvParams geometry_params(const ConvGeometry& g) {
+  const auto spatial = [&](const SpatialSizes& sizes) {
+    return at::IntArrayRef(sizes.data(), g.spatial_dims);
+  };
+  return {spatial(g.stride), spatial(g.padding), spatial(g.dilation), g.groups};
+}
+
+std::vector<int64_t> input_sizes(const ConvGeometry& g) {
+  std::vector<int64_t> sizes{g.batch, g.in_channels};
+  sizes.insert(sizes.end(), g.input.begin(), g.input.begin() + g.spatial_dims);
+  return sizes;
+}
+
+std::vector<int64_t> weight_sizes(const ConvGeometry& g) {
+  std::vector<int64_t> sizes{g.out_channels, g.filter_in_channels};
+  sizes.insert(sizes.end(), g.filter.begin(), g.filter.begin() + g.spatial_dims);
+  return sizes;
+}
+
 ConvGeometry forward_geometry(const char* op, const at::Tensor& input, const at::Tensor& weight,
                               const std::optional<at::Tensor>& bias, const ConvParams& params) {
   check_rank(op, "input", input);

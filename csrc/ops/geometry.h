@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <vector>
+
 #include "dispatch/geometry.h"
 
 namespace bwdconv::ops {
@@ -20,6 +22,14 @@ struct ConvParams {
 // stride, padding and dilation per spatial dim.
 ConvGeometry sizes_geometry(at::IntArrayRef input_sizes, at::IntArrayRef weight_sizes,
                             const ConvParams& params);
+
+// The convolution arguments of a geometry, as views into it: valid while
+// `geometry` lives (a plan's geometry lives as long as the plan).
+ConvParams geometry_params(const ConvGeometry& geometry);
+
+// (N, C, spatial...) of the input and (O, C/g, filter...) of the weight.
+std::vector<int64_t> input_sizes(const ConvGeometry& geometry);
+std::vector<int64_t> weight_sizes(const ConvGeometry& geometry);
 
 // Checks the forward operands (input, weight, optional bias) and returns the
 // validated geometry of conv(input, weight).

@@ -6,6 +6,7 @@
 #include "hip/interleave_index.h"
 #include "hip/launch.h"
 #include "hip/layout.h"
+#include "ops/geometry.h"
 #include "ops/kernels.h"
 #include "hip/interleave.h"
 
@@ -107,23 +108,6 @@ void launch_twin_on_cpu(const hip::InterleaveParams& p) {
   TORCH_CHECK(known, "bwdconv interleave: unsupported element size ", p.element_bytes);
 }
 
-// The dx positions of residue r along one spatial dim: i = s*q + r - p
-// (DESIGN.md, "Geometry"), the first at i0 = (r - p) mod s, slot
-// q0 = (i0 + p) / s, then every s-th position up to the dim's size.
-struct ResidueRun {
-  int64_t first_position = 0;
-  int64_t first_slot = 0;
-  int64_t count = 0;
-};
-
-ResidueRun residue_run(int64_t size, int64_t stride, int64_t padding, int64_t residue) {
-  ResidueRun run;
-  run.first_position = ((residue - padding) % stride + stride) % stride;
-  run.first_slot = (run.first_position + padding) / stride;
-  if (run.first_position < size) run.count = (size - run.first_position + stride - 1) / stride;
-  return run;
-}
-
 // A phase result as [N, groups, per_group, q...]: dx channel g * per_group + j
 // reads its channel g * group_step + j (+ the phase's channel offset).
 at::Tensor grouped_result(const PhaseInput& in, ChannelMap channels, int64_t groups) {
@@ -137,16 +121,17 @@ at::Tensor grouped_result(const PhaseInput& in, ChannelMap channels, int64_t gro
   return r.as_strided(sizes, strides, r.storage_offset() + in.channel_offset * r.stride(1));
 }
 
-// Phase `phase`'s slots of dx (viewed [N, groups, per_group, I...]): its
-// result where it has one, zeros elsewhere; each slot written once.
-void write_phase_slots(at::Tensor& grouped_dx, const ConvGeometry& g, const PhaseInput& in,
-                       int64_t phase, ChannelMap channels) {
+// The phase's slots of dx (viewed [N, groups, per_group, I...]): its result
+// where it has one, zeros elsewhere; each slot written once. Along each dim
+// the slots are q in [q_begin, q_end) at dx positions dst_offset + s*(q - q_begin).
+void write_phase_slots(at::Tensor& grouped_dx, const Phase& phase, const PhaseInput& in,
+                       ChannelMap channels) {
   at::Tensor slots = grouped_dx;
-  ResidueRun runs[kMaxSpatialDims];
-  for (int i = g.spatial_dims - 1; i >= 0; --i) {  // residues row-major, last dim fastest
-    runs[i] = residue_run(g.input[i], g.stride[i], g.padding[i], phase % g.stride[i]);
-    phase /= g.stride[i];
-    slots = slots.slice(3 + i, runs[i].first_position, g.input[i], g.stride[i]);
+  const PhaseDim* dims = phase.dims.data();
+  for (int i = 0; i < phase.spatial_dims; ++i) {
+    const int64_t first = dims[i].slots() > 0 ? dims[i].dst_offset : 0;
+    slots = slots.slice(3 + i, first, first + dims[i].slots() * dims[i].dst_stride,
+                        dims[i].dst_stride);
   }
   if (in.write == hip::PhaseWrite::Zero) {
     slots.zero_();
@@ -156,44 +141,49 @@ void write_phase_slots(at::Tensor& grouped_dx, const ConvGeometry& g, const Phas
   // dim (the box beyond the extent in dim i, within it in the dims before),
   // then copy the box inside.
   at::Tensor result = grouped_result(in, channels, grouped_dx.size(1));
-  for (int i = 0; i < g.spatial_dims; ++i) {
-    const int64_t inside =
-        std::clamp<int64_t>(in.result.size(2 + i) - runs[i].first_slot, 0, runs[i].count);
-    if (inside < runs[i].count) slots.narrow(3 + i, inside, runs[i].count - inside).zero_();
+  for (int i = 0; i < phase.spatial_dims; ++i) {
+    const int64_t count = dims[i].slots();
+    const int64_t inside = std::clamp<int64_t>(in.result.size(2 + i) - dims[i].q_begin, 0, count);
+    if (inside < count) slots.narrow(3 + i, inside, count - inside).zero_();
     if (inside == 0) return;
     slots = slots.narrow(3 + i, 0, inside);
-    result = result.narrow(3 + i, runs[i].first_slot, inside);
+    result = result.narrow(3 + i, dims[i].q_begin, inside);
   }
   slots.copy_(result);
 }
 
 // On the CPU, strided ATen copies write each phase's slots: the formula
 // itself, vectorised and threaded by ATen.
-void interleave_on_cpu(at::Tensor& dx, const ConvGeometry& geometry,
-                       const std::vector<PhaseInput>& phases, ChannelMap channels) {
+void interleave_on_cpu(at::Tensor& dx, const Plan& plan, const std::vector<PhaseInput>& phases,
+                       ChannelMap channels) {
   const int64_t groups = dx.size(1) / channels.per_group;
   at::Tensor grouped_dx = dx.unflatten(1, {groups, channels.per_group});
-  for (size_t phase = 0; phase < phases.size(); ++phase) {
-    if (phases[phase].write == hip::PhaseWrite::Keep) continue;
-    write_phase_slots(grouped_dx, geometry, phases[phase], static_cast<int64_t>(phase), channels);
+  for (size_t r = 0; r < phases.size(); ++r) {
+    if (phases[r].write == hip::PhaseWrite::Keep) continue;
+    write_phase_slots(grouped_dx, plan.phases[r], phases[r], channels);
   }
 }
 
 }  // namespace
 
-void interleave(at::Tensor& dx, const ConvGeometry& geometry,
-                const std::vector<PhaseInput>& phases, ChannelMap channels) {
+at::Tensor empty_input_gradient(const Plan& plan, const at::Tensor& grad_output,
+                                at::MemoryFormat format) {
+  return at::empty(input_sizes(plan.geometry), grad_output.options().memory_format(format));
+}
+
+void interleave(at::Tensor& dx, const Plan& plan, const std::vector<PhaseInput>& phases,
+                ChannelMap channels) {
   if (dx.numel() == 0) return;
   if (!dx.is_cpu()) {
-    for_each_launch(dx, geometry, phases, channels, [&](const hip::InterleaveParams& p) {
+    for_each_launch(dx, plan.geometry, phases, channels, [&](const hip::InterleaveParams& p) {
       run_kernel("interleave", dx, [&](auto target, hip::NativeStream stream) {
         return hip::launch_interleave<decltype(target)::value>(p, stream);
       });
     });
   } else if (kernel_twins_on_cpu()) {
-    for_each_launch(dx, geometry, phases, channels, launch_twin_on_cpu);
+    for_each_launch(dx, plan.geometry, phases, channels, launch_twin_on_cpu);
   } else {
-    interleave_on_cpu(dx, geometry, phases, channels);
+    interleave_on_cpu(dx, plan, phases, channels);
   }
 }
 

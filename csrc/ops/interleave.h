@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "dispatch/geometry.h"
+#include "dispatch/plan.h"
 #include "hip/params.h"
 
 namespace bwdconv::ops {
@@ -28,8 +28,14 @@ struct ChannelMap {
   int64_t group_step = 0;
 };
 
-// Writes every slot of every phase in `phases` (one entry per phase) into dx.
-void interleave(at::Tensor& dx, const ConvGeometry& geometry,
-                const std::vector<PhaseInput>& phases, ChannelMap channels);
+// An uninitialised dx of the plan's input sizes in `format`, like grad_output
+// otherwise: what interleave then writes in full.
+at::Tensor empty_input_gradient(const Plan& plan, const at::Tensor& grad_output,
+                                at::MemoryFormat format);
+
+// Writes every slot of every phase into dx: `phases` has one entry per phase
+// of plan.phases, whose slots (PhaseDim) say where each result row lands.
+void interleave(at::Tensor& dx, const Plan& plan, const std::vector<PhaseInput>& phases,
+                ChannelMap channels);
 
 }  // namespace bwdconv::ops

@@ -223,10 +223,27 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   return result;
 }
 
-std::vector<std::string> strategy_names() {
-  std::vector<std::string> names;
-  for (Strategy strategy : all_strategies()) names.emplace_back(strategy_name(strategy));
-  return names;
+// The strategy registry, one dict per entry in registry order:
+// {"name", "gradients": ["input", ...], "deterministic": {"cpu": bool, "gpu": bool},
+//  "kernel": name or None}.
+pybind11::list strategy_registry() {
+  pybind11::list entries;
+  for (const StrategyEntry& e : kStrategies) {
+    pybind11::list gradients;
+    for (Gradient gradient : {Gradient::input, Gradient::weight}) {
+      if (computes(e.strategy, gradient)) gradients.append(gradient_name(gradient));
+    }
+    pybind11::dict deterministic;
+    deterministic["cpu"] = e.deterministic.cpu;
+    deterministic["gpu"] = e.deterministic.gpu;
+    pybind11::dict entry;
+    entry["name"] = e.name;
+    entry["gradients"] = gradients;
+    entry["deterministic"] = deterministic;
+    entry["kernel"] = e.kernel ? pybind11::cast(std::string(e.kernel)) : pybind11::none();
+    entries.append(entry);
+  }
+  return entries;
 }
 
 // {"input": {"aten": n, ...}, "weight": {...}}; `measured_only`: only the
@@ -256,7 +273,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("swap1x1_writer"), pybind11::arg("strict") = false);
   m.def("forcing", &forcing_names);
   m.def("kernel_twins_on_cpu", &kernel_twins_on_cpu);
-  m.def("strategies", &strategy_names);
+  m.def("strategy_registry", &strategy_registry);
   m.def("served_counts", &served_counts, pybind11::arg("measured_only") = false);
   m.def("reset_served_counts", &reset_served_counts);
   m.def("plan", &plan_dict, pybind11::arg("input_size"), pybind11::arg("weight_size"),

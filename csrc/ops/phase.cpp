@@ -8,7 +8,7 @@
 namespace bwdconv::ops {
 namespace {
 
-// out[q] of the phase's stride-1 sub-convolution (DESIGN.md, "Geometry").
+// out[q] of the phase's stride-1 sub-convolution (docs/DESIGN.md, "Geometry").
 at::Tensor phase_result(const Phase& phase, const at::Tensor& grad_output,
                         const at::Tensor& weight, int64_t groups) {
   const int dims = phase.spatial_dims;
@@ -24,18 +24,17 @@ at::Tensor phase_result(const Phase& phase, const at::Tensor& grad_output,
 }  // namespace
 
 at::Tensor phase_grad_input(const Plan& plan, const at::Tensor& grad_output,
-                            const at::Tensor& weight, at::IntArrayRef input_sizes,
-                            const ConvParams& params, at::MemoryFormat format) {
-  at::Tensor dx = at::empty(input_sizes, grad_output.options().memory_format(format));
+                            const at::Tensor& weight, at::MemoryFormat format) {
+  at::Tensor dx = empty_input_gradient(plan, grad_output, format);
   // Empty phases and phases without slots launch nothing and stay Zero.
   std::vector<PhaseInput> inputs(plan.phases.size());
   for (size_t r = 0; r < plan.phases.size(); ++r) {
     const Phase& phase = plan.phases[r];
     if (phase.empty() || phase.has_no_slots()) continue;
     inputs[r].write = hip::PhaseWrite::Copy;
-    inputs[r].result = phase_result(phase, grad_output, weight, params.groups);
+    inputs[r].result = phase_result(phase, grad_output, weight, plan.geometry.groups);
   }
-  interleave(dx, plan.geometry, inputs, ChannelMap{plan.geometry.in_channels, 0});
+  interleave(dx, plan, inputs, ChannelMap{plan.geometry.in_channels, 0});
   return dx;
 }
 

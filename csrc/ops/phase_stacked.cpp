@@ -36,12 +36,11 @@ at::Tensor stacked_filter(const Plan& plan, const at::Tensor& weight, int64_t gr
 }  // namespace
 
 at::Tensor phase_stacked_grad_input(const Plan& plan, const at::Tensor& grad_output,
-                                    const at::Tensor& weight, const ConvParams& params,
-                                    at::MemoryFormat format) {
+                                    const at::Tensor& weight, at::MemoryFormat format) {
   const ConvGeometry& g = plan.geometry;
   const StackedGeometry& sg = plan.stacked;
   const int dims = g.spatial_dims;
-  const int64_t groups = params.groups, per_group = g.in_channels / groups;
+  const int64_t groups = g.groups, per_group = g.in_channels / groups;
   const int64_t stacked = static_cast<int64_t>(sg.stacked_phases.size());
 
   std::vector<int64_t> padding(dims), dilation(dims), ones(dims, 1), zeros(dims, 0);
@@ -62,10 +61,8 @@ at::Tensor phase_stacked_grad_input(const Plan& plan, const at::Tensor& grad_out
     in.result = out;
     in.channel_offset = n * per_group;
   }
-  std::vector<int64_t> sizes{g.batch, g.in_channels};
-  for (int i = 0; i < dims; ++i) sizes.push_back(g.input[i]);
-  at::Tensor dx = at::empty(sizes, grad_output.options().memory_format(format));
-  interleave(dx, g, inputs, ChannelMap{per_group, stacked * per_group});
+  at::Tensor dx = empty_input_gradient(plan, grad_output, format);
+  interleave(dx, plan, inputs, ChannelMap{per_group, stacked * per_group});
   return dx;
 }
 

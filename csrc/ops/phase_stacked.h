@@ -6,12 +6,10 @@
 #include <ATen/ATen.h>
 
 #include "dispatch/plan.h"
-#include "ops/geometry.h"
 
 namespace bwdconv::ops {
 
 at::Tensor phase_stacked_grad_input(const Plan& plan, const at::Tensor& grad_output,
-                                    const at::Tensor& weight, const ConvParams& params,
-                                    at::MemoryFormat format);
+                                    const at::Tensor& weight, at::MemoryFormat format);
 
 }  // namespace bwdconv::ops

@@ -5,6 +5,7 @@
 
 #include "hip/layout.h"
 #include "ops/filter.h"
+#include "ops/geometry.h"
 #include "ops/kernels.h"
 #include "hip/scatter.h"
 
@@ -50,8 +51,7 @@ void scatter_on_cpu(const Plan& plan, const at::Tensor& grad_output, at::Tensor&
 }  // namespace
 
 at::Tensor scatter_grad_input(const Plan& plan, const at::Tensor& grad_output,
-                              const at::Tensor& weight, const ConvParams& params,
-                              at::MemoryFormat format) {
+                              const at::Tensor& weight, at::MemoryFormat format) {
   const ConvGeometry& g = plan.geometry;
   std::vector<int64_t> buffer_sizes{g.batch, g.out_channels};
   for (int i = 0; i < g.spatial_dims; ++i) buffer_sizes.push_back(plan.scatter.dims[i].buffer);
@@ -66,8 +66,8 @@ at::Tensor scatter_grad_input(const Plan& plan, const at::Tensor& grad_output,
     scatter_on_cpu(plan, grad_output, buffer);
   }
   const std::vector<int64_t> ones(g.spatial_dims, 1), zeros(g.spatial_dims, 0);
-  return at::convolution(buffer, adjoint_filter(weight, params.groups), std::nullopt, ones, zeros,
-                         params.dilation, /*transposed=*/false, zeros, params.groups);
+  return at::convolution(buffer, adjoint_filter(weight, g.groups), std::nullopt, ones, zeros,
+                         geometry_params(g).dilation, /*transposed=*/false, zeros, g.groups);
 }
 
 }  // namespace bwdconv::ops

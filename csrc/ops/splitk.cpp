@@ -4,6 +4,7 @@
 
 #include "hip/element.h"
 #include "ops/aten.h"
+#include "ops/geometry.h"
 #include "ops/kernels.h"
 #include "hip/splitk.h"
 
@@ -28,8 +29,7 @@ std::pair<int64_t, int64_t> input_window(const ConvGeometry& g, std::pair<int64_
 // in dim 0 (dw[k] = sum dy[n,o] x[n, o*s + k*d - p]). The window must
 // overlap the input.
 at::Tensor partial_grad_weight(const ConvGeometry& g, const at::Tensor& grad_output,
-                               const at::Tensor& input, at::IntArrayRef weight_sizes,
-                               const ConvParams& params, std::pair<int64_t, int64_t> batch,
+                               const at::Tensor& input, std::pair<int64_t, int64_t> batch,
                                std::pair<int64_t, int64_t> rows, at::ScalarType partial) {
   const auto [lo, hi] = input_window(g, rows);
   at::Tensor x = input.slice(0, batch.first, batch.second)
@@ -43,10 +43,11 @@ at::Tensor partial_grad_weight(const ConvGeometry& g, const at::Tensor& grad_out
   }
   const at::Tensor dy =
       grad_output.slice(0, batch.first, batch.second).slice(2, rows.first, rows.second).to(partial);
+  const ConvParams params = geometry_params(g);
   std::vector<int64_t> padding(params.padding.begin(), params.padding.end());
   padding[0] = 0;
-  return aten_grad_weight(dy, x, weight_sizes,
-                          {params.stride, padding, params.dilation, params.groups});
+  return aten_weight_gradient(dy, x, weight_sizes(g),
+                              {params.stride, padding, params.dilation, params.groups});
 }
 
 hip::ElementType element_type(at::ScalarType dtype) {
@@ -106,15 +107,17 @@ at::Tensor splitk_on_gpu(const Plan& plan, const at::Tensor& grad_output,
 
 }  // namespace
 
+// `format` is not needed: the caller restrides the result into it.
 at::Tensor splitk_grad_weight(const Plan& plan, const at::Tensor& grad_output,
-                              const at::Tensor& input, at::IntArrayRef weight_sizes,
-                              const ConvParams& params) {
+                              const at::Tensor& input, at::MemoryFormat /*format*/) {
   const ConvGeometry& g = plan.geometry;
   const SplitKGeometry& sk = plan.splitk;
   const at::ScalarType partial =
       grad_output.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  if (grad_output.is_cuda()) return splitk_on_gpu(plan, grad_output, input, weight_sizes, partial);
-  at::Tensor sum = at::zeros(weight_sizes, grad_output.options().dtype(partial));
+  if (grad_output.is_cuda()) {
+    return splitk_on_gpu(plan, grad_output, input, weight_sizes(g), partial);
+  }
+  at::Tensor sum = at::zeros(weight_sizes(g), grad_output.options().dtype(partial));
   for (int64_t b = 0; b < sk.batch_chunks; ++b) {
     const auto batch = chunk_range(g.batch, sk.batch_chunks, b);
     if (batch.first == batch.second) continue;
@@ -123,8 +126,7 @@ at::Tensor splitk_grad_weight(const Plan& plan, const at::Tensor& grad_output,
       const auto [lo, hi] = input_window(g, rows);
       // Empty rows, or rows that read only padding, add nothing.
       if (rows.first == rows.second || hi <= 0 || lo >= g.input[0]) continue;
-      sum.add_(partial_grad_weight(g, grad_output, input, weight_sizes, params, batch, rows,
-                                   partial));
+      sum.add_(partial_grad_weight(g, grad_output, input, batch, rows, partial));
     }
   }
   return sum.to(grad_output.scalar_type());

@@ -6,12 +6,10 @@
 #include <ATen/ATen.h>
 
 #include "dispatch/plan.h"
-#include "ops/geometry.h"
 
 namespace bwdconv::ops {
 
 at::Tensor splitk_grad_weight(const Plan& plan, const at::Tensor& grad_output,
-                              const at::Tensor& input, at::IntArrayRef weight_sizes,
-                              const ConvParams& params);
+                              const at::Tensor& input, at::MemoryFormat format);
 
 }  // namespace bwdconv::ops

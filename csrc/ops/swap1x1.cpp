@@ -42,7 +42,7 @@ at::Tensor small_gradient(const at::Tensor& grad_output, const at::Tensor& weigh
       .permute(to_first);
 }
 
-// The in_place writer (DESIGN.md, "swap1x1"): dx's slots dx[n, s*o] as a
+// The in_place writer (docs/DESIGN.md, "swap1x1"): dx's slots dx[n, s*o] as a
 // batch of [O_last, C] matrices, rows s_last*C apart and batches
 // in_place_batch_stride apart, written by one batched GEMM with a shared filter.
 void gemm_into_slots(const ConvGeometry& g, const at::Tensor& grad_output,
@@ -63,9 +63,8 @@ void gemm_into_slots(const ConvGeometry& g, const at::Tensor& grad_output,
 }  // namespace
 
 at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
-                              const at::Tensor& weight, at::IntArrayRef input_sizes,
-                              const ConvParams& params, at::MemoryFormat format) {
-  at::Tensor dx = at::empty(input_sizes, grad_output.options().memory_format(format));
+                              const at::Tensor& weight, at::MemoryFormat format) {
+  at::Tensor dx = empty_input_gradient(plan, grad_output, format);
   // With K = 1 only phase 0 (every residue 0) has a tap: dx[s*q - p] = W^T dy[q];
   // the other phases are the holes and are zero-filled by the interleave pass.
   std::vector<PhaseInput> inputs(plan.phases.size());
@@ -77,9 +76,9 @@ at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
     inputs[0].write = hip::PhaseWrite::Keep;
   } else {
     inputs[0].write = hip::PhaseWrite::Copy;
-    inputs[0].result = small_gradient(grad_output, weight, params.groups);
+    inputs[0].result = small_gradient(grad_output, weight, plan.geometry.groups);
   }
-  interleave(dx, plan.geometry, inputs, ChannelMap{plan.geometry.in_channels, 0});
+  interleave(dx, plan, inputs, ChannelMap{plan.geometry.in_channels, 0});
   return dx;
 }
 

@@ -6,12 +6,10 @@
 #include <ATen/ATen.h>
 
 #include "dispatch/plan.h"
-#include "ops/geometry.h"
 
 namespace bwdconv::ops {
 
 at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
-                              const at::Tensor& weight, at::IntArrayRef input_sizes,
-                              const ConvParams& params, at::MemoryFormat format);
+                              const at::Tensor& weight, at::MemoryFormat format);
 
 }  // namespace bwdconv::ops

@@ -1,5 +1,6 @@
 """bwdconv.explain: which strategy serves each gradient of a convolution, and why."""
 
+import collections
 import contextlib
 import os
 
@@ -15,14 +16,31 @@ __all__ = [
     "force_strategy",
     "forced_strategy",
     "strategies",
+    "registry",
     "served",
     "reset_served",
 ]
 
 
-def strategies():
-    """The names of every strategy this build knows."""
-    return list(_C.strategies())
+StrategyEntry = collections.namedtuple("StrategyEntry", "name gradients deterministic kernel")
+StrategyEntry.__doc__ = """One strategy of the extension's registry: its name, the gradients it
+computes ("input", "weight"), whether it gives the same bits on every call per
+device kind ({"cpu": bool, "gpu": bool}) and the csrc/hip kernel it launches on
+a GPU (None for none)."""
+
+
+def registry():
+    """Every strategy this build knows, in the registry's order (csrc/dispatch/strategies.h)."""
+    return [StrategyEntry(e["name"], tuple(e["gradients"]), dict(e["deterministic"]), e["kernel"])
+            for e in _C.strategy_registry()]
+
+
+def strategies(gradient=None):
+    """The names of every strategy this build knows, or of those that compute
+    `gradient` ("input" or "weight")."""
+    if gradient not in (None, "input", "weight"):
+        raise ValueError(f"expected gradient 'input', 'weight' or None, got {gradient!r}")
+    return [e.name for e in registry() if gradient is None or gradient in e.gradients]
 
 
 def served(measured=False):
@@ -64,6 +82,11 @@ class Explanation:
     @property
     def weight_strategy(self):
         return self._plan["weight"]["strategy"]
+
+    def serves(self, strategy, gradient):
+        """Whether `strategy` can compute `gradient` ("input" or "weight") of this convolution."""
+        return any(c["strategy"] == strategy and c["serves"]
+                   for c in self._plan[gradient]["candidates"])
 
     @property
     def phases(self):

@@ -21,10 +21,13 @@ import bwdconv
 from . import device as dev
 from .cli import add_layout_option, read_suite, suite_path
 from .driver import BACKWARD_DATA, with_layout
-from .run import INPUT_STRATEGIES, forced_entries, forcing, make_operands
+from .run import forced_entries, forcing, make_operands
 
-KERNELS = {"swap1x1": "interleave_kernel", "scatter": "scatter_kernel",
-           "phase": "interleave_kernel", "phase_stacked": "interleave_kernel"}
+
+def kernels():
+    """{strategy: profiler name of its kernel} for the input-gradient strategies that launch one."""
+    return {e.name: f"{e.kernel}_kernel" for e in bwdconv.registry()
+            if "input" in e.gradients and e.kernel}
 
 
 def kernel_bytes(strategy, writer, plan, case, element_size):
@@ -67,9 +70,10 @@ def measure(case, iterations, copy_gbps):
             dy, w, list(x.shape), stride, padding, dilation, groups)
 
     rows = []
-    for name, fn, forced in forced_entries(explanation, BACKWARD_DATA, call, INPUT_STRATEGIES):
+    names = kernels()
+    for name, fn, forced in forced_entries(explanation, BACKWARD_DATA, call, list(names)):
         strategy, writer = forced
-        kernel = KERNELS[strategy]
+        kernel = names[strategy]
         with forcing(forced):
             ms = kernel_ms(fn, kernel, iterations)
         gbps = kernel_bytes(strategy, writer, plan, case, dy.element_size()) / (ms * 1e-3) / 1e9

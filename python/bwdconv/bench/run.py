@@ -12,9 +12,12 @@ from bwdconv import _tune
 from . import device as dev
 from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, DIRECTION_NAMES, FORWARD
 
-INPUT_STRATEGIES = ("swap1x1", "scatter", "phase", "phase_stacked")
-WEIGHT_STRATEGIES = ("splitk",)
 SWAP1X1_WRITERS = ("fused", "in_place")
+
+
+def forced_strategies(gradient):
+    """The registry's strategies that compute `gradient`, but aten (timed as the baseline)."""
+    return [name for name in bwdconv.strategies(gradient) if name != "aten"]
 
 
 def _layout(case, channels_last):
@@ -68,12 +71,12 @@ def callables(direction, x, w, dy, args):
         def ours():
             return torch.ops.bwdconv.convolution_backward_input(
                 dy, w, list(x.shape), stride, padding, dilation, groups)
-        strategies = INPUT_STRATEGIES
+        strategies = forced_strategies("input")
     else:
         def ours():
             return torch.ops.bwdconv.convolution_backward_weight(
                 dy, x, list(w.shape), stride, padding, dilation, groups)
-        strategies = WEIGHT_STRATEGIES
+        strategies = forced_strategies("weight")
     return {"aten": aten, "bwdconv": ours}, strategies
 
 
@@ -124,7 +127,7 @@ def forced_entries(plan, direction, fn, strategies):
     writer where both can write dx ("swap1x1[fused]", "swap1x1[in_place]")."""
     entries = []
     for s in strategies:
-        if not _serves(plan, direction, s):
+        if not plan.serves(s, "input" if direction == BACKWARD_DATA else "weight"):
             continue
         if s == "swap1x1" and plan.to_dict()["swap1x1"]["in_place_refusal"] is None:
             entries += [(f"{s}[{w}]", fn, (s, w)) for w in SWAP1X1_WRITERS]
@@ -199,12 +202,6 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
             row["speedup"] = aten_ms / row["median_ms"]
             rows.append(row)
     return rows
-
-
-def _serves(plan, direction, strategy):
-    gradient = "input" if direction == BACKWARD_DATA else "weight"
-    return any(c["strategy"] == strategy and c["serves"]
-               for c in plan.to_dict()[gradient]["candidates"])
 
 
 def _roofline_fraction(row, case, peaks, copy_gbps):

@@ -1,0 +1,45 @@
+#include "strategies.h"
+
+namespace bwdconv {
+
+std::optional<std::string> serves_every_geometry(const ConvGeometry&, const std::vector<Phase>&) {
+  return std::nullopt;
+}
+
+const char* strategy_name(Strategy strategy) { return entry(strategy).name; }
+
+const char* gradient_name(Gradient gradient) {
+  return gradient == Gradient::input ? "input" : "weight";
+}
+
+std::vector<Strategy> all_strategies() {
+  std::vector<Strategy> strategies;
+  for (const StrategyEntry& e : kStrategies) strategies.push_back(e.strategy);
+  return strategies;
+}
+
+std::optional<Strategy> parse_strategy(const std::string& name) {
+  for (const StrategyEntry& e : kStrategies) {
+    if (name == e.name) return e.strategy;
+  }
+  return std::nullopt;
+}
+
+std::string known_strategy_names() {
+  std::string names;
+  for (const StrategyEntry& e : kStrategies) {
+    names += (names.empty() ? "" : ", ") + std::string(e.name);
+  }
+  return names;
+}
+
+std::optional<std::string> refusal(Strategy strategy, Gradient gradient, const ConvGeometry& g,
+                                   const std::vector<Phase>& phases) {
+  if (!computes(strategy, gradient)) {
+    const Gradient other = gradient == Gradient::input ? Gradient::weight : Gradient::input;
+    return std::string("computes the ") + gradient_name(other) + " gradient only";
+  }
+  return entry(strategy).refusal(g, phases);
+}
+
+}  // namespace bwdconv

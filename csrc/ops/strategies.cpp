@@ -1,0 +1,51 @@
+#include "ops/strategies.h"
+
+#include <array>
+
+#include "ops/aten.h"
+#include "ops/phase.h"
+#include "ops/phase_stacked.h"
+#include "ops/scatter.h"
+#include "ops/splitk.h"
+#include "ops/swap1x1.h"
+
+namespace bwdconv::ops {
+namespace {
+
+struct Implementation {
+  Strategy strategy;
+  GradientFn input;   // nullptr: the strategy does not compute it
+  GradientFn weight;
+};
+
+// Indexed by Strategy, like kStrategies.
+constexpr std::array<Implementation, kStrategyCount> kImplementations{{
+    {Strategy::aten, aten_grad_input, aten_grad_weight},
+    {Strategy::swap1x1, swap1x1_grad_input, nullptr},
+    {Strategy::scatter, scatter_grad_input, nullptr},
+    {Strategy::phase, phase_grad_input, nullptr},
+    {Strategy::phase_stacked, phase_stacked_grad_input, nullptr},
+    {Strategy::splitk, nullptr, splitk_grad_weight},
+}};
+
+// Every registered strategy has exactly the implementations its entry says it computes.
+constexpr bool implements_the_registry() {
+  for (size_t i = 0; i < kStrategyCount; ++i) {
+    const Implementation& impl = kImplementations[i];
+    if (impl.strategy != kStrategies[i].strategy) return false;
+    if ((impl.input != nullptr) != kStrategies[i].computes_input) return false;
+    if ((impl.weight != nullptr) != kStrategies[i].computes_weight) return false;
+  }
+  return true;
+}
+static_assert(implements_the_registry(),
+              "kImplementations must follow kStrategies: one function per gradient computed");
+
+}  // namespace
+
+GradientFn implementation(Strategy strategy, Gradient gradient) {
+  const Implementation& impl = kImplementations[static_cast<size_t>(strategy)];
+  return gradient == Gradient::input ? impl.input : impl.weight;
+}
+
+}  // namespace bwdconv::ops
