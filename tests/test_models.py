@@ -58,9 +58,18 @@ def assert_gradients_close(ours, reference, dtype):
                                    msg=lambda m: f"{name}: {m}")
 
 
+def not_aten(counts):
+    """{gradient: {strategy: n}} of the strategies other than aten that computed something."""
+    return {g: {s: n for s, n in c.items() if n and s != "aten"} for g, c in counts.items()}
+
+
 def enabled_vs_disabled(name, dtype, channels_last=False, compile_kwargs=None):
+    """Gradients with and without bwdconv; returns what served other than aten,
+    which is exactly what explain_model plans."""
     model, x = build(name, dtype, channels_last)
     state = {k: v.clone() for k, v in model.state_dict().items()}
+    planned = not_aten(bwdconv.explain_model(model, x).counts())
+    model.load_state_dict(state)
     reference = training_step_gradients(model, x)
     model.load_state_dict(state)  # the same batch-norm statistics for the second step
     run = torch.compile(model, **compile_kwargs) if compile_kwargs is not None else model
@@ -69,13 +78,19 @@ def enabled_vs_disabled(name, dtype, channels_last=False, compile_kwargs=None):
     with bwdconv.enabled():
         ours = training_step_gradients(model, x, run)
     assert sum(bwdconv.served()["weight"].values()) > 0, "bwdconv served no gradient"
+    served = not_aten(bwdconv.served())
+    assert served == planned
     assert_gradients_close(ours, reference, dtype)
+    return served
 
 
 @pytest.mark.parametrize("name", ["resnet18", "resnet50", "r3d18"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_training_step_matches_aten(name, dtype):
-    enabled_vs_disabled(name, dtype)
+    served = enabled_vs_disabled(name, dtype)
+    if name.startswith("resnet") and dtype == torch.float32:
+        # The float32 NCHW 1x1 stride-2 downsamples are planned swap1x1 on the CPU.
+        assert served["input"].get("swap1x1", 0) > 0, served
 
 
 @pytest.mark.parametrize("name", ["resnet18", "r3d18"])

@@ -136,10 +136,12 @@ def test_a_forced_writer_binds_only_where_swap1x1_computes_dx():
     """in_place forced beside another strategy, on a shape it cannot serve, is ignored."""
     case = ((1, 4, 8, 8), (4, 4, 1, 1), [2, 2], [1, 1])
     x, w, dy = operands(case, torch.float64, 0)
+    bwdconv.reset_served()
     with bwdconv.force_strategy("phase", swap1x1_writer="in_place"):
         ours = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), [2, 2], [1, 1],
                                                             [1, 1], 1)
     torch.testing.assert_close(ours, aten_gradients(dy, x, w, [2, 2], [1, 1], [1, 1], 1)[0])
+    assert bwdconv.served()["input"] == {**{s: 0 for s in bwdconv.strategies()}, "phase": 1}
 
 
 def test_unknown_writer_raises_and_keeps_the_previous_forcing():

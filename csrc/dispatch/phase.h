@@ -1,5 +1,5 @@
 // phase: the input gradient of a strided convolution as stride^d stride-1
-// sub-convolutions over filter slices (DESIGN.md, "Geometry").
+// sub-convolutions over filter slices (docs/DESIGN.md, "Geometry").
 #pragma once
 
 #include <array>

@@ -1,6 +1,6 @@
 // phase_stacked: every non-empty phase's sub-filter zero-padded to one size
 // and stacked into the output channels of ONE stride-1 convolution, then one
-// interleave-and-crop pass (DESIGN.md, "Geometry").
+// interleave-and-crop pass (docs/DESIGN.md, "phase_stacked").
 #pragma once
 
 #include <optional>

@@ -2,12 +2,6 @@
 
 namespace bwdconv {
 
-int64_t ScatterGeometry::buffer_elements(int64_t batch, int64_t channels) const {
-  int64_t elements = batch * channels;
-  for (int i = 0; i < spatial_dims; ++i) elements *= dims[i].buffer;
-  return elements;
-}
-
 ScatterGeometry make_scatter_geometry(const ConvGeometry& g) {
   ScatterGeometry sg;
   sg.spatial_dims = g.spatial_dims;

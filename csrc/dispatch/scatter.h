@@ -1,5 +1,5 @@
 // scatter: the input gradient as a stride-1 convolution over the zero-inserted,
-// padded grad_output (DESIGN.md, "scatter").
+// padded grad_output (docs/DESIGN.md, "scatter").
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,6 @@ struct ScatterDim {
 struct ScatterGeometry {
   std::array<ScatterDim, kMaxSpatialDims> dims{};
   int spatial_dims = 0;
-  int64_t buffer_elements(int64_t batch, int64_t channels) const;
 };
 
 ScatterGeometry make_scatter_geometry(const ConvGeometry& geometry);

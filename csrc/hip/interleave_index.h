@@ -17,7 +17,8 @@ struct InterleaveSource {
 };
 
 // dx position i of a spatial dim is slot q = (i + p) div s of residue
-// r = (i + p) mod s, since i = s*q + r - p (DESIGN.md, "Geometry"). Index as in divide.
+// r = (i + p) mod s, since i = s*q + r - p (docs/DESIGN.md, "Geometry").
+// Index as in divide.
 template <typename Index = int64_t>
 BWDCONV_HOST_DEVICE inline InterleaveSource interleave_source(const InterleaveParams& p,
                                                               const int64_t* coords) {

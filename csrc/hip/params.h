@@ -57,7 +57,7 @@ struct ScatterWalkDim {
 // Dims of a row walk besides the row itself.
 constexpr int kOuterDims = kMaxTensorDims - 1;
 
-// scatter (DESIGN.md, "Geometry"): the zero-inserted, padded grad_output
+// scatter (docs/DESIGN.md, "scatter"): the zero-inserted, padded grad_output
 // dst[n, c, j...] = src[n, c, (j - lead)/stride...] where every (j - lead) is
 // a non-negative multiple of its stride below src's size, and 0 elsewhere,
 // walked in rows of dst's stride-1 dim. outer[] holds the other dims
@@ -105,7 +105,7 @@ struct PhaseSource {
 // launches, each writing only its own phases' slots).
 constexpr int kMaxPhasesPerLaunch = 32;
 
-// interleave (DESIGN.md, "Geometry"): dx[n, c, i...] is slot q = (i + p) div s
+// interleave (docs/DESIGN.md, "Geometry"): dx[n, c, i...] is slot q = (i + p) div s
 // of phase r = (i + p) mod s (residues row-major, last dim fastest), for the
 // phases [first_phase, first_phase + phase_count); other phases are left as
 // they are. Source channel of dx channel c:
@@ -124,7 +124,7 @@ struct InterleaveParams {
   int element_bytes = 4;
 };
 
-// splitk (DESIGN.md, "Geometry"): per group g, the weight gradient is the
+// splitk (docs/DESIGN.md, "splitk"): per group g, the weight gradient is the
 // product of dy [M = out channels per group] x [R = N * prod(O)] with the
 // im2col view of x [R] x [columns = in channels per group * prod(K)]:
 //   dw[g*M + m, col] = sum over r of dy[n, g*M + m, o] * x[n, g*C + c, o*s + k*d - p]

@@ -13,7 +13,8 @@ namespace bwdconv::ops {
 // filter of the convolution that maps grad_output to the input gradient.
 at::Tensor adjoint_filter(const at::Tensor& weight, int64_t groups);
 
-// adjoint_filter of the phase's taps only (DESIGN.md: T_r, consecutive taps s/g apart).
+// adjoint_filter of the phase's taps only: T_r, consecutive taps s/g apart
+// (docs/DESIGN.md, "Geometry").
 at::Tensor phase_adjoint_filter(const at::Tensor& weight, const Phase& phase, int64_t groups);
 
 }  // namespace bwdconv::ops

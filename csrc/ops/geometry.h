@@ -48,8 +48,8 @@ ConvGeometry backward_geometry(const char* op, const at::Tensor& grad_output,
 // that read only its sizes and layout (the input of an input gradient, the
 // weight of a weight gradient). It is dense, laid out as the real operand
 // would be, so the backend takes the path it takes for the real one: an
-// expanded one-element tensor made oneDNN materialise it first (1.6x to 4x
-// slower in channels_last on the CPU).
+// expanded one-element tensor made oneDNN materialise it first (slower in
+// channels_last on the CPU: benchmarks/results/cpu-2026-11-23-float16-channels-last).
 at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes, at::MemoryFormat format);
 
 // PyTorch's rule for the layout of conv gradients (torch/_meta_registrations.py,

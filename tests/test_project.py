@@ -1,0 +1,104 @@
+"""The repository explains itself: its design document exists and every
+citation of it resolves, nothing depends on files outside the repository,
+the README's environment table matches the code, and every declared pytest
+marker is used."""
+
+import pathlib
+import re
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SOURCE_SUFFIXES = {".py", ".h", ".cpp", ".cu", ".sh", ".txt", ".toml", ".md", ""}
+
+
+def tracked_files():
+    """The repository's files (git's list when it has one), results records aside."""
+    try:
+        names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                               check=True).stdout.split()
+        paths = [ROOT / n for n in names]
+    except (OSError, subprocess.CalledProcessError):
+        paths = [p for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts]
+    return [p for p in paths if p.exists() and p.suffix in SOURCE_SUFFIXES
+            and "results" not in p.relative_to(ROOT).parts[:2]]
+
+
+def design_sections():
+    text = (ROOT / "docs" / "DESIGN.md").read_text()
+    return set(re.findall(r"^#+ (.+?)\s*$", text, re.M))
+
+
+def test_every_design_citation_names_a_section_that_exists():
+    sections = design_sections()
+    cited = []
+    for path in tracked_files():
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            for section in re.findall(r'DESIGN\.md, "([^"]+)"', line):
+                cited.append((path, number, section))
+    assert cited, "no code comment cites docs/DESIGN.md"
+    missing = [f"{p.relative_to(ROOT)}:{n}: {s}" for p, n, s in cited if s not in sections]
+    assert not missing, "citations of sections docs/DESIGN.md lacks:\n" + "\n".join(missing)
+
+
+def test_design_citations_name_the_repositorys_document():
+    bare = [f"{p.relative_to(ROOT)}:{n}" for p in tracked_files()
+            for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+            if re.search(r"(?<![/\w])DESIGN\.md", line) and p.name != "DESIGN.md"]
+    assert not bare, "cite docs/DESIGN.md by its path:\n" + "\n".join(bare)
+
+
+def test_the_readme_points_to_the_design():
+    assert "docs/DESIGN.md" in (ROOT / "README.md").read_text()
+
+
+def test_nothing_depends_on_files_outside_the_repository():
+    outside = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in tracked_files()
+               if p.relative_to(ROOT).parts[0] != ".ci"
+               for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+               if "shared/" in line]
+    assert not outside, "\n".join(outside)
+
+
+# How the code reads an environment variable: Python (os.environ, and
+# os.environ.get), C++ (getenv), CMake ($ENV{NAME}), shell (${NAME...} and $NAME).
+READS = [r'environ(?:\.get)?\s*[\(\[]\s*["\'](BWDCONV_[A-Z0-9_]+)',
+         r'getenv\(\s*"(BWDCONV_[A-Z0-9_]+)"',
+         r'\$ENV\{(BWDCONV_[A-Z0-9_]+)\}']
+SHELL_READ = r'\$\{?(BWDCONV_[A-Z0-9_]+)'
+
+
+def variables_read():
+    found = {}
+    for path in tracked_files():
+        if path.suffix == ".md" or path.parts[-2:] == ("tests", "test_project.py"):
+            continue
+        text = path.read_text(errors="replace")
+        shell = path.suffix == ".sh" or text.startswith("#!/usr/bin/env bash")
+        for pattern in READS + ([SHELL_READ] if shell else []):
+            for name in re.findall(pattern, text):
+                found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def readme_variables():
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", section, re.M))
+
+
+def test_the_readme_table_lists_every_environment_variable_the_code_reads():
+    read = variables_read()
+    assert "BWDCONV_STRATEGY" in read and "BWDCONV_VENV" in read  # the patterns find reads
+    table = readme_variables()
+    missing = sorted(set(read) - table)
+    assert not missing, f"read by the code, not in README.md's table: {missing} ({read})"
+    stale = sorted(name for name in table - set(read) if name.startswith("BWDCONV_"))
+    assert not stale, f"in README.md's table, read by no code: {stale}"
+
+
+def test_every_declared_pytest_marker_is_used():
+    config = (ROOT / "pyproject.toml").read_text()
+    declared = re.findall(r'^\s*"(\w+):', config.split("markers", 1)[1], re.M)
+    tests = "\n".join(p.read_text() for p in (ROOT / "tests").glob("*.py"))
+    unused = [m for m in declared if f"pytest.mark.{m}" not in tests]
+    assert declared and not unused, f"declared and never used: {unused}"
