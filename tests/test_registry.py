@@ -128,9 +128,10 @@ def is_name_list(text, names):
 
 
 def strategy_lists(tree, names):
-    """Literal lists, tuples, sets and dict keys holding two or more strategy
-    names (directly, or as the first item of their tuples), and strings that
-    are nothing but strategy names, with line numbers."""
+    """Literal lists, tuples and sets holding two or more strategy names
+    (directly, or as the first item of their tuples), and strings that are
+    nothing but strategy names, with line numbers. Dicts keyed by strategy
+    (timings, counts) are data about those strategies, not lists of them."""
     def name_of(node):
         if isinstance(node, ast.Tuple) and node.elts:
             node = node.elts[0]
@@ -139,8 +140,7 @@ def strategy_lists(tree, names):
         return None
 
     for node in ast.walk(tree):
-        items = node.keys if isinstance(node, ast.Dict) else \
-            node.elts if isinstance(node, (ast.List, ast.Tuple, ast.Set)) else []
+        items = node.elts if isinstance(node, (ast.List, ast.Tuple, ast.Set)) else []
         found = {name_of(item) for item in items if item is not None} - {None}
         if len(found) >= 2:
             yield node.lineno, sorted(found)
@@ -169,9 +169,11 @@ def test_no_strategy_list_exists_outside_the_registry():
 
 def test_the_list_finder_finds_lists():
     names = set(NAMES)
-    source = f"A = {NAMES[:2]!r}\nB = {{{NAMES[1]!r}: 1, {NAMES[2]!r}: 2}}\n" \
+    source = f"A = {NAMES[:2]!r}\nB = {{{NAMES[1]!r}, {NAMES[2]!r}}}\n" \
              f"C = [({NAMES[1]!r}, None), ({NAMES[2]!r}, None)]\nD = {', '.join(NAMES)!r}\n"
     assert [line for line, _ in strategy_lists(ast.parse(source), names)] == [1, 2, 3, 4]
+    timings = f"T = {{{NAMES[0]!r}: 2.0, {NAMES[1]!r}: 1.0}}"
+    assert not list(strategy_lists(ast.parse(timings), names))
     assert not list(strategy_lists(ast.parse(f"E = [{NAMES[1]!r}, 'fused']"), names))
     prose = f"F = 'the {NAMES[1]} and {NAMES[2]} strategies'"
     assert not list(strategy_lists(ast.parse(prose), names))

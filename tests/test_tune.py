@@ -75,7 +75,10 @@ def only_entry():
 def test_choice_follows_the_measurements():
     x, w, dy = operands(STRIDED)
     expected = aten_gradients(dy, x, w, *STRIDED[2:])[0]
-    for fastest in ("phase", "scatter", "aten"):
+    plan = bwdconv.explain(*STRIDED)
+    serving = [s for s in bwdconv.strategies("input") if plan.serves(s, "input")]
+    assert len(serving) >= 3
+    for fastest in serving:
         _C.forget_decisions(True)
         bwdconv.clear_decisions()
         _tune._state.timer = timer({"aten": 2e-3, fastest: 1e-3})
@@ -87,7 +90,7 @@ def test_choice_follows_the_measurements():
         assert bwdconv.served(measured=True)["input"][fastest] == 1
         _, entry = only_entry()
         assert entry["gradients"]["input"]["choice"] == fastest
-        assert set(entry["gradients"]["input"]["times"]) >= {"aten", "phase", "scatter"}
+        assert set(entry["gradients"]["input"]["times"]) >= set(serving)
 
 
 def test_the_decision_is_kept_and_used_without_tuning_again():

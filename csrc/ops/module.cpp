@@ -19,7 +19,6 @@
 #include "ops/tuning_bindings.h"
 
 namespace bwdconv::ops {
-namespace {
 
 Strategy strategy_named(const std::string& name) {
   const auto strategy = parse_strategy(name);
@@ -37,6 +36,8 @@ Swap1x1Writer swap1x1_writer_named(const std::string& name) {
   }
   return *writer;
 }
+
+namespace {
 
 // Both names are checked before either takes effect.
 void set_forcing_by_name(const std::optional<std::string>& strategy,

@@ -15,20 +15,9 @@ namespace {
 
 namespace py = pybind11;
 
-Strategy strategy_or_raise(const std::string& name) {
-  const auto strategy = parse_strategy(name);
-  if (!strategy) {
-    throw py::value_error("unknown strategy '" + name +
-                          "'; known strategies: " + known_strategy_names());
-  }
-  return *strategy;
-}
-
 std::optional<Swap1x1Writer> writer_or_raise(const std::optional<std::string>& name) {
   if (!name) return std::nullopt;
-  const auto writer = parse_swap1x1_writer(*name);
-  if (!writer) throw py::value_error("unknown swap1x1 writer '" + *name + "'; known: fused, in_place");
-  return writer;
+  return swap1x1_writer_named(*name);
 }
 
 // [first, second, sizes...] (pass no leading values for the spatial sizes alone).
@@ -96,7 +85,7 @@ py::dict request(const ConvGeometry& g, const BackwardCall& call, const Plan& ru
 std::optional<GradientDecision> gradient_decision(const py::dict& answer, const char* gradient) {
   if (!answer.contains(gradient) || answer[gradient].is_none()) return std::nullopt;
   auto entry = answer[gradient].cast<std::tuple<std::string, std::optional<std::string>, std::string>>();
-  return GradientDecision{strategy_or_raise(std::get<0>(entry)), writer_or_raise(std::get<1>(entry)),
+  return GradientDecision{strategy_named(std::get<0>(entry)), writer_or_raise(std::get<1>(entry)),
                           std::get<2>(entry)};
 }
 
@@ -154,7 +143,7 @@ at::Tensor gradient_by_name(const std::string& gradient, const std::string& stra
   if (gradient != "input" && gradient != "weight") {
     throw py::value_error("gradient must be 'input' or 'weight', got '" + gradient + "'");
   }
-  const Strategy s = strategy_or_raise(strategy);
+  const Strategy s = strategy_named(strategy);
   const auto w = writer_or_raise(writer);
   py::gil_scoped_release release;
   return gradient_with(gradient == "input" ? Gradient::input : Gradient::weight, s, w,
@@ -167,14 +156,14 @@ std::pair<at::Tensor, at::Tensor> gradients_by_name(
     const at::Tensor& weight, const std::vector<int64_t>& stride,
     const std::vector<int64_t>& padding, const std::vector<int64_t>& dilation, int64_t groups) {
   Decision decision;
-  decision.input = GradientDecision{strategy_or_raise(input_strategy), writer_or_raise(writer), ""};
-  decision.weight = GradientDecision{strategy_or_raise(weight_strategy), std::nullopt, ""};
+  decision.input = GradientDecision{strategy_named(input_strategy), writer_or_raise(writer), ""};
+  decision.weight = GradientDecision{strategy_named(weight_strategy), std::nullopt, ""};
   py::gil_scoped_release release;
   return gradients_with(decision, grad_output, input, weight, {stride, padding, dilation, groups});
 }
 
 void corrupt(const std::optional<std::string>& strategy) {
-  set_corrupted_strategy(strategy ? std::optional<Strategy>(strategy_or_raise(*strategy))
+  set_corrupted_strategy(strategy ? std::optional<Strategy>(strategy_named(*strategy))
                                   : std::nullopt);
 }
 

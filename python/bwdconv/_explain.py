@@ -24,9 +24,9 @@ __all__ = [
 
 StrategyEntry = collections.namedtuple("StrategyEntry", "name gradients deterministic kernel")
 StrategyEntry.__doc__ = """One strategy of the extension's registry: its name, the gradients it
-computes ("input", "weight"), whether it gives the same bits on every call per
-device kind ({"cpu": bool, "gpu": bool}) and the csrc/hip kernel it launches on
-a GPU (None for none)."""
+computes ("input", "weight"), whether it gives the same bits on every call under
+torch.use_deterministic_algorithms, per device kind ({"cpu": bool, "gpu": bool}),
+and the csrc/hip kernel it launches on a GPU (None for none)."""
 
 
 def registry():

@@ -1,14 +1,17 @@
 // The csrc/hip kernels themselves, run on the host grid (portability.h, "host
 // target"), against references written with plain loops. Small integer values
-// keep every sum exact, so results must be equal in any summation order. The
+// keep every sum exact, so results must be equal in any summation order
+// (one splitk test uses random values and a rounding bound instead). The
 // sanitizer builds (CMakeLists.txt) run this file too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hip/element.h"
@@ -213,7 +216,7 @@ TEST_P(HostInterleave, WritesEveryPhaseSlotOnce) {
 INSTANTIATE_TEST_SUITE_P(Layouts, HostInterleave, testing::Bool());
 
 // A grouped 2D weight gradient, 3x3 filter, stride 2, padding 1, dilation
-// (1, 2), in three chunks, against the sum written out.
+// (1, 2), in three chunks.
 struct SplitKCase {
   ElementType element;
   bool channels_last;
@@ -226,79 +229,131 @@ std::vector<T> as(const std::vector<float>& values) {
   return std::vector<T>(values.begin(), values.end());
 }
 
-TEST_P(HostSplitK, PartialsAndReduceGiveTheWeightGradient) {
-  const auto [element, channels_last] = GetParam();
-  const int64_t groups = 2, in_per_group = 3, out_per_group = 5, batch = 2;
+struct GroupedSplitK {
+  static constexpr int64_t groups = 2, in_per_group = 3, out_per_group = 5, batch = 2;
   const int64_t filter[2] = {3, 3}, stride[2] = {2, 2}, padding[2] = {1, 1},
                 dilation[2] = {1, 2}, input[2] = {7, 9};
   int64_t output[2];
-  for (int i = 0; i < 2; ++i) {
-    output[i] = (input[i] + 2 * padding[i] - dilation[i] * (filter[i] - 1) - 1) / stride[i] + 1;
-  }
-  const std::vector<int64_t> dy_sizes{batch, groups * out_per_group, output[0], output[1]};
-  const std::vector<int64_t> x_sizes{batch, groups * in_per_group, input[0], input[1]};
-  const std::vector<float> dy = small_integers(element_count_of(dy_sizes), 3);
-  const std::vector<float> x = small_integers(element_count_of(x_sizes), 4);
   SplitKParams p;
-  p.grad_output_view = view_of(dy_sizes, channels_last);
-  p.input_view = view_of(x_sizes, channels_last);
-  p.spatial_dims = 2;
-  for (int i = 0; i < 2; ++i) {
-    p.filter[i] = filter[i];
-    p.stride[i] = stride[i];
-    p.padding[i] = padding[i];
-    p.dilation[i] = dilation[i];
-  }
-  p.groups = groups;
-  p.out_per_group = out_per_group;
-  p.in_per_group = in_per_group;
-  p.taps = filter[0] * filter[1];
-  p.columns = in_per_group * p.taps;
-  p.reduction = batch * output[0] * output[1];
-  p.chunks = 3;
-  p.element = static_cast<int>(element);
-  const int64_t weight_elements = groups * out_per_group * p.columns;
 
-  std::vector<double> expected(weight_elements, 0.0);
-  for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t m = 0; m < out_per_group; ++m) {
-      for (int64_t c = 0; c < in_per_group; ++c) {
-        for_each_index({batch, output[0], output[1], filter[0], filter[1]},
-                       [&](const std::vector<int64_t>& r) {
-                         const int64_t i0 = r[1] * stride[0] + r[3] * dilation[0] - padding[0];
-                         const int64_t i1 = r[2] * stride[1] + r[4] * dilation[1] - padding[1];
-                         if (i0 < 0 || i0 >= input[0] || i1 < 0 || i1 >= input[1]) return;
-                         const float a = dy[offset_of(p.grad_output_view,
-                                                      {r[0], g * out_per_group + m, r[1], r[2]})];
-                         const float b =
-                             x[offset_of(p.input_view, {r[0], g * in_per_group + c, i0, i1})];
-                         expected[((g * out_per_group + m) * in_per_group + c) * p.taps +
-                                  r[3] * filter[1] + r[4]] += a * b;
-                       });
+  GroupedSplitK(ElementType element, bool channels_last) {
+    for (int i = 0; i < 2; ++i) {
+      output[i] = (input[i] + 2 * padding[i] - dilation[i] * (filter[i] - 1) - 1) / stride[i] + 1;
+    }
+    p.grad_output_view = view_of(dy_sizes(), channels_last);
+    p.input_view = view_of(x_sizes(), channels_last);
+    p.spatial_dims = 2;
+    for (int i = 0; i < 2; ++i) {
+      p.filter[i] = filter[i];
+      p.stride[i] = stride[i];
+      p.padding[i] = padding[i];
+      p.dilation[i] = dilation[i];
+    }
+    p.groups = groups;
+    p.out_per_group = out_per_group;
+    p.in_per_group = in_per_group;
+    p.taps = filter[0] * filter[1];
+    p.columns = in_per_group * p.taps;
+    p.reduction = batch * output[0] * output[1];
+    p.chunks = 3;
+    p.element = static_cast<int>(element);
+  }
+  std::vector<int64_t> dy_sizes() const {
+    return {batch, groups * out_per_group, output[0], output[1]};
+  }
+  std::vector<int64_t> x_sizes() const {
+    return {batch, groups * in_per_group, input[0], input[1]};
+  }
+  int64_t weight_elements() const { return groups * out_per_group * p.columns; }
+
+  // The weight gradient summed in float64 and, per element, the sum of |dy * x|.
+  using Sums = std::pair<std::vector<double>, std::vector<double>>;
+  Sums reference(const std::vector<float>& dy, const std::vector<float>& x) const {
+    std::vector<double> sum(weight_elements(), 0.0), magnitude(weight_elements(), 0.0);
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t m = 0; m < out_per_group; ++m) {
+        for (int64_t c = 0; c < in_per_group; ++c) {
+          for_each_index({batch, output[0], output[1], filter[0], filter[1]},
+                         [&](const std::vector<int64_t>& r) {
+                           const int64_t i0 = r[1] * stride[0] + r[3] * dilation[0] - padding[0];
+                           const int64_t i1 = r[2] * stride[1] + r[4] * dilation[1] - padding[1];
+                           if (i0 < 0 || i0 >= input[0] || i1 < 0 || i1 >= input[1]) return;
+                           const double a = dy[offset_of(
+                               p.grad_output_view, {r[0], g * out_per_group + m, r[1], r[2]})];
+                           const double b =
+                               x[offset_of(p.input_view, {r[0], g * in_per_group + c, i0, i1})];
+                           const int64_t e = ((g * out_per_group + m) * in_per_group + c) * p.taps +
+                                             r[3] * filter[1] + r[4];
+                           sum[e] += a * b;
+                           magnitude[e] += std::abs(a * b);
+                         });
+        }
       }
     }
+    return {sum, magnitude};
   }
 
-  std::vector<double> got(weight_elements);
-  if (element == ElementType::Float64) {
-    const std::vector<double> dy64 = as<double>(dy), x64 = as<double>(x);
-    std::vector<double> partials(p.chunks * weight_elements), weight(weight_elements);
-    p.grad_output = dy64.data();
-    p.input = x64.data();
-    p.partials = partials.data();
-    p.grad_weight = weight.data();
-    ASSERT_EQ(launch_splitk<Target::host>(p, nullptr), nullptr);
-    got = weight;
-  } else {
-    std::vector<float> partials(p.chunks * weight_elements), weight(weight_elements);
+  // The partials and reduce kernels on the host grid, in float32.
+  std::vector<float> run_float32(const std::vector<float>& dy, const std::vector<float>& x) {
+    std::vector<float> partials(p.chunks * weight_elements()), weight(weight_elements());
     p.grad_output = dy.data();
     p.input = x.data();
     p.partials = partials.data();
     p.grad_weight = weight.data();
-    ASSERT_EQ(launch_splitk<Target::host>(p, nullptr), nullptr);
+    EXPECT_EQ(launch_splitk<Target::host>(p, nullptr), nullptr);
+    return weight;
+  }
+};
+
+TEST_P(HostSplitK, PartialsAndReduceGiveTheWeightGradient) {
+  const auto [element, channels_last] = GetParam();
+  GroupedSplitK k(element, channels_last);
+  const std::vector<float> dy = small_integers(element_count_of(k.dy_sizes()), 3);
+  const std::vector<float> x = small_integers(element_count_of(k.x_sizes()), 4);
+  const std::vector<double> expected = k.reference(dy, x).first;  // exact: small integers
+
+  std::vector<double> got(k.weight_elements());
+  if (element == ElementType::Float64) {
+    const std::vector<double> dy64 = as<double>(dy), x64 = as<double>(x);
+    std::vector<double> partials(k.p.chunks * k.weight_elements()), weight(k.weight_elements());
+    k.p.grad_output = dy64.data();
+    k.p.input = x64.data();
+    k.p.partials = partials.data();
+    k.p.grad_weight = weight.data();
+    ASSERT_EQ(launch_splitk<Target::host>(k.p, nullptr), nullptr);
+    got = weight;
+  } else {
+    const std::vector<float> weight = k.run_float32(dy, x);
     got.assign(weight.begin(), weight.end());
   }
-  for (int64_t e = 0; e < weight_elements; ++e) ASSERT_EQ(got[e], expected[e]) << "element " << e;
+  for (int64_t e = 0; e < k.weight_elements(); ++e) {
+    ASSERT_EQ(got[e], expected[e]) << "element " << e;
+  }
+}
+
+// Random float32 operands: the same bits on every launch (the grid runs
+// blocks on parallel threads), each element within float32 rounding of the
+// float64 sum: one rounding per product and per addition (at most `reduction`
+// products, added in chunks, then the chunks added), each at most 2^-24 of
+// the running magnitude: |got - sum| <= (reduction + chunks + 1) * 2^-24 * sum |dy*x|.
+TEST(HostSplitKRandom, SameBitsEveryLaunchAndTheSumWithinFloat32Rounding) {
+  GroupedSplitK k(ElementType::Float32, true);
+  std::mt19937 rng(20261123);
+  std::normal_distribution<float> normal;
+  std::vector<float> dy(element_count_of(k.dy_sizes())), x(element_count_of(k.x_sizes()));
+  for (float& v : dy) v = normal(rng);
+  for (float& v : x) v = normal(rng);
+  const auto [sum, magnitude] = k.reference(dy, x);
+  const std::vector<float> first = k.run_float32(dy, x);
+  for (int run = 0; run < 4; ++run) {
+    ASSERT_EQ(std::memcmp(k.run_float32(dy, x).data(), first.data(),
+                          first.size() * sizeof(float)), 0) << "run " << run;
+  }
+  const double roundings = static_cast<double>(k.p.reduction + k.p.chunks + 1);
+  for (int64_t e = 0; e < k.weight_elements(); ++e) {
+    EXPECT_LE(std::abs(first[e] - sum[e]), roundings * std::ldexp(1.0, -24) * magnitude[e])
+        << "element " << e;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Elements, HostSplitK,
