@@ -1,6 +1,6 @@
 """scripts/kernel_report.py on small hand-written listings: parsing, loop finding,
-occupancy and the rules. The expected occupancies are the static review's
-(shared/reviews/kernel-static-review-2026-11-23.md), computed there by hand."""
+occupancy and the rules. The expected occupancies are those of the static
+kernel review of 2026-11-23, computed there by hand."""
 import importlib.util
 import sys
 from pathlib import Path
