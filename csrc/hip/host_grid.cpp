@@ -22,6 +22,7 @@ struct AccessRecord {
 };
 
 struct SiteCount {
+  Access kind;
   const char* file;
   int line;
   uint32_t count;
@@ -37,10 +38,10 @@ void append_access(LaneLog& log, Access kind, const void* address, size_t bytes,
                    const char* file, int line) {
   uint32_t occurrence = 0;
   auto site = std::find_if(log.sites.begin(), log.sites.end(), [&](const SiteCount& s) {
-    return s.file == file && s.line == line;
+    return s.kind == kind && s.file == file && s.line == line;
   });
   if (site == log.sites.end()) {
-    log.sites.push_back({file, line, 1});
+    log.sites.push_back({kind, file, line, 1});
   } else {
     occurrence = site->count++;
   }

@@ -60,7 +60,7 @@ void append_access(LaneLog& log, Access kind, const void* address, size_t bytes,
                    const char* file, int line);
 
 // global_load/global_store (portability.h) call this for every access; the
-// site (file, line) and how often this lane has reached it identify the
+// site (kind, file, line) and how often this lane has reached it identify the
 // instruction that the lanes of one warp execute together.
 inline void record_access(Access kind, const void* address, size_t bytes, const char* file,
                           int line) {

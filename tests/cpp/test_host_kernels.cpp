@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hip/element.h"
+#include "hip/host_grid.h"
 #include "hip/interleave.h"
 #include "hip/layout.h"
 #include "hip/scatter.h"
@@ -157,6 +158,32 @@ TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
 }
 
 
+
+// A load and a store written on one source line, as in
+// global_store(dst + i, odd ? zero : global_load(src + i)), where only some
+// lanes load: the store is one instruction for the whole warp, so each warp's
+// 32 consecutive 4-byte stores are one request of 4 sectors, whichever lanes
+// also loaded.
+TEST(HostGridRecording, ALoadAndAStoreOnOneLineAreTwoSites) {
+  alignas(64) static float src[64], dst[64];
+  static const char* const kFile = "one_line.cu";
+  const auto body = [&] {
+    const unsigned i = host::lane.thread.x;
+    if (i % 2 == 0) host::record_access(host::Access::load, &src[i], sizeof(float), kFile, 7);
+    host::record_access(host::Access::store, &dst[i], sizeof(float), kFile, 7);
+  };
+  host::start_recording();
+  host::run_grid({"load_and_store_on_one_line"}, host::Dim3(1), host::Dim3(64),
+                 host::LaneBody(body));
+  const host::Recording recording = host::stop_recording();
+  ASSERT_EQ(recording.launches.size(), 1u);
+  const host::Traffic& stores = recording.launches[0].store;
+  EXPECT_EQ(stores.bytes, static_cast<int64_t>(sizeof dst));
+  EXPECT_EQ(stores.warp.requests, 2);
+  EXPECT_EQ(stores.warp.sectors, 8);
+  EXPECT_EQ(stores.warp.min_sectors, 8);
+  EXPECT_EQ(recording.launches[0].load.warp.requests, 2);
+}
 
 // dx [2, 4, 7, 6], stride (2, 3), padding (1, 2): 6 phases, one of them a
 // zero phase, one kept by another writer, the others copied from results of
