@@ -57,3 +57,31 @@ def test_aten_errors_are_kept_for_bad_arguments():
             message = ""
     assert message, "a groups value that does not divide the channels was accepted"
     assert "bwdconv" not in message  # aten's own message, not bwdconv's
+
+
+def convolution_backward_strides(grad_output, x, w, stride, strategy=None, scope=None):
+    """Strides of aten::convolution_backward's input and weight gradients."""
+    args = (grad_output, x, w, None, stride, [0] * len(stride), [1] * len(stride), False,
+            [0] * len(stride), 1, [True, True, False])
+    if scope is None:
+        grads = torch.ops.aten.convolution_backward(*args)
+    else:
+        with bwdconv.enabled(scope), bwdconv.force_strategy(strategy):
+            grads = torch.ops.aten.convolution_backward(*args)
+    return grads[0].stride(), grads[1].stride()
+
+
+def test_gradients_keep_aten_strides_where_size_one_dims_make_them_ambiguous():
+    # One input channel, a 1x1 filter: the strides of size-1 dims tell the
+    # layout aten chose (channels_last here, from the input), which a
+    # layout-agnostic restride would lose.
+    x = torch.randn(2, 1, 9, 20).to(memory_format=torch.channels_last)
+    for w, stride in ((torch.randn(3, 1, 1, 1), [2, 2]), (torch.randn(3, 1, 3, 5), [4, 4])):
+        dy = torch.randn(2, 3, *(
+            (size - k) // s + 1 for size, k, s in zip(x.shape[2:], w.shape[2:], stride)))
+        expected = convolution_backward_strides(dy, x, w, stride)
+        for strategy in (None, "swap1x1", "scatter", "phase"):
+            if strategy == "swap1x1" and w.shape[2:] != (1, 1):
+                continue
+            ours = convolution_backward_strides(dy, x, w, stride, strategy, scope="aten")
+            assert ours == expected, (strategy, w.shape)

@@ -1,9 +1,11 @@
 #include "ops/aten_scope.h"
 
+#include <ATen/native/ConvUtils.h>
 #include <ATen/ops/convolution_backward_native.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <array>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -68,16 +70,35 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
   const BackwardCall call =
       backward_call(grad_output, &input, &weight, output_mask[0], output_mask[1], params);
   const std::shared_ptr<const Plan> plan = plan_for(*geometry, &call);
-  at::Tensor grad_input, grad_weight, grad_bias;
-  if (output_mask[0] && output_mask[1]) {
-    std::tie(grad_input, grad_weight) = compute_grads(*plan, grad_output, input, weight);
-  } else if (output_mask[0]) {
-    grad_input = compute_grad_input(*plan, grad_output, weight);
-  } else if (output_mask[1]) {
-    grad_weight = compute_grad_weight(*plan, grad_output, input);
+  // The gradients planned for aten (and the bias) come from aten's own kernel
+  // with the caller's arguments, so they are aten's results stride for stride.
+  const bool input_by_us = output_mask[0] && plan->input.strategy != Strategy::aten;
+  const bool weight_by_us = output_mask[1] && plan->weight.strategy != Strategy::aten;
+  const std::array<bool, 3> aten_mask{output_mask[0] && !input_by_us,
+                                      output_mask[1] && !weight_by_us, output_mask[2]};
+  Gradients grads;
+  if (aten_mask[0] || aten_mask[1] || aten_mask[2]) {
+    grads = native_convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
+                                        dilation, transposed, output_padding, groups, aten_mask);
   }
-  if (output_mask[2]) grad_bias = compute_grad_bias(grad_output);
-  return {grad_input, grad_weight, grad_bias};
+  auto& [grad_input, grad_weight, grad_bias] = grads;
+  if (input_by_us || weight_by_us) {
+    // Ours are laid out as aten's backend lays out its results.
+    const at::MemoryFormat format = at::native::_determine_backend_memory_format(
+        input, weight,
+        at::native::select_conv_backend(input, weight, std::nullopt, c10::fromIntArrayRefSlow(stride),
+                                        c10::fromIntArrayRefSlow(padding),
+                                        c10::fromIntArrayRefSlow(dilation), transposed,
+                                        c10::fromIntArrayRefSlow(output_padding), groups,
+                                        bias_sizes ? std::optional<c10::SymIntArrayRef>(
+                                                         c10::fromIntArrayRefSlow(*bias_sizes))
+                                                   : std::nullopt));
+    if (input_by_us) grad_input = in_layout(compute_grad_input(*plan, grad_output, weight), format);
+    if (weight_by_us) grad_weight = in_layout(compute_grad_weight(*plan, grad_output, input), format);
+  }
+  if (aten_mask[0]) count_served(Gradient::input, plan->input);
+  if (aten_mask[1]) count_served(Gradient::weight, plan->weight);
+  return grads;
 }
 
 // Registering for a key that already has a kernel (CUDA) makes the dispatcher

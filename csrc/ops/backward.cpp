@@ -33,14 +33,14 @@ std::atomic<int64_t>& counter(Counts& counts, Gradient gradient, Strategy strate
   return counts[static_cast<size_t>(gradient)][static_cast<size_t>(strategy)];
 }
 
+}  // namespace
+
 // The tuner's own runs are not counted.
 void count_served(Gradient gradient, const GradientPlan& plan) {
   if (tuning_on_this_thread()) return;
   counter(served, gradient, plan.strategy)++;
   if (plan.measured) counter(served_measured, gradient, plan.strategy)++;
 }
-
-}  // namespace
 
 void set_forcing(const Forcing& forcing) {
   std::lock_guard<std::mutex> lock(forcing_state().mutex);

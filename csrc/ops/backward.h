@@ -42,6 +42,10 @@ std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry,
 int64_t served_count(Gradient gradient, Strategy strategy, bool measured_only = false);
 void reset_served_counts();
 
+// Counts one gradient computed as `plan` says (for callers that compute it
+// without compute_grad_*).
+void count_served(Gradient gradient, const GradientPlan& plan);
+
 // What every plan made from now on is forced to use: a strategy (nothing:
 // plan freely) and how swap1x1 writes dx when it serves (nothing: the
 // planner's choice); `strict`: raise where the forcing cannot serve instead
