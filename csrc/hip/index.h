@@ -1,4 +1,4 @@
-// Index math shared by every kernel and by their CPU twins and unit tests.
+// Index math shared by every kernel and by their unit tests.
 #pragma once
 
 #include <cstdint>

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "hip/bits.h"
 #include "hip/interleave_index.h"
 #include "hip/launch.h"
 #include "hip/layout.h"
@@ -86,28 +85,6 @@ void for_each_launch(at::Tensor& dx, const ConvGeometry& geometry,
   }
 }
 
-// The kernel's CPU twin: one element at a time, through the kernel's index math.
-template <typename Bits, typename Index>
-void twin_walk(const hip::InterleaveParams& p) {
-  Bits* dst = static_cast<Bits*>(p.dst);
-  for_each_element<Index>(p.dst_view, [&](const int64_t* coords, int64_t offset) {
-    const hip::InterleaveSource source = hip::interleave_source<Index>(p, coords);
-    if (source.write == hip::PhaseWrite::Copy) {
-      dst[offset] = static_cast<const Bits*>(p.phases[source.entry].data)[source.offset];
-    } else if (source.write == hip::PhaseWrite::Zero) {
-      dst[offset] = Bits{};
-    }
-  });
-}
-
-void launch_twin_on_cpu(const hip::InterleaveParams& p) {
-  const bool known = hip::visit_walk(p.element_bytes, hip::interleave_divides_narrow(p),
-                                     [&](auto bits, auto index) {
-                                       twin_walk<decltype(bits), decltype(index)>(p);
-                                     });
-  TORCH_CHECK(known, "bwdconv interleave: unsupported element size ", p.element_bytes);
-}
-
 // A phase result as [N, groups, per_group, q...]: dx channel g * per_group + j
 // reads its channel g * group_step + j (+ the phase's channel offset).
 at::Tensor grouped_result(const PhaseInput& in, ChannelMap channels, int64_t groups) {
@@ -174,14 +151,12 @@ at::Tensor empty_input_gradient(const Plan& plan, const at::Tensor& grad_output,
 void interleave(at::Tensor& dx, const Plan& plan, const std::vector<PhaseInput>& phases,
                 ChannelMap channels) {
   if (dx.numel() == 0) return;
-  if (!dx.is_cpu()) {
+  if (runs_kernels(dx)) {
     for_each_launch(dx, plan.geometry, phases, channels, [&](const hip::InterleaveParams& p) {
       run_kernel("interleave", dx, [&](auto target, hip::NativeStream stream) {
         return hip::launch_interleave<decltype(target)::value>(p, stream);
       });
     });
-  } else if (kernel_twins_on_cpu()) {
-    for_each_launch(dx, plan.geometry, phases, channels, launch_twin_on_cpu);
   } else {
     interleave_on_cpu(dx, plan, phases, channels);
   }

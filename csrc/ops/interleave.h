@@ -1,6 +1,7 @@
 // interleave: writes dx from the phases' sub-convolution results, in one pass
-// per up to 32 phases on GPUs (csrc/hip/interleave.cu), with strided ATen
-// copies per phase on the CPU (or the kernel's CPU twin, kernel_twins_on_cpu):
+// per up to 32 phases of the kernel (csrc/hip/interleave.cu) on GPUs and on
+// the host grid when switched on (kernels.h), with strided ATen copies per
+// phase on the CPU otherwise:
 // phase r's result row q lands at dx[s*q + r - p]; rows past the result, and
 // phases without one, are zeros. phase, phase_stacked and swap1x1 share it.
 #pragma once

@@ -1,7 +1,6 @@
 #include "ops/kernels.h"
 
-#include <cstdlib>
-#include <string>
+#include <atomic>
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 
@@ -21,13 +20,22 @@ hip::TensorView kernel_view(const at::Tensor& t) {
   return view;
 }
 
-bool kernel_twins_on_cpu() {
-  static const bool twins = [] {
-    const char* value = std::getenv("BWDCONV_CPU_KERNEL_TWINS");
-    return value != nullptr && std::string(value) == "1";
-  }();
-  return twins;
+namespace {
+
+std::atomic<int> switch_bits{0};  // 1: on_host, 2: wide_index
+
+}  // namespace
+
+KernelSwitches kernel_switches() {
+  const int bits = switch_bits.load();
+  return {(bits & 1) != 0, (bits & 2) != 0};
 }
+
+void set_kernel_switches(KernelSwitches switches) {
+  switch_bits.store((switches.on_host ? 1 : 0) | (switches.wide_index ? 2 : 0));
+}
+
+bool runs_kernels(const at::Tensor& t) { return !t.is_cpu() || kernel_switches().on_host; }
 
 hip::NativeStream current_stream(const at::Tensor& t) {
   const c10::impl::VirtualGuardImpl guard(t.device().type());

@@ -1,13 +1,11 @@
-// What the ops need to run a csrc/hip kernel: views of tensors, the launch
-// (GPU) or the kernel's CPU twin, and a readable error when a launch fails.
+// What the ops need to run a csrc/hip kernel: views of tensors, the launch on
+// a GPU stream or on the host grid, and a readable error when a launch fails.
 #pragma once
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <type_traits>
 
-#include "hip/index.h"
 #include "hip/params.h"
 #include "hip/portability.h"
 
@@ -16,11 +14,20 @@ namespace bwdconv::ops {
 // Sizes and strides of `t` in logical order, walked in memory order.
 hip::TensorView kernel_view(const at::Tensor& t);
 
-// Whether CPU data movement that has a faster ATen form runs through the
-// kernels' CPU twins instead (BWDCONV_CPU_KERNEL_TWINS=1, read once): for
-// tests, which then cover the kernels' launch parameters and index math on
-// any machine.
-bool kernel_twins_on_cpu();
+// How CPU tensors use the csrc/hip kernels (bwdconv.kernels_on_host, set and
+// read as one): `on_host` runs them on the host grid instead of ATen;
+// `wide_index` makes the scatter kernel use its 64-bit element offsets on
+// any shape (tests).
+struct KernelSwitches {
+  bool on_host = false;
+  bool wide_index = false;
+};
+KernelSwitches kernel_switches();
+void set_kernel_switches(KernelSwitches switches);
+
+// Whether the csrc/hip kernels serve tensors on `t`'s device: always on
+// GPUs, on the CPU when switched on.
+bool runs_kernels(const at::Tensor& t);
 
 // The native handle of the stream torch is using on `t`'s device (c10's
 // device-generic guard: the same code for CUDA and ROCm).
@@ -43,21 +50,6 @@ void run_kernel(const char* kernel, const at::Tensor& t, Launch&& launch) {
   } else {
     check_launch(launch(Device{}, current_stream(t)), kernel);
   }
-}
-
-// Calls body(coords, offset) for every element of `view` in walk order, in
-// parallel over contiguous runs: the CPU twin of a grid-stride kernel with
-// index type Index (hip/index.h, "divide").
-template <typename Index, typename Body>
-void for_each_element(const hip::TensorView& view, Body&& body) {
-  at::parallel_for(0, hip::element_count(view), 16384, [&](int64_t begin, int64_t end) {
-    int64_t coords[hip::kMaxTensorDims] = {};
-    int64_t offset = hip::unravel_offset<Index>(begin, view, coords);
-    for (int64_t linear = begin; linear < end; ++linear) {
-      body(coords, offset);
-      if (linear + 1 < end) offset = hip::advance_coords(view, coords, offset);
-    }
-  });
 }
 
 }  // namespace bwdconv::ops

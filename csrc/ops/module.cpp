@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dispatch/plan.h"
+#include "hip/host_grid.h"
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
 #include "ops/decisions.h"
@@ -247,6 +248,50 @@ pybind11::list strategy_registry() {
   return entries;
 }
 
+std::pair<bool, bool> kernel_switch_pair() {
+  const KernelSwitches switches = kernel_switches();
+  return {switches.on_host, switches.wide_index};
+}
+
+void set_kernel_switch_pair(bool on_host, bool wide_index) {
+  set_kernel_switches({on_host, wide_index});
+}
+
+pybind11::dict traffic_dict(const hip::host::Traffic& t) {
+  pybind11::dict result;
+  result["accesses"] = t.accesses;
+  result["bytes"] = t.bytes;
+  result["distinct_bytes"] = t.distinct_bytes;
+  for (const auto& [name, c] : {std::pair{"warp", t.warp}, {"wavefront", t.wavefront}}) {
+    pybind11::dict group;
+    group["requests"] = c.requests;
+    group["sectors"] = c.sectors;
+    group["min_sectors"] = c.min_sectors;
+    result[name] = group;
+  }
+  return result;
+}
+
+// What the host-grid launches since start_kernel_recording accessed.
+pybind11::dict stop_kernel_recording() {
+  const hip::host::Recording recording = hip::host::stop_recording();
+  pybind11::list launches;
+  for (const hip::host::LaunchRecord& launch : recording.launches) {
+    pybind11::dict entry;
+    entry["kernel"] = launch.kernel;
+    entry["blocks"] = launch.blocks;
+    entry["lanes_per_block"] = launch.lanes_per_block;
+    entry["load"] = traffic_dict(launch.load);
+    entry["store"] = traffic_dict(launch.store);
+    launches.append(entry);
+  }
+  pybind11::dict result;
+  result["launches"] = launches;
+  result["distinct_load_bytes"] = recording.distinct_load_bytes;
+  result["distinct_store_bytes"] = recording.distinct_store_bytes;
+  return result;
+}
+
 // {"input": {"aten": n, ...}, "weight": {...}}; `measured_only`: only the
 // gradients a measured decision chose.
 pybind11::dict served_counts(bool measured_only) {
@@ -273,8 +318,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_forcing", &set_forcing_by_name, pybind11::arg("strategy"),
         pybind11::arg("swap1x1_writer"), pybind11::arg("strict") = false);
   m.def("forcing", &forcing_names);
-  m.def("kernel_twins_on_cpu", &kernel_twins_on_cpu);
   m.def("strategy_registry", &strategy_registry);
+  m.def("kernel_switches", &kernel_switch_pair);
+  m.def("set_kernel_switches", &set_kernel_switch_pair, pybind11::arg("on_host"),
+        pybind11::arg("wide_index"));
+  m.def("start_kernel_recording", &bwdconv::hip::host::start_recording);
+  m.def("stop_kernel_recording", &stop_kernel_recording);
   m.def("served_counts", &served_counts, pybind11::arg("measured_only") = false);
   m.def("reset_served_counts", &reset_served_counts);
   m.def("plan", &plan_dict, pybind11::arg("input_size"), pybind11::arg("weight_size"),

@@ -25,6 +25,7 @@ hip::ScatterParams scatter_params(const Plan& plan, const at::Tensor& grad_outpu
                                             static_cast<int>(grad_output.element_size()), &p);
   TORCH_CHECK(walks, "bwdconv scatter: the buffer ", buffer.sizes(),
               " is too large for the scatter kernel's 32-bit positions");
+  p.wide_offsets = p.wide_offsets || kernel_switches().wide_index;
   return p;
 }
 
@@ -48,6 +49,18 @@ void scatter_on_cpu(const Plan& plan, const at::Tensor& grad_output, at::Tensor&
   slots.copy_(values);
 }
 
+// ATen on the CPU; the kernel on a GPU, or on the host grid when switched on (kernels.h).
+void fill_buffer(const Plan& plan, const at::Tensor& grad_output, at::Tensor& buffer) {
+  if (!runs_kernels(buffer)) {
+    scatter_on_cpu(plan, grad_output, buffer);
+    return;
+  }
+  const hip::ScatterParams p = scatter_params(plan, grad_output, buffer);
+  run_kernel("scatter", buffer, [&](auto target, hip::NativeStream stream) {
+    return hip::launch_scatter<decltype(target)::value>(p, stream);
+  });
+}
+
 }  // namespace
 
 at::Tensor scatter_grad_input(const Plan& plan, const at::Tensor& grad_output,
@@ -56,15 +69,7 @@ at::Tensor scatter_grad_input(const Plan& plan, const at::Tensor& grad_output,
   std::vector<int64_t> buffer_sizes{g.batch, g.out_channels};
   for (int i = 0; i < g.spatial_dims; ++i) buffer_sizes.push_back(plan.scatter.dims[i].buffer);
   at::Tensor buffer = at::empty(buffer_sizes, grad_output.options().memory_format(format));
-  if (!buffer.is_cpu() || kernel_twins_on_cpu()) {
-    // the kernel: on a GPU, or on the host grid (BWDCONV_CPU_KERNEL_TWINS=1)
-    const hip::ScatterParams p = scatter_params(plan, grad_output, buffer);
-    run_kernel("scatter", buffer, [&](auto target, hip::NativeStream stream) {
-      return hip::launch_scatter<decltype(target)::value>(p, stream);
-    });
-  } else {
-    scatter_on_cpu(plan, grad_output, buffer);
-  }
+  fill_buffer(plan, grad_output, buffer);
   const std::vector<int64_t> ones(g.spatial_dims, 1), zeros(g.spatial_dims, 0);
   return at::convolution(buffer, adjoint_filter(weight, g.groups), std::nullopt, ones, zeros,
                          geometry_params(g).dilation, /*transposed=*/false, zeros, g.groups);

@@ -90,11 +90,12 @@ hip::SplitKParams kernel_params(const Plan& plan, const at::Tensor& grad_output,
   return p;
 }
 
-// The csrc/hip kernels: fp32 (fp64) partials per chunk, then an in-order
-// reduce and cast; everything stays on the stream, nothing synchronises.
-at::Tensor splitk_on_gpu(const Plan& plan, const at::Tensor& grad_output,
-                         const at::Tensor& input, at::IntArrayRef weight_sizes,
-                         at::ScalarType partial) {
+// The csrc/hip kernels (GPUs, or the host grid when switched on): fp32 (fp64)
+// partials per chunk, then an in-order reduce and cast; everything stays on
+// the stream, nothing synchronises.
+at::Tensor splitk_with_kernels(const Plan& plan, const at::Tensor& grad_output,
+                               const at::Tensor& input, at::IntArrayRef weight_sizes,
+                               at::ScalarType partial) {
   at::Tensor grad_weight = at::empty(weight_sizes, grad_output.options());
   const at::Tensor partials =
       at::empty({plan.splitk.chunks(), grad_weight.numel()}, grad_output.options().dtype(partial));
@@ -114,8 +115,8 @@ at::Tensor splitk_grad_weight(const Plan& plan, const at::Tensor& grad_output,
   const SplitKGeometry& sk = plan.splitk;
   const at::ScalarType partial =
       grad_output.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-  if (grad_output.is_cuda()) {
-    return splitk_on_gpu(plan, grad_output, input, weight_sizes(g), partial);
+  if (runs_kernels(grad_output)) {
+    return splitk_with_kernels(plan, grad_output, input, weight_sizes(g), partial);
   }
   at::Tensor sum = at::zeros(weight_sizes(g), grad_output.options().dtype(partial));
   for (int64_t b = 0; b < sk.batch_chunks; ++b) {

@@ -18,6 +18,8 @@ from ._explain import (
     served,
     strategies,
 )
+from ._kernels import _apply_environment as _apply_kernel_environment
+from ._kernels import kernels_on_host, kernels_on_host_enabled
 from ._model import ModelExplanation, explain_model
 from ._tune import autotuning, clear_decisions, decisions, is_autotuning, set_autotune
 from .functional import conv1d, conv2d, conv3d
@@ -46,8 +48,11 @@ __all__ = [
     "is_autotuning",
     "clear_decisions",
     "decisions",
+    "kernels_on_host",
+    "kernels_on_host_enabled",
 ]
 
 __version__ = "0.1.0"
 
 _apply_environment()
+_apply_kernel_environment()

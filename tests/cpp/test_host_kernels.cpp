@@ -185,6 +185,33 @@ TEST(HostGridRecording, ALoadAndAStoreOnOneLineAreTwoSites) {
   EXPECT_EQ(recording.launches[0].load.warp.requests, 2);
 }
 
+// The recorded traffic of a scatter whose rows are all interior chunks
+// (stride 2, lead -1, 17 values: the 32-element rows hold 0, dy[1], 0, ...,
+// dy[16]), into a 64-byte aligned buffer: each element stored once, in 16-byte stores, and
+// each warp's stores in the 16 sectors that hold its 512 bytes.
+TEST(HostGridRecording, InteriorChunkStoresAreCoalescedAndWrittenOnce) {
+  const std::vector<int64_t> src_sizes{1, 2, 16, 17}, dst_sizes{1, 2, 16, 32};
+  const std::vector<float> src = small_integers(element_count_of(src_sizes), 2);
+  alignas(64) static float dst[2 * 16 * 32];
+  const int64_t stride[2] = {1, 2}, lead[2] = {0, -1};
+  ScatterParams p;
+  p.src = src.data();
+  p.dst = dst;
+  ASSERT_TRUE(make_scatter_walk(view_of(src_sizes, false), view_of(dst_sizes, false), stride,
+                                lead, sizeof(float), &p));
+  host::start_recording();
+  ASSERT_EQ(launch_scatter<Target::host>(p, nullptr), nullptr);
+  const host::Recording recording = host::stop_recording();
+  ASSERT_EQ(recording.launches.size(), 1u);
+  const host::Traffic& stores = recording.launches[0].store;
+  EXPECT_EQ(stores.bytes, static_cast<int64_t>(sizeof dst));
+  EXPECT_EQ(stores.distinct_bytes, static_cast<int64_t>(sizeof dst));
+  EXPECT_EQ(stores.accesses, static_cast<int64_t>(sizeof dst / 16));
+  EXPECT_EQ(stores.warp.requests, static_cast<int64_t>(sizeof dst / (32 * 16)));
+  EXPECT_EQ(stores.warp.sectors, stores.warp.requests * 16);
+  EXPECT_EQ(stores.warp.min_sectors, stores.warp.sectors);
+}
+
 // dx [2, 4, 7, 6], stride (2, 3), padding (1, 2): 6 phases, one of them a
 // zero phase, one kept by another writer, the others copied from results of
 // shorter extents (slots past them are zeros).

@@ -30,8 +30,9 @@ def kernels():
             if "input" in e.gradients and e.kernel}
 
 
-def kernel_bytes(strategy, writer, plan, case, element_size):
-    """Bytes the strategy's data-movement kernel writes and reads."""
+def kernel_elements(strategy, writer, plan, case):
+    """(elements the strategy's data-movement kernel must write, elements it
+    must read): its output once, each source element it copies once."""
     computed = sum(case.batch * case.in_channels * math.prod(phase["computed"])
                    for phase in plan["phases"] if not phase["empty"])
     if strategy == "scatter":  # the padded, zero-inserted buffer from grad_output
@@ -43,7 +44,12 @@ def kernel_bytes(strategy, writer, plan, case, element_size):
     else:  # dx from the computed slots of the non-empty phases
         written = case.batch * case.in_channels * math.prod(case.input)
         read = computed
-    return (written + read) * element_size
+    return written, read
+
+
+def kernel_bytes(strategy, writer, plan, case, element_size):
+    """Bytes the strategy's data-movement kernel writes and reads."""
+    return sum(kernel_elements(strategy, writer, plan, case)) * element_size
 
 
 def kernel_ms(fn, kernel, iterations):

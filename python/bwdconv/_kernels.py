@@ -1,0 +1,35 @@
+"""Where CPU tensors' data movement and splitk run: ATen (the default), or the
+csrc/hip kernels themselves on the host grid (the GPU kernels' code, run on
+the CPU: slower, for tests and for measuring the kernels' memory traffic)."""
+
+import contextlib
+import os
+
+from ._library import _C
+
+
+def kernels_on_host_enabled():
+    """Whether CPU tensors run the csrc/hip kernels on the host grid."""
+    return _C.kernel_switches()[0]
+
+
+@contextlib.contextmanager
+def kernels_on_host(*, wide_index=False):
+    """Inside the block, CPU tensors run bwdconv's own kernels (scatter, the
+    interleave pass of phase, phase_stacked and swap1x1, splitk's partials and
+    reduce) on the host grid instead of ATen. `wide_index=True` also makes the
+    scatter kernel use its 64-bit element offsets on any shape (tests)."""
+    previous = _C.kernel_switches()
+    _C.set_kernel_switches(True, wide_index)
+    try:
+        yield
+    finally:
+        _C.set_kernel_switches(*previous)
+
+
+def _apply_environment():
+    """BWDCONV_CPU_KERNELS=host runs the kernels on the host grid for the whole process."""
+    value = os.environ.get("BWDCONV_CPU_KERNELS", "aten")
+    if value not in ("aten", "host"):
+        raise ValueError(f"BWDCONV_CPU_KERNELS must be 'aten' or 'host', not {value!r}")
+    _C.set_kernel_switches(value == "host", False)

@@ -1,0 +1,174 @@
+"""The csrc/hip kernels themselves, run on the host grid for CPU tensors
+(bwdconv.kernels_on_host): scatter, the interleave pass of phase,
+phase_stacked and swap1x1 (both writers) and splitk's partials and reduce,
+through the ops, on random 1-3D shapes with groups, dilation and padding, in
+every dtype, NCHW and channels_last, with more phases than one launch carries,
+and scatter also with its 64-bit element offsets forced on.
+
+Data movement copies bits, so dx from the kernels must equal, bit for bit and
+stride for stride, dx from the CPU's ATen writers (strided copies), and both
+must meet the accuracy rule against aten. splitk must meet the accuracy rule
+and give the same bits on every run."""
+
+import random
+
+import pytest
+import torch
+
+import bwdconv
+from bwdconv.bench.run import SWAP1X1_WRITERS
+from conftest import aten_gradients
+from test_strategies import max_error, operands, random_case
+
+SEED = 20261123
+DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+# 1x1 shapes whose channels_last dx swap1x1's in_place writer can fill (no
+# padding, one group, slots forming one strided batch), rare among random ones.
+IN_PLACE_CASES = [((2, 8, 10, 12), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),
+                  ((1, 4, 9, 11), (6, 4, 1, 1), [2, 3], [0, 0], [1, 1], 1),
+                  ((2, 4, 3, 5, 8), (4, 4, 1, 1, 1), [1, 1, 2], [0, 0, 0], [1, 1, 1], 1)]
+# More phases than one interleave launch carries (32): 36, 40 and 64.
+MANY_PHASE_CASES = [((1, 2, 13, 14), (2, 2, 3, 3), [6, 6], [1, 1], [1, 1], 1),
+                    ((2, 3, 90), (4, 3, 5), [40], [2], [1], 1),
+                    ((1, 2, 9, 9, 10), (2, 2, 2, 2, 2), [4, 4, 4], [0, 1, 0], [1, 1, 1], 1),
+                    ((1, 4, 12, 16), (4, 4, 1, 1), [6, 8], [0, 0], [1, 1], 1)]
+# (strategy, swap1x1 writer) for every input-gradient strategy that launches a
+# kernel, swap1x1 once per writer.
+INPUT_FORCINGS = [(e.name, writer) for e in bwdconv.registry()
+                  if "input" in e.gradients and e.kernel
+                  for writer in (SWAP1X1_WRITERS if e.name == "swap1x1" else (None,))]
+
+
+def channels_last(t):
+    return t.contiguous(memory_format=torch.channels_last if t.dim() == 4
+                        else torch.channels_last_3d)
+
+
+def case_operands(case, trial, dtype, last):
+    """x, w, dy in `dtype` (dy in channels_last when `last`), and their float64 originals."""
+    x64, w64 = operands(case, seed=trial)
+    _, _, s, p, d, groups = case
+    torch.manual_seed(trial)
+    dy64 = torch.randn_like(torch.ops.aten.convolution(x64, w64, None, s, p, d, False,
+                                                       [0] * len(s), groups))
+    x, w, dy = x64.to(dtype), w64.to(dtype), dy64.to(dtype)
+    if last and dy.dim() > 3:
+        x, dy = channels_last(x), channels_last(dy)
+    return (x, w, dy), (x64, w64, dy64)
+
+
+def input_gradient(case, dy, w, x, forcing):
+    _, _, s, p, d, groups = case
+    strategy, writer = forcing
+    with bwdconv.force_strategy(strategy, swap1x1_writer=writer):
+        return torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d,
+                                                            groups)
+
+
+def weight_gradient(case, dy, x, w):
+    _, _, s, p, d, groups = case
+    with bwdconv.force_strategy("splitk"):
+        return torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d,
+                                                             groups)
+
+
+def assert_accurate(ours, theirs, reference, where):
+    """The accuracy rule: at most twice aten's error against float64 math (in
+    float64: within 1e-10), plus 1e-5 of the reference's magnitude."""
+    if ours.dtype == torch.float64:
+        torch.testing.assert_close(ours, reference, rtol=1e-10, atol=1e-10, msg=where)
+        return
+    bound = 2 * max_error(theirs, reference) + 1e-5 * reference.abs().max().item()
+    assert max_error(ours, reference) <= bound, where
+
+
+def input_cases():
+    """(trial, case, dtype, channels_last) for random shapes, the in_place
+    shapes and the many-phase shapes."""
+    rng = random.Random(SEED)
+    cases = [random_case(rng, one_by_one=trial % 3 == 0) for trial in range(72)]
+    cases += IN_PLACE_CASES + MANY_PHASE_CASES
+    return [(trial, case, DTYPES[trial % 4], trial % 2 == 1 or case in IN_PLACE_CASES)
+            for trial, case in enumerate(cases)]
+
+
+def test_data_movement_kernels_write_what_the_aten_writers_write():
+    checked, wide, many_phases, in_place = 0, 0, 0, 0
+    for trial, case, dtype, last in input_cases():
+        (x, w, dy), (x64, w64, dy64) = case_operands(case, trial, dtype, last)
+        _, _, s, p, d, groups = case
+        reference = aten_gradients(dy64, x64, w64, s, p, d, groups)[0]
+        theirs = aten_gradients(dy, x, w, s, p, d, groups)[0]
+        for forcing in INPUT_FORCINGS:
+            where = f"trial {trial} {forcing} {case} {dtype} channels_last={last}"
+            try:
+                aten_written = input_gradient(case, dy, w, x, forcing)
+            except ValueError:
+                continue  # the strategy (or writer) cannot serve this shape
+            with bwdconv.kernels_on_host():
+                ours = input_gradient(case, dy, w, x, forcing)
+            assert ours.stride() == aten_written.stride(), where
+            assert torch.equal(ours, aten_written), where
+            assert_accurate(ours, theirs, reference, where)
+            if forcing[0] == "scatter":  # its 64-bit offsets on the same shape
+                with bwdconv.kernels_on_host(wide_index=True):
+                    assert torch.equal(input_gradient(case, dy, w, x, forcing), ours), where
+                wide += 1
+            checked += 1
+            many_phases += case in MANY_PHASE_CASES
+            in_place += forcing[1] == "in_place"
+    assert checked >= 200 and wide >= 50
+    assert many_phases >= 2 * len(MANY_PHASE_CASES) and in_place >= len(IN_PLACE_CASES)
+
+
+def test_the_switch_runs_the_kernels_on_the_host_grid():
+    """The host grid really runs: its traffic record sees the interleave kernel
+    write every element of dx exactly once (and nothing runs it without the switch)."""
+    case = ((2, 3, 9, 8), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1)
+    (x, w, dy), _ = case_operands(case, 0, torch.float32, False)
+    bwdconv._library._C.start_kernel_recording()
+    input_gradient(case, dy, w, x, ("phase", None))
+    assert bwdconv._library._C.stop_kernel_recording()["launches"] == []
+    bwdconv._library._C.start_kernel_recording()
+    with bwdconv.kernels_on_host():
+        dx = input_gradient(case, dy, w, x, ("phase", None))
+    record = bwdconv._library._C.stop_kernel_recording()
+    assert [launch["kernel"] for launch in record["launches"]] == ["interleave"]
+    stores = record["launches"][0]["store"]
+    assert stores["bytes"] == stores["distinct_bytes"] == dx.numel() * dx.element_size()
+
+
+def splitk_cases():
+    rng = random.Random(SEED + 1)
+    cases = [random_case(rng) for _ in range(16)]
+    cases.append(((2, 4, 12, 12), (6, 2, 3, 3), [1, 1], [1, 1], [1, 1], 2))
+    return [(trial, case, DTYPES[trial % 4], trial % 2 == 1) for trial, case in enumerate(cases)]
+
+
+@pytest.mark.parametrize("trial,case,dtype,last", splitk_cases())
+def test_splitk_kernels_meet_the_accuracy_rule_and_repeat_bit_for_bit(trial, case, dtype, last):
+    (x, w, dy), (x64, w64, dy64) = case_operands(case, trial, dtype, last)
+    _, _, s, p, d, groups = case
+    reference = aten_gradients(dy64, x64, w64, s, p, d, groups)[1]
+    theirs = aten_gradients(dy, x, w, s, p, d, groups)[1]
+    with bwdconv.kernels_on_host():
+        ours = weight_gradient(case, dy, x, w)
+        again = weight_gradient(case, dy, x, w)
+    where = f"trial {trial} {case} {dtype} channels_last={last}"
+    assert ours.dtype == dtype and ours.shape == w.shape, where
+    assert torch.equal(ours, again), where
+    assert_accurate(ours, theirs, reference, where)
+
+
+def test_environment_variable_turns_the_switch_on(monkeypatch):
+    """BWDCONV_CPU_KERNELS, as bwdconv reads it at import."""
+    try:
+        for value, expected in (("host", True), ("aten", False)):
+            monkeypatch.setenv("BWDCONV_CPU_KERNELS", value)
+            bwdconv._kernels._apply_environment()
+            assert bwdconv.kernels_on_host_enabled() is expected
+        monkeypatch.setenv("BWDCONV_CPU_KERNELS", "gpu")
+        with pytest.raises(ValueError, match="BWDCONV_CPU_KERNELS"):
+            bwdconv._kernels._apply_environment()
+    finally:
+        bwdconv._library._C.set_kernel_switches(False, False)
