@@ -233,3 +233,23 @@ def test_kernel_bytes_count_each_element_once():
     # in_place: the GEMM filled the 4x4 slots; the pass only zeroes the other 48 of 64.
     assert kernel_bytes("swap1x1", "in_place", plan, case, 4) == 4 * (2 * 3 * 48)
     assert kernel_bytes("scatter", None, plan, case, 2) == 2 * (2 * 5 * 64 + 2 * 5 * 16)
+
+
+def test_traffic_records_every_kernel_writing_its_output_once(tmp_path, capsys):
+    """python -m bwdconv.bench.traffic on two tiny suite lines: a row per kernel
+    of every strategy that launches one, each writing its output exactly once
+    (stored bytes equal the minimum, nothing stored twice)."""
+    from bwdconv.bench.traffic import main as traffic_main
+
+    suite = tmp_path / "tiny.txt"
+    suite.write_text("conv -n 2 -c 4 -H 9 -W 10 -k 6 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 6\n"
+                     "conv -n 2 -c 4 -H 8 -W 8 -k 6 -y 1 -x 1 -u 2 -v 2 -F 2\n")
+    traffic_main(["--suite", str(suite), "--scale", "1"])
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| conv ")]
+    kernels = {(row[1].split("[")[0], row[2]) for row in rows}
+    expected = {(e.name, e.kernel) for e in bwdconv.registry() if e.kernel and e.name != "splitk"}
+    assert expected <= kernels
+    assert {("splitk", "splitk_partials"), ("splitk", "splitk_reduce")} <= kernels
+    for row in rows:
+        assert row[6] == "1.00" and row[7] == "0", row

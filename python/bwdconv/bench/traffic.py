@@ -27,7 +27,7 @@ import bwdconv
 from .cli import add_layout_option, read_suite, suite_path
 from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, scale_case, with_layout
 from .kernels import kernel_elements
-from .run import INPUT_STRATEGIES, forced_entries, forcing, make_operands
+from .run import forced_entries, forcing, make_operands
 
 _C = bwdconv._library._C
 
@@ -41,6 +41,11 @@ def recorded(fn):
     finally:
         record = _C.stop_kernel_recording()
     return record
+
+
+def kernel_strategies(gradient):
+    """The registry's strategies for `gradient` that launch a kernel."""
+    return [e.name for e in bwdconv.registry() if gradient in e.gradients and e.kernel]
 
 
 def efficiency(coalescing):
@@ -115,7 +120,7 @@ def measure(case):
                                                           dilation, groups)
 
         for name, fn, forced in forced_entries(explanation, BACKWARD_DATA, call,
-                                               [s for s in INPUT_STRATEGIES if s != "aten"]):
+                                               kernel_strategies("input")):
             with forcing(forced):
                 record = recorded(fn)
             minimum = data_movement_minimum(*forced, plan, case, element_size)
@@ -125,7 +130,8 @@ def measure(case):
             torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), stride, padding,
                                                            dilation, groups)
 
-        for name, fn, forced in forced_entries(explanation, BACKWARD_WEIGHT, call, ["splitk"]):
+        for name, fn, forced in forced_entries(explanation, BACKWARD_WEIGHT, call,
+                                               kernel_strategies("weight")):
             with forcing(forced):
                 record = recorded(fn)
             rows += rows_for(case.label(), name, record,
