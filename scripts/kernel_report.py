@@ -7,7 +7,8 @@ those counts and published device figures. Nothing here is a measurement of a
 kernel running on a GPU.
 
     python3 scripts/kernel_report.py --out DIR      # record: DIR/report.md, DIR/kernels.json
-    python3 scripts/kernel_report.py --check        # exit 1 when a rule below is broken
+    python3 scripts/kernel_report.py --check [ROLE] # exit 1 when a rule below is broken
+                                                    # (ROLE: data_movement or splitk; all by default)
 
 What it does:
 - compiles every csrc/hip/*.cu for sm_80 and sm_90 (nvcc -cubin -Xptxas -v:
@@ -25,8 +26,9 @@ What it does:
 
 The rules of --check (issue 15): no spill anywhere; stack frame / scratch 0 in
 the data-movement kernels; no LDS the compiler made in a kernel beyond the
-shared memory it declares; splitk's products on tensor cores / MFMA or on the
-vendor GEMM.
+shared memory it declares; modelled occupancy of the data-movement kernels at
+least 50% on sm_90 and gfx940; splitk's products on tensor cores / MFMA or on
+the vendor GEMM.
 """
 from __future__ import annotations
 
@@ -277,27 +279,34 @@ def block_weight(code: list[Instruction], b: Block, keep) -> int:
     return sum(ins.weight for ins in code[b.start:b.end] if keep(ins))
 
 
-def longest_path(code, blocks, dom, header, body, latches, keep) -> tuple[int, int, int]:
-    """Instructions on the longest and shortest paths header -> latch inside `body`
-    with every back edge inside the body removed (inner loops counted once), and
-    the number of inner loops."""
-    inner_backedges = set()
-    for u in body:
-        for s in blocks[u].succ:
-            if s in body and s in dom[u]:
-                inner_backedges.add((u, s))
+def back_edges(blocks, dom, body) -> set[tuple[int, int]]:
+    """The back edges inside a loop body: u -> t where t dominates u."""
+    return {(u, t) for u in body for t in blocks[u].succ if t in body and t in dom[u]}
+
+
+def forward_order(blocks, header, body, back) -> list[int]:
+    """The body's blocks reachable from header without a back edge, each before
+    its successors (reverse postorder of the depth-first walk)."""
     order, seen = [], set()
 
     def visit(x):
         seen.add(x)
-        for s in blocks[x].succ:
-            if s in body and (x, s) not in inner_backedges and s not in seen:
-                visit(s)
+        for t in blocks[x].succ:
+            if t in body and (x, t) not in back and t not in seen:
+                visit(t)
         order.append(x)
 
     sys.setrecursionlimit(10000)
     visit(header)
-    order.reverse()
+    return order[::-1]
+
+
+def longest_path(code, blocks, dom, header, body, latches, keep) -> tuple[int, int, int]:
+    """Instructions on the longest and shortest paths header -> latch inside `body`
+    with every back edge inside the body removed (inner loops counted once), and
+    the number of inner loops."""
+    inner_backedges = back_edges(blocks, dom, body)
+    order = forward_order(blocks, header, body, inner_backedges)
     best = {header: block_weight(code, blocks[header], keep)}
     least = dict(best)
     for x in order:
@@ -319,18 +328,8 @@ def heaviest_path(code, blocks, dom, header, body, latches, keep, weight_of=None
     every back edge inside it removed (inner loops counted once, or not at all
     when weight_of gives their blocks 0). The path passes through a block that
     `require` accepts, and through none that `forbid` accepts; None if no such path."""
-    back = {(u, t) for u in body for t in blocks[u].succ if t in body and t in dom[u]}
-    order, seen = [], set()
-
-    def visit(x):
-        seen.add(x)
-        for t in blocks[x].succ:
-            if t in body and (x, t) not in back and t not in seen:
-                visit(t)
-        order.append(x)
-
-    sys.setrecursionlimit(10000)
-    visit(header)
+    back = back_edges(blocks, dom, body)
+    order = forward_order(blocks, header, body, back)
     weight = weight_of or (lambda k: block_weight(code, blocks[k], keep))
     ok = lambda k: not (forbid and forbid(code[blocks[k].start:blocks[k].end]))
     hit = lambda k: bool(require and require(code[blocks[k].start:blocks[k].end]))
@@ -338,7 +337,7 @@ def heaviest_path(code, blocks, dom, header, body, latches, keep, weight_of=None
         return None
     start = (header, hit(header) or require is None)
     best, prev = {start: weight(header)}, {start: None}
-    for x in reversed(order):
+    for x in order:
         for state in (False, True):
             if (x, state) not in best:
                 continue
@@ -735,7 +734,8 @@ def nv_code_facts(code: list[Instruction], role: str) -> dict:
         facts["loop"] = per_element_loop(
             code, sass_is_store, sass_keep,
             lambda i: sass_is_store(i) and i.opcode.endswith(".128"),
-            lambda i: i.opcode.split(".")[0] == "LDG" and i.opcode.endswith(".128"),
+            # a global load, or a generic one (a pointer read from a parameter array)
+            lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and i.opcode.endswith(".128"),
             lambda h: sass_cycles_per_iteration(h)[0])
     return facts
 
@@ -937,10 +937,20 @@ def vendor_gemm_for_splitk() -> bool:
         and "launch_splitk_partials" not in source
 
 
-def violations(kernels: list[dict]) -> list[str]:
+ROLES = ("data_movement", "splitk")
+
+
+def violations(kernels: list[dict], roles: tuple[str, ...] = ROLES) -> list[str]:
+    """The rules broken by the kernels of `roles`."""
     found = []
     splitk_products = [k for k in kernels if k["role"] == "splitk" and "partials" in k["kernel"]]
+    if "splitk" not in roles:
+        splitk_products = []
     for k in kernels:
+        if k["role"] not in roles:
+            continue
+        if k["role"] == "data_movement":
+            found += occupancy_violations(k)
         for arch, t in k["targets"].items():
             where = f"{k['kernel']} [{arch}]"
             if arch.startswith("sm_"):
@@ -965,8 +975,25 @@ def violations(kernels: list[dict]) -> list[str]:
                 found.append(f"{k['kernel']} [{arch}]: splitk products without HMMA/HGMMA instructions")
             if arch.startswith("gfx") and not t.get("mfma_instructions"):
                 found.append(f"{k['kernel']} [{arch}]: splitk products without MFMA instructions")
-    if not splitk_products and not vendor_gemm_for_splitk():
+    if "splitk" in roles and not splitk_products and not vendor_gemm_for_splitk():
         found.append("splitk: no product kernel and no vendor GEMM call in csrc/ops/splitk.cpp")
+    return found
+
+
+def occupancy_violations(k: dict) -> list[str]:
+    """A data-movement kernel below the modelled occupancy target on sm_90 or gfx940."""
+    found = []
+    nv, amd = k["targets"].get("sm_90"), k["targets"].get("gfx940")
+    if nv:
+        occ = sm90_occupancy(nv["registers"], nv["smem"])
+        if occ["occupancy"] < OCCUPANCY_TARGET:
+            found.append(f"{k['kernel']} [sm_90]: modelled occupancy {pct(occ['occupancy'])} "
+                         f"({occ['limiter']}) below {pct(OCCUPANCY_TARGET)}")
+    if amd:
+        occ = gfx940_occupancy(amd["vgpr_count"], amd["agpr_count"], amd["group_segment_fixed_size"])
+        if occ["occupancy"] < OCCUPANCY_TARGET:
+            found.append(f"{k['kernel']} [gfx940]: modelled occupancy {pct(occ['occupancy'])} "
+                         f"({occ['limiter']}) below {pct(OCCUPANCY_TARGET)}")
     return found
 
 
@@ -1069,7 +1096,8 @@ def markdown(kernels, occupancy, rows, problems, tools, command) -> str:
         out += [f"{len(problems)} violation(s):", ""] + [f"- {p}" for p in problems]
     else:
         out += ["No violation: no spill; stack frame and scratch 0 in the data-movement kernels; no",
-                "compiler-made LDS; splitk's products on tensor cores / MFMA or the vendor GEMM."]
+                "compiler-made LDS; data-movement occupancy at least 50% on sm_90 and gfx940;",
+                "splitk's products on tensor cores / MFMA or the vendor GEMM."]
     return "\n".join(out) + "\n"
 
 
@@ -1131,7 +1159,8 @@ def tools_line(tools: Tools) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="write report.md and kernels.json here")
-    parser.add_argument("--check", action="store_true", help="exit 1 on a rule violation")
+    parser.add_argument("--check", nargs="?", const="all", choices=("all",) + ROLES,
+                        help="exit 1 when a rule is broken (by the kernels of one role, or all)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--keep", type=Path, help="keep cubins, SASS and assembly here")
     args = parser.parse_args()
@@ -1165,7 +1194,13 @@ def main() -> int:
         print(report)
     for p in problems:
         print("kernel_report: " + p, file=sys.stderr)
-    return 1 if args.check and problems else 0
+    if not args.check:
+        return 0
+    checked = violations(kernels, ROLES if args.check == "all" else (args.check,))
+    if checked:
+        print(f"kernel_report: {len(checked)} violation(s) of the rules checked ({args.check})",
+              file=sys.stderr)
+    return 1 if checked else 0
 
 
 if __name__ == "__main__":

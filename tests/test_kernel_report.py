@@ -180,3 +180,18 @@ def test_rules():
     assert not any("splitk_partials_kernel<float, float> [gfx940]" in f for f in found)
     # a splitk kernel's declared shared memory is not compiler-made LDS
     assert not any("8704 B LDS" in f for f in found)
+
+
+def test_occupancy_rule_and_roles():
+    # 72 registers: 3 blocks of 8 warps on sm_90 (37.5%); 136 VGPRs: 3 waves per SIMD on gfx940
+    low = [kernel("interleave_kernel<unsigned short, int, 2, 2>", "data_movement",
+                  {"registers": 72}, {"vgpr_count": 136}),
+           kernel("splitk_partials_kernel<float, float>", "splitk", {"registers": 72})]
+    found = kr.violations(low)
+    assert any("[sm_90]: modelled occupancy 38%" in f for f in found)
+    assert any("[gfx940]: modelled occupancy 38%" in f for f in found)
+    assert not any("splitk_partials_kernel<float, float> [sm_90]: modelled occupancy" in f
+                   for f in found)  # the occupancy rule is for data movement
+    data_movement = kr.violations(low, ("data_movement",))
+    assert data_movement and all("interleave" in f for f in data_movement)
+    assert all("interleave" not in f for f in kr.violations(low, ("splitk",)))

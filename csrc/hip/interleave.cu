@@ -1,44 +1,235 @@
 #include "interleave.h"
 
-#include "bits.h"
 #include "interleave_index.h"
 #include "launch.h"
+#include "row_chunks.h"
 
 namespace bwdconv::hip {
 namespace {
 
-// One thread per dx element (grid-stride, dx walked in memory order).
+// a or b, chosen field by field (no select between addresses, which would
+// keep the sources in memory).
 template <typename Bits, typename Index>
-__global__ void __launch_bounds__(kThreadsPerBlock)
-    interleave_kernel(InterleaveParams p, int64_t total) {
-  Bits* dst = static_cast<Bits*>(p.dst);
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t linear = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       linear < total; linear += step) {
-    int64_t coords[kMaxTensorDims];
-    const int64_t dst_offset = unravel_offset<Index>(linear, p.dst_view, coords);
-    const InterleaveSource source = interleave_source<Index>(p, coords);
-    if (source.write == PhaseWrite::Copy) {
-      const Bits* src = static_cast<const Bits*>(p.phases[source.entry].data);
-      global_store(dst + dst_offset, global_load(src + source.offset));
-    } else if (source.write == PhaseWrite::Zero) {
-      global_store(dst + dst_offset, Bits{});
+__device__ inline RowSource<Bits, Index> choose(bool first, const RowSource<Bits, Index>& a,
+                                                const RowSource<Bits, Index>& b) {
+  RowSource<Bits, Index> source;
+  source.row = first ? a.row : b.row;
+  source.stride = first ? a.stride : b.stride;
+  source.extent = first ? a.extent : b.extent;
+  source.keep = first ? a.keep : b.keep;
+  return source;
+}
+
+// The sources of a row's residues. kStep 1 and 2 (the row dim's stride)
+// look each residue's source up once per row; kStep 0 (any stride) looks it
+// up per element.
+template <typename Bits, typename Index, int kStep, int kOuter>
+struct RowSources {
+  RowSource<Bits, Index> fixed[kStep > 0 ? kStep : 1];
+
+  __device__ RowSources(const InterleaveParams& p, const RowOrigin<kOuter, Index>& origin) {
+    if constexpr (kStep > 0) {
+      for (int r = 0; r < kStep; ++r) fixed[r] = row_source<Bits, Index, kOuter>(p, origin, r);
     }
   }
+
+  __device__ RowSource<Bits, Index> at(const InterleaveParams& p,
+                                       const RowOrigin<kOuter, Index>& origin,
+                                       Position residue) const {
+    if constexpr (kStep == 0) {
+      return row_source<Bits, Index, kOuter>(p, origin, residue);
+    } else if constexpr (kStep == 1) {
+      return fixed[0];
+    } else {
+      return choose(residue == 0, fixed[0], fixed[1]);
+    }
+  }
+};
+
+// Slot q of a source, or a zero past its values.
+template <typename Bits, typename Index>
+__device__ inline Bits value_at(const RowSource<Bits, Index>& source, Position q) {
+  return q < source.extent ? global_load(source.row + q * source.stride) : Bits{};
+}
+
+// An interior chunk (every lane inside the row and inside its source's
+// values) whose lane 0 is at cursor `at`. With a fixed step s dividing the
+// chunk, lane e = j + s*m reads source `lane_source[j]` at slot
+// at.o + slot_shift[j] + m, the same sources for every chunk of the row.
+template <typename Bits, typename Index, int kStep, int kOuter>
+__device__ inline Chunk<Bits> gather(const InterleaveParams& p,
+                                     const RowOrigin<kOuter, Index>& origin,
+                                     const RowSources<Bits, Index, kStep, kOuter>& sources,
+                                     const RowSource<Bits, Index>* lane_source,
+                                     const Position* slot_shift, RowCursor at, Position step) {
+  constexpr int kLanes = Chunk<Bits>::kLanes;
+  Chunk<Bits> values;
+  if constexpr (kStep > 0) {
+    for (int j = 0; j < kStep; ++j) {
+      const RowSource<Bits, Index>& source = lane_source[j];
+      if (source.extent > 0) {
+        const Bits* from = source.row + (at.o + slot_shift[j]) * source.stride;
+        for (int m = 0; m < kLanes / kStep; ++m) {
+          values.lane[j + kStep * m] = global_load(from + m * source.stride);
+        }
+      } else {
+        for (int m = 0; m < kLanes / kStep; ++m) values.lane[j + kStep * m] = Bits{};
+      }
+    }
+  } else {
+    // Any step: each lane looks its source up. The lanes are packed into the
+    // chunk's bits by shifts, so the loop need not be unrolled to keep them
+    // in registers (unrolled, the lookups spill).
+    uint64_t half[2] = {0, 0};
+    BWDCONV_NO_UNROLL
+    for (int e = 0; e < kLanes; ++e) {
+      const uint64_t value = value_at(sources.at(p, origin, at.r), at.o);
+      const int bit = e * static_cast<int>(sizeof(Bits)) * 8;
+      const uint64_t shifted = value << (bit % 64);
+      half[0] |= bit < 64 ? shifted : 0;
+      half[1] |= bit < 64 ? 0 : shifted;
+      at.advance(1, 0, 1, step);
+    }
+    memcpy(&values, half, sizeof values);
+  }
+  return values;
+}
+
+// Rows of dx's stride-1 dim, 2^lane_shift threads per row (grid-stride over
+// rows). A row's origin costs two divisions per outer dim; its interior
+// chunks (whole in dx, every lane inside its source's values) take one
+// 16-byte store and additions each (a 16-byte load too when a stride-1 row
+// source aligns with dx); its end chunks, and rows that leave some slots to
+// another writer, go element by element. kOuter: outer dims in use.
+template <typename Bits, typename Index, int kStep, int kOuter>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    interleave_kernel(InterleaveParams p, Position rows) {
+  constexpr int kLanes = Chunk<Bits>::kLanes;
+  static_assert(kStep == 0 || kLanes % kStep == 0, "a fixed step divides the chunk");
+  constexpr int kFixed = kStep > 0 ? kStep : 1;  // residues looked up once per row
+  Bits* dst = static_cast<Bits*>(p.dst);
+  const Position lanes = Position{1} << p.walk.lane_shift;
+  const Position lane = threadIdx.x & (lanes - 1);
+  const Position rows_per_block = kThreadsPerBlock >> p.walk.lane_shift;
+  const Position size = static_cast<Position>(p.row.size.value);
+  const Position chunks = static_cast<Position>(p.walk.chunks_per_row);
+  const Position step = kStep ? kStep : static_cast<Position>(p.row.step.value);
+  const Position padding = p.row.padding;
+  for (Position row = blockIdx.x * rows_per_block + (threadIdx.x >> p.walk.lane_shift); row < rows;
+       row += gridDim.x * rows_per_block) {
+    const RowOrigin<kOuter, Index> origin = row_origin<kOuter, Index>(p, row);
+    const RowSources<Bits, Index, kStep, kOuter> sources(p, origin);
+    // Interior positions [0, end): before every source's first slot past its
+    // values. A residue left to another writer leaves no interior.
+    Position end = size;
+    bool keeps = false, writes = false;
+    for (Position r = 0; r < step; ++r) {
+      const RowSource<Bits, Index> source = sources.at(p, origin, r);
+      const Position values = values_end(source, r, step, padding, size);
+      end = values < end ? values : end;
+      keeps = keeps || source.keep;
+      writes = writes || !source.keep;
+    }
+    if (!writes) continue;
+    end = keeps || end < 0 ? 0 : end;
+    Bits* dst_row = dst + origin.dst_offset;
+    // Chunk c holds row positions c * kLanes - head ... + kLanes - 1.
+    const Position head = row_head(dst_row);
+    const Position c_begin = (head + kLanes - 1) / kLanes;
+    const Position c_end_floor = (end + head) / kLanes;
+    const Position c_end = c_end_floor > c_begin ? c_end_floor : c_begin;
+    Position chunk = c_begin + ((lane - c_begin) & (lanes - 1));
+    RowCursor at = row_cursor(chunk * kLanes - head, -padding, p.row.step, p.walk);
+    // With a fixed step, every chunk's lane 0 has the same residue r0: lane
+    // j + s*m reads residue (r0 + j) mod s at slot o + (r0 + j) div s + m.
+    RowSource<Bits, Index> lane_source[kFixed];
+    Position slot_shift[kFixed] = {};
+    if constexpr (kStep == 1) {
+      lane_source[0] = sources.fixed[0];
+    } else if constexpr (kStep == 2) {
+      const bool odd = at.r != 0;
+      lane_source[0] = choose(odd, sources.fixed[1], sources.fixed[0]);
+      lane_source[1] = choose(odd, sources.fixed[0], sources.fixed[1]);
+      slot_shift[1] = odd;
+    }
+    // A stride-1 row source that aligns with dx is a copy.
+    const RowSource<Bits, Index>& first = lane_source[0];
+    const bool copies = kStep == 1 && first.extent > 0 && first.stride == 1 &&
+                        chunks_align(first.row, dst_row, padding);
+    if (copies) {
+      for (; chunk < c_end; chunk += lanes, at.advance(p.walk, kLanes, step)) {
+        store_chunk(dst_row + at.first, load_chunk(first.row + at.o));
+      }
+    } else {
+      for (; chunk < c_end; chunk += lanes, at.advance(p.walk, kLanes, step)) {
+        store_chunk(dst_row + at.first,
+                    gather(p, origin, sources, lane_source, slot_shift, at, step));
+      }
+    }
+    // The end chunks, [0, c_begin) and [c_end, chunks), element by element:
+    // positions outside the row, and residues another writer owns, are not
+    // written.
+    const Position ends = c_begin + chunks - c_end;
+    for (Position k = lane; k < ends; k += lanes) {
+      const Position c = k < c_begin ? k : c_end + (k - c_begin);
+      RowCursor end_at = row_cursor(c * kLanes - head, -padding, p.row.step, p.walk);
+      for (int e = 0; e < kLanes; ++e) {
+        // with a fixed step, lane e reads as in an interior chunk
+        const RowSource<Bits, Index> source =
+            kStep > 0 ? lane_source[e % kFixed] : sources.at(p, origin, end_at.r);
+        const Position q = kStep > 0 ? end_at.o + slot_shift[e % kFixed] + e / kFixed : end_at.o;
+        const Position j = end_at.first + (kStep > 0 ? e : 0);
+        if (j >= 0 && j < size && !source.keep) global_store(dst_row + j, value_at(source, q));
+        if (kStep == 0) end_at.advance(1, 0, 1, step);
+      }
+    }
+  }
+}
+
+template <typename Bits, typename Index, int kStep, int kOuter>
+void launch_walk(const InterleaveParams& p, NativeStream stream) {
+  launch_kernel({"interleave"}, interleave_kernel<Bits, Index, kStep, kOuter>,
+                blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
+                static_cast<Position>(p.rows));
+}
+
+template <typename Bits, typename Index, int kStep>
+void launch_outer(const InterleaveParams& p, NativeStream stream) {
+  switch (p.outer_dims) {
+    case 1: return launch_walk<Bits, Index, kStep, 1>(p, stream);
+    case 2: return launch_walk<Bits, Index, kStep, 2>(p, stream);
+    case 3: return launch_walk<Bits, Index, kStep, 3>(p, stream);
+    case 4: return launch_walk<Bits, Index, kStep, 4>(p, stream);
+    case 5: return launch_walk<Bits, Index, kStep, 5>(p, stream);
+  }
+}
+
+// The instantiation for the row dim's stride (1 and 2 fixed, others at run
+// time) and the outer dims.
+template <typename Bits, typename Index>
+void launch_rows(const InterleaveParams& p, NativeStream stream) {
+  switch (p.row.step.value) {
+    case 1: return launch_outer<Bits, Index, 1>(p, stream);
+    case 2: return launch_outer<Bits, Index, 2>(p, stream);
+  }
+  launch_outer<Bits, Index, 0>(p, stream);
 }
 
 }  // namespace
 
 template <Target target>
 LaunchError launch_interleave(const InterleaveParams& params, NativeStream stream) {
-  const int64_t total = element_count(params.dst_view);
-  if (total == 0) return nullptr;
-  const bool narrow = interleave_divides_narrow(params);
-  const bool known = visit_walk(params.element_bytes, narrow, [&](auto bits, auto index) {
-    launch_kernel({"interleave"}, interleave_kernel<decltype(bits), decltype(index)>,
-                  blocks_for(total), kThreadsPerBlock, stream, params, total);
+  if (params.rows == 0) return nullptr;
+  if (params.outer_dims < 1 || params.outer_dims > kInterleaveOuterDims) return kInvalidLaunch;
+  const bool known = visit_bits(params.element_bytes, [&](auto bits) {
+    using Bits = decltype(bits);
+    if constexpr (sizeof(Bits) < 16) {
+      visit_index(!params.wide_offsets, [&](auto index) {
+        launch_rows<Bits, decltype(index)>(params, stream);
+      });
+    }
   });
-  return known ? last_launch_error() : kInvalidLaunch;
+  return known && params.element_bytes < 16 ? last_launch_error() : kInvalidLaunch;
 }
 
 template LaunchError launch_interleave<BWDCONV_KERNEL_TARGET>(const InterleaveParams&,

@@ -1,67 +1,99 @@
-// Index math of the interleave kernel (phase, phase_stacked and swap1x1 write
-// dx with it), shared with its unit tests.
+// Index math of the interleave kernel (a row walk, params.h "InterleaveParams"),
+// shared with its unit tests.
 #pragma once
 
 #include <cstdint>
 
-#include "index.h"
+#include "row_index.h"
 
 namespace bwdconv::hip {
 
-// Where dx element `coords` comes from: a phase's result at `offset`
-// (Copy), a zero (Zero), or another pass (Keep).
-struct InterleaveSource {
-  PhaseWrite write = PhaseWrite::Zero;
-  int entry = 0;  // index into InterleaveParams::phases when write == Copy
-  int64_t offset = 0;
+// Where a row of dx starts: its element offset, the launch's entry of the
+// row's phase at row residue 0 (phase - first_phase), and the slot of every
+// outer dim.
+template <int kOuter, typename Index>
+struct RowOrigin {
+  Index dst_offset = 0;
+  int entry = 0;
+  Position slot[kOuter];
 };
 
-// dx position i of a spatial dim is slot q = (i + p) div s of residue
-// r = (i + p) mod s, since i = s*q + r - p (docs/DESIGN.md, "Geometry").
-// Index as in divide.
-template <typename Index = int64_t>
-BWDCONV_HOST_DEVICE inline InterleaveSource interleave_source(const InterleaveParams& p,
-                                                              const int64_t* coords) {
-  const int spatial = p.dst_view.dims - 2;
-  int64_t slot[kMaxSpatialDims] = {};
-  int64_t phase = 0;
-  for (int d = 0; d < spatial; ++d) {
-    int64_t residue;
-    divide<Index>(coords[d + 2] + p.padding[d], p.stride[d], &slot[d], &residue);
-    phase = phase * p.stride[d].value + residue;
+// dx position j of a dim is slot q = (j + p) div s of residue
+// r = (j + p) mod s, since j = s*q + r - p (docs/DESIGN.md, "Geometry"): one
+// division per outer dim for the coordinate, one for the slot. With every
+// outer dim in use, the outermost is a batch or channel dim (q = j, r = 0;
+// make_interleave_walk).
+template <int kOuter, typename Index>
+BWDCONV_HOST_DEVICE inline RowOrigin<kOuter, Index> row_origin(const InterleaveParams& p,
+                                                               Position row) {
+  RowOrigin<kOuter, Index> origin;
+  origin.entry = -p.first_phase;
+  Position rest = row;
+  for (int k = kOuter - 1; k >= 0; --k) {
+    const InterleaveWalkDim& dim = p.outer[k];
+    // the outermost coordinate is what the others leave (row < rows)
+    const Position next = k == 0 ? 0 : divide_position(rest, dim.size);
+    const Position j = rest - next * static_cast<Position>(dim.size.value);
+    rest = next;
+    if (kOuter == kInterleaveOuterDims && k == 0) {
+      origin.slot[k] = j;
+    } else {
+      const Position shifted = j + dim.padding;
+      const Position q = divide_position(shifted, dim.step);
+      origin.entry += (shifted - q * static_cast<Position>(dim.step.value)) * dim.phase_weight;
+      origin.slot[k] = q;
+    }
+    origin.dst_offset += j * static_cast<Index>(dim.dst_stride);
   }
-  InterleaveSource source;
-  const int64_t entry = phase - p.first_phase;
+  return origin;
+}
+
+// What one residue of the row dim reads in one row: the phase result's row
+// (at slot 0), whose slots below `extent` hold values and the rest zeros
+// (extent 0: all zeros, the phase writes zeros or the row is past its
+// result), or nothing at all (`keep`: another launch or writer owns it).
+template <typename Bits, typename Index>
+struct RowSource {
+  const Bits* row = nullptr;
+  Index stride = 0;
+  Position extent = 0;
+  bool keep = false;
+};
+
+template <typename Bits, typename Index, int kOuter>
+BWDCONV_HOST_DEVICE inline RowSource<Bits, Index> row_source(const InterleaveParams& p,
+                                                             const RowOrigin<kOuter, Index>& origin,
+                                                             Position residue) {
+  RowSource<Bits, Index> source;
+  const int entry = origin.entry + residue * p.row.phase_weight;
   if (entry < 0 || entry >= p.phase_count) {
-    source.write = PhaseWrite::Keep;
+    source.keep = true;
     return source;
   }
-  const PhaseSource& ps = p.phases[entry];
-  source.write = ps.write;
-  source.entry = static_cast<int>(entry);
-  if (ps.write != PhaseWrite::Copy) return source;
-  int64_t group, channel;
-  divide<Index>(coords[1], p.channels_per_group, &group, &channel);
-  int64_t offset = coords[0] * ps.strides[0] + group * p.group_stride + channel * ps.strides[1];
-  for (int d = 0; d < spatial; ++d) {
-    if (slot[d] >= ps.extent[d]) {  // past the sub-convolution's output: a zero
-      source.write = PhaseWrite::Zero;
-      return source;
-    }
-    offset += slot[d] * ps.strides[d + 2];
+  const PhaseSource& phase = p.phases[entry];
+  source.keep = phase.write == PhaseWrite::Keep;
+  bool live = phase.write == PhaseWrite::Copy;
+  Index offset = 0;
+  for (int k = 0; k < kOuter; ++k) {
+    live = live && origin.slot[k] < phase.extent[k];
+    offset += origin.slot[k] * static_cast<Index>(phase.strides[k]);
   }
-  source.offset = offset;
+  if (live) {
+    source.row = static_cast<const Bits*>(phase.data) + offset;
+    source.stride = static_cast<Index>(phase.row_stride);
+    source.extent = phase.row_extent;
+  }
   return source;
 }
 
-}  // namespace bwdconv::hip
-
-namespace bwdconv::hip {
-
-// Whether the interleave walk may divide narrow (host only): i + p is its
-// largest spatial dividend; channels stay below the element count.
-inline bool interleave_divides_narrow(const InterleaveParams& p) {
-  return walk_divides_narrow(p.dst_view, p.stride, p.padding);
+// The first row position whose slot of `residue` lies past the source's
+// values (the row size when none does).
+template <typename Bits, typename Index>
+BWDCONV_HOST_DEVICE inline Position values_end(const RowSource<Bits, Index>& source,
+                                               Position residue, Position step, Position padding,
+                                               Position size) {
+  const Position end = step * source.extent + residue - padding;
+  return source.extent > 0 && end < size ? end : size;
 }
 
 }  // namespace bwdconv::hip

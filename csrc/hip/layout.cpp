@@ -145,6 +145,22 @@ bool wide_offsets(const TensorView& view) {
 
 }  // namespace
 
+RowWalk make_row_walk(int64_t size, int64_t lead, int64_t step, int element_bytes) {
+  const int64_t lanes = 16 / element_bytes;
+  RowWalk walk;
+  walk.chunks_per_row = ceil_div(size + lanes - 1, lanes);
+  // Threads per row: a power of two up to 32 giving each about four chunks.
+  while (walk.lane_shift < 5 && (int64_t{8} << walk.lane_shift) <= walk.chunks_per_row) {
+    ++walk.lane_shift;
+  }
+  walk.bias = step * std::max<int64_t>(ceil_div(lead + lanes, step), 0);
+  walk.bias_quotient = walk.bias / step;
+  const int64_t advance = lanes << walk.lane_shift;
+  walk.advance_quotient = advance / step;
+  walk.advance_remainder = advance % step;
+  return walk;
+}
+
 bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64_t* stride,
                        const int64_t* lead, int element_bytes, ScatterParams* p) {
   std::vector<WalkDim> dims;
@@ -179,16 +195,200 @@ bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64
   }
   q.outer_dims = static_cast<int>(outer.size());
   q.row = walk_dim(row_dim);
-  q.chunks_per_row = ceil_div(row_dim.size + lanes - 1, lanes);
-  // Threads per row: a power of two up to 32 giving each about four chunks.
-  while (q.lane_shift < 5 && (int64_t{8} << q.lane_shift) <= q.chunks_per_row) ++q.lane_shift;
-  q.row_bias = row_dim.step * std::max<int64_t>(ceil_div(row_dim.lead + lanes, row_dim.step), 0);
-  q.row_bias_quotient = q.row_bias / row_dim.step;
-  const int64_t advance = lanes << q.lane_shift;
-  q.advance_quotient = advance / row_dim.step;
-  q.advance_remainder = advance % row_dim.step;
+  q.walk = make_row_walk(row_dim.size, row_dim.lead, row_dim.step, element_bytes);
   q.element_bytes = element_bytes;
   q.wide_offsets = wide_offsets(src) || wide_offsets(dst);
+  *p = q;
+  return true;
+}
+
+
+namespace {
+
+// A dim of the interleave walk before it becomes an InterleaveWalkDim: its
+// dx side and, per phase of the launch, the result's stride and extent.
+struct InterleaveDim {
+  int64_t size = 1, dst_stride = 0, step = 1, padding = 0, phase_weight = 0;
+  int64_t src_stride[kMaxPhasesPerLaunch] = {};
+  int64_t extent[kMaxPhasesPerLaunch] = {};
+  bool plain() const { return step == 1 && padding == 0 && phase_weight == 0; }
+};
+
+// The dims of dx in logical order: batch, channels (groups and channels per
+// group when the results keep groups apart), spatial dims.
+std::vector<InterleaveDim> interleave_dims(const InterleaveLaunch& l) {
+  const TensorView& dx = l.dst_view;
+  const auto plain = [&](int64_t size, int64_t dst_stride, auto src_stride) {
+    InterleaveDim d;
+    d.size = size;
+    d.dst_stride = dst_stride;
+    for (int e = 0; e < l.phase_count; ++e) {
+      d.src_stride[e] = src_stride(l.phases[e]);
+      d.extent[e] = size;
+    }
+    return d;
+  };
+  std::vector<InterleaveDim> dims;
+  dims.push_back(plain(dx.sizes[0], dx.strides[0], [](const PhaseResult& r) { return r.strides[0]; }));
+  const int64_t per_group = l.channels_per_group, groups = dx.sizes[1] / per_group;
+  if (groups > 1) {
+    dims.push_back(plain(groups, per_group * dx.strides[1],
+                         [&](const PhaseResult&) { return l.group_stride; }));
+  }
+  dims.push_back(plain(per_group, dx.strides[1], [](const PhaseResult& r) { return r.strides[1]; }));
+  const int spatial = dx.dims - 2;
+  for (int i = 0; i < spatial; ++i) {
+    InterleaveDim d;
+    d.size = dx.sizes[2 + i];
+    d.dst_stride = dx.strides[2 + i];
+    d.step = l.stride[i];
+    d.padding = l.padding[i];
+    d.phase_weight = 1;  // residues row-major, last dim fastest
+    for (int k = i + 1; k < spatial; ++k) d.phase_weight *= l.stride[k];
+    const int64_t slots = (d.size - 1 + d.padding) / d.step + 1;  // every slot dx holds
+    for (int e = 0; e < l.phase_count; ++e) {
+      d.src_stride[e] = l.phases[e].strides[2 + i];
+      d.extent[e] = std::min(l.phases[e].sizes[2 + i], slots);
+    }
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+// Folds a size-1 dim (position 0: slot padding div step, residue padding
+// mod step) into the phases: their data moves to the slot, a slot past a
+// result makes it a zero, the residue moves the launch's first phase.
+void fold_single(const InterleaveDim& d, int element_bytes, InterleaveLaunch& l) {
+  const int64_t q = d.padding / d.step, r = d.padding % d.step;
+  l.first_phase -= static_cast<int>(r * d.phase_weight);
+  for (int e = 0; e < l.phase_count; ++e) {
+    PhaseResult& result = l.phases[e];
+    if (result.write != PhaseWrite::Copy) continue;
+    if (q >= d.extent[e]) {
+      result.write = PhaseWrite::Zero;
+    } else {
+      result.data = static_cast<const char*>(result.data) + q * d.src_stride[e] * element_bytes;
+    }
+  }
+}
+
+// Whether outer dim a and the next inner dim b are one dim of size
+// a.size * b.size for dx and every result the launch copies from.
+bool mergeable(const InterleaveDim& a, const InterleaveDim& b, const InterleaveLaunch& l) {
+  bool merge = a.plain() && b.plain() && a.dst_stride == b.size * b.dst_stride;
+  for (int e = 0; e < l.phase_count; ++e) {
+    merge = merge && (l.phases[e].write != PhaseWrite::Copy ||
+                      a.src_stride[e] == b.size * b.src_stride[e]);
+  }
+  return merge;
+}
+
+InterleaveWalkDim interleave_walk_dim(const InterleaveDim& d) {
+  InterleaveWalkDim dim;
+  dim.dst_stride = d.dst_stride;
+  dim.size = make_divisor(d.size);
+  dim.step = make_divisor(d.step);
+  dim.padding = static_cast<int32_t>(d.padding);
+  dim.phase_weight = static_cast<int32_t>(d.phase_weight);
+  return dim;
+}
+
+bool interleave_positions_fit(const std::vector<InterleaveDim>& dims) {
+  constexpr int64_t kQuarter = kNarrowLimit / 4;
+  bool fits = true;
+  int64_t elements = 1;
+  for (const InterleaveDim& d : dims) {
+    elements *= d.size;
+    fits = fits && d.size + d.padding + d.step < kQuarter && elements < kNarrowLimit;
+  }
+  return fits;
+}
+
+// The largest element offset a walk dim list reaches in dx or in result e.
+int64_t last_offset(const std::vector<InterleaveDim>& dims, int e) {
+  int64_t last = 0;
+  for (const InterleaveDim& d : dims) {
+    const int64_t reach = e < 0 ? d.size : d.extent[e];
+    const int64_t stride = e < 0 ? d.dst_stride : d.src_stride[e];
+    last += std::max<int64_t>(reach - 1, 0) * (stride < 0 ? -stride : stride);
+  }
+  return last;
+}
+
+}  // namespace
+
+bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p) {
+  InterleaveLaunch l = launch;
+  std::vector<InterleaveDim> dims = interleave_dims(l);
+  if (!interleave_positions_fit(dims)) return false;
+  // The row: dx's stride-1 dim, or a size-1 dim when every dim has size 1.
+  auto row = std::find_if(dims.begin(), dims.end(),
+                          [](const InterleaveDim& d) { return d.dst_stride == 1 && d.size > 1; });
+  if (row == dims.end()) {
+    row = std::find_if(dims.begin(), dims.end(), [](const InterleaveDim& d) { return d.size == 1; });
+    if (row == dims.end()) return false;
+  }
+  const InterleaveDim row_dim = *row;
+  dims.erase(row);
+  std::vector<InterleaveDim> outer;
+  for (const InterleaveDim& d : dims) {
+    if (d.size == 1) {
+      fold_single(d, l.element_bytes, l);
+    } else {
+      outer.push_back(d);
+    }
+  }
+  std::stable_sort(outer.begin(), outer.end(), [](const InterleaveDim& a, const InterleaveDim& b) {
+    return a.dst_stride > b.dst_stride;
+  });
+  std::vector<InterleaveDim> merged;
+  for (const InterleaveDim& d : outer) {
+    if (!merged.empty() && mergeable(merged.back(), d, l)) {
+      const int64_t size = merged.back().size * d.size;
+      merged.back() = d;
+      merged.back().size = size;
+      for (int e = 0; e < l.phase_count; ++e) merged.back().extent[e] = size;
+    } else {
+      merged.push_back(d);
+    }
+  }
+  if (merged.size() == static_cast<size_t>(kInterleaveOuterDims) && !merged.front().plain()) {
+    return false;  // the kernel takes the outermost of five dims as plain
+  }
+  if (merged.empty()) {  // one row: an outer dim of size 1
+    merged.push_back(InterleaveDim{});
+    std::fill(merged.back().extent, merged.back().extent + kMaxPhasesPerLaunch, 1);
+  }
+  InterleaveParams q;
+  q.dst = l.dst;
+  q.rows = 1;
+  q.wide_offsets = l.wide_offsets;
+  std::vector<InterleaveDim> walked = merged;
+  walked.push_back(row_dim);
+  q.wide_offsets = q.wide_offsets || last_offset(walked, -1) + 16 >= kNarrowLimit;
+  for (size_t k = 0; k < merged.size(); ++k) {
+    q.outer[k] = interleave_walk_dim(merged[k]);
+    q.rows *= merged[k].size;
+  }
+  q.outer_dims = static_cast<int>(merged.size());
+  q.row = interleave_walk_dim(row_dim);
+  q.walk = make_row_walk(row_dim.size, -row_dim.padding, row_dim.step, l.element_bytes);
+  q.first_phase = l.first_phase;
+  q.phase_count = l.phase_count;
+  for (int e = 0; e < l.phase_count; ++e) {
+    PhaseSource& source = q.phases[e];
+    source.write = l.phases[e].write;
+    if (source.write != PhaseWrite::Copy) continue;
+    source.data = l.phases[e].data;
+    for (size_t k = 0; k < merged.size(); ++k) {
+      source.strides[k] = merged[k].src_stride[e];
+      source.extent[k] = static_cast<int32_t>(merged[k].extent[e]);
+    }
+    source.row_stride = row_dim.src_stride[e];
+    source.row_extent = static_cast<int32_t>(row_dim.extent[e]);
+    q.wide_offsets = q.wide_offsets || last_offset(walked, e) + 16 >= kNarrowLimit;
+  }
+  q.element_bytes = l.element_bytes;
   *p = q;
   return true;
 }

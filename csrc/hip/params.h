@@ -54,16 +54,32 @@ struct ScatterWalkDim {
   int32_t src_size = 1;
 };
 
-// Dims of a row walk besides the row itself.
+// Dims of a scatter walk besides the row itself.
 constexpr int kOuterDims = kMaxTensorDims - 1;
+
+// How the threads of a row walk (row_index.h) share a row of dst's stride-1
+// dim: 2^lane_shift threads per row, each writing 16-byte chunks (aligned in
+// memory) in turn; the row's positions j map to a source position o and
+// remainder r, j - lead = o * step + r (lead and step are the walk's).
+// Built by make_row_walk (layout.h).
+struct RowWalk {
+  int64_t chunks_per_row = 0;  // (row size + chunk - 1) / chunk, rounded up
+  int lane_shift = 0;
+  // A multiple of step with first - lead + bias >= 0 for every chunk's first
+  // position, and its quotient by step.
+  int64_t bias = 0;
+  int64_t bias_quotient = 0;
+  // (2^lane_shift * chunk) as a quotient and remainder by step.
+  int64_t advance_quotient = 0;
+  int64_t advance_remainder = 0;
+};
 
 // scatter (docs/DESIGN.md, "scatter"): the zero-inserted, padded grad_output
 // dst[n, c, j...] = src[n, c, (j - lead)/stride...] where every (j - lead) is
 // a non-negative multiple of its stride below src's size, and 0 elsewhere,
 // walked in rows of dst's stride-1 dim. outer[] holds the other dims
 // outermost first, already in walk order, so the kernel indexes no array at
-// run time; positions and row indices stay below 2^31. 2^lane_shift threads
-// share a row, each writing 16-byte chunks (aligned in memory) in turn.
+// run time; positions and row indices stay below 2^31.
 // Built by make_scatter_walk (layout.h). Elements are copied as raw bits of
 // `element_bytes` (2, 4 or 8).
 struct ScatterParams {
@@ -73,15 +89,7 @@ struct ScatterParams {
   int outer_dims = 1;  // outer[0 .. outer_dims) in use
   ScatterWalkDim row;
   int64_t rows = 0;
-  int64_t chunks_per_row = 0;  // (row size + chunk - 1) / chunk, rounded up
-  int lane_shift = 0;
-  // A multiple of row.step with first - row.lead + row_bias >= 0 for every
-  // chunk's first position, and its quotient by row.step.
-  int64_t row_bias = 0;
-  int64_t row_bias_quotient = 0;
-  // (2^lane_shift * chunk) as a quotient and remainder by row.step.
-  int64_t advance_quotient = 0;
-  int64_t advance_remainder = 0;
+  RowWalk walk;  // with row.lead and row.step
   int element_bytes = 4;
   bool wide_offsets = false;  // element offsets may reach 2^31
 };
@@ -93,11 +101,31 @@ enum class PhaseWrite : int {
   Keep,  // another writer (a GEMM writing in place) already filled them
 };
 
-// The result of one phase's stride-1 sub-convolution, indexed (n, c, q...).
+// Dims of an interleave walk besides the row: batch, groups, channels per
+// group and two spatial dims (make_interleave_walk merges what it can).
+constexpr int kInterleaveOuterDims = kMaxTensorDims;
+
+// One dim of dx in the interleave's row walk: position j is slot
+// q = (j + padding) div step of residue r = (j + padding) mod step, and r
+// adds r * phase_weight to the phase (docs/DESIGN.md, "Geometry"). Batch and
+// channel dims: step 1, padding 0, weight 0.
+struct InterleaveWalkDim {
+  int64_t dst_stride = 0;
+  Divisor size;  // dx extent
+  Divisor step;
+  int32_t padding = 0;
+  int32_t phase_weight = 0;
+};
+
+// The result of one phase's stride-1 sub-convolution as the walk reads it:
+// slot q of walk dim k (outer[k], then the row) is strides[k] (row_stride)
+// elements further; slots at or past extent[k] (row_extent) are zeros.
 struct PhaseSource {
   const void* data = nullptr;
-  int64_t strides[kMaxTensorDims] = {};
-  int64_t extent[kMaxSpatialDims] = {};
+  int64_t strides[kInterleaveOuterDims] = {};
+  int64_t row_stride = 0;
+  int32_t extent[kInterleaveOuterDims] = {};
+  int32_t row_extent = 0;
   PhaseWrite write = PhaseWrite::Zero;
 };
 
@@ -108,20 +136,25 @@ constexpr int kMaxPhasesPerLaunch = 32;
 // interleave (docs/DESIGN.md, "Geometry"): dx[n, c, i...] is slot q = (i + p) div s
 // of phase r = (i + p) mod s (residues row-major, last dim fastest), for the
 // phases [first_phase, first_phase + phase_count); other phases are left as
-// they are. Source channel of dx channel c:
-// (c / channels_per_group) * group_stride + (c % channels_per_group) * strides[1]
-// (phase_stacked keeps each group's phases side by side in its channels).
+// they are. dx is walked in rows of its stride-1 dim (W in NCHW, channels in
+// channels_last), the other dims outer[] outermost first, already in walk
+// order (channels split into groups and channels per group where the phase
+// results keep groups apart), so the kernel indexes no array at run time.
+// Positions, slots and row indices stay below 2^31. Built by
+// make_interleave_walk (layout.h). Elements are copied as raw bits of
+// `element_bytes` (2, 4 or 8).
 struct InterleaveParams {
   void* dst = nullptr;
-  TensorView dst_view;
-  Step stride[kMaxSpatialDims];
-  int64_t padding[kMaxSpatialDims] = {};
-  Step channels_per_group;
-  int64_t group_stride = 0;
+  InterleaveWalkDim outer[kInterleaveOuterDims];
+  int outer_dims = 1;  // outer[0 .. outer_dims) in use
+  InterleaveWalkDim row;
+  int64_t rows = 0;
+  RowWalk walk;  // lead -row.padding, step row.step
   int first_phase = 0;
   int phase_count = 0;
   PhaseSource phases[kMaxPhasesPerLaunch];
   int element_bytes = 4;
+  bool wide_offsets = false;  // element offsets may reach 2^31
 };
 
 // splitk (docs/DESIGN.md, "splitk"): per group g, the weight gradient is the

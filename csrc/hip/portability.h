@@ -165,6 +165,13 @@ inline void launch_kernel(const KernelLabel&, void (*kernel)(Params...), dim3 gr
 
 #endif  // BWDCONV_HOST_TARGET
 
+// Keeps the next loop rolled on GPUs (host compilers decide for themselves).
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define BWDCONV_NO_UNROLL _Pragma("unroll 1")
+#else
+#define BWDCONV_NO_UNROLL
+#endif
+
 // Functions shared by kernels and their CPU unit tests.
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define BWDCONV_HOST_DEVICE __host__ __device__

@@ -1,44 +1,11 @@
 #include "scatter.h"
 
-#include <cstring>
-
-#include "bits.h"
 #include "launch.h"
+#include "row_chunks.h"
 #include "scatter_index.h"
 
 namespace bwdconv::hip {
 namespace {
-
-// 16 bytes of a row: kLanes elements.
-template <typename Bits>
-struct Chunk {
-  static constexpr int kLanes = 16 / sizeof(Bits);
-  Bits lane[kLanes];
-};
-
-template <typename Bits>
-__device__ inline Chunk<Bits> load_chunk(const Bits* at) {  // at: 16-byte aligned
-  const Bits128 bits = global_load(reinterpret_cast<const Bits128*>(at));
-  Chunk<Bits> chunk;
-  memcpy(&chunk, &bits, sizeof chunk);
-  return chunk;
-}
-
-template <typename Bits>
-__device__ inline void store_chunk(Bits* at, const Chunk<Bits>& chunk) {  // at: 16-byte aligned
-  Bits128 bits;
-  memcpy(&bits, &chunk, sizeof bits);
-  global_store(reinterpret_cast<Bits128*>(at), bits);
-}
-
-// src_row[at * stride] for 0 <= at < size, else a zero; the load itself stays
-// inside the row (at clamped), so no lane branches around it.
-template <typename Bits, typename Index>
-__device__ inline Bits load_or_zero(const Bits* src_row, Position at, Index stride, Position size) {
-  const Position inside = at < 0 ? 0 : (at < size ? at : size - 1);
-  const Bits value = global_load(src_row + inside * stride);
-  return at == inside ? value : Bits{};
-}
 
 // The source elements of a chunk whose lane e is dst position first + e:
 // source position o + (r + e) / step where step divides r + e (o, r: the row
@@ -89,15 +56,15 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   constexpr int kLanes = Chunk<Bits>::kLanes;
   const Bits* src = static_cast<const Bits*>(p.src);
   Bits* dst = static_cast<Bits*>(p.dst);
-  const Position lanes = Position{1} << p.lane_shift;
+  const Position lanes = Position{1} << p.walk.lane_shift;
   const Position lane = threadIdx.x & (lanes - 1);
-  const Position rows_per_block = kThreadsPerBlock >> p.lane_shift;
+  const Position rows_per_block = kThreadsPerBlock >> p.walk.lane_shift;
   const Position size = static_cast<Position>(p.row.size.value);
-  const Position chunks = static_cast<Position>(p.chunks_per_row);
+  const Position chunks = static_cast<Position>(p.walk.chunks_per_row);
   const Position step = kStep ? kStep : static_cast<Position>(p.row.step.value);
   const Position src_size = p.row.src_size;
   const Index src_stride = static_cast<Index>(p.row.src_stride);
-  for (Position row = blockIdx.x * rows_per_block + (threadIdx.x >> p.lane_shift); row < rows;
+  for (Position row = blockIdx.x * rows_per_block + (threadIdx.x >> p.walk.lane_shift); row < rows;
        row += gridDim.x * rows_per_block) {
     Position rest = row;
     Index dst_offset = 0, src_offset = 0;
@@ -118,8 +85,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     // starts `head` elements past a 16-byte boundary). Interior chunks,
     // [c_begin, c_end), hold positions in [begin, end): inside the row, with
     // every source position they read inside it.
-    const Position head =
-        static_cast<Position>((reinterpret_cast<uintptr_t>(dst_row) / sizeof(Bits)) % kLanes);
+    const Position head = row_head(dst_row);
     const Position lead = p.row.lead;
     const Position begin = live && lead > 0 ? lead : 0;
     const Position reach = lead + step * (src_size - 1) + 1;  // past the last source position
@@ -128,16 +94,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     const Position c_end_floor = (end + head) / kLanes;
     const Position c_end = c_end_floor > c_begin ? c_end_floor : c_begin;
     Position chunk = c_begin + ((lane - c_begin) & (lanes - 1));
-    RowCursor at = row_cursor(chunk * kLanes - head, p);
-    const auto advance = [&] {
-      at.advance(kLanes << p.lane_shift, static_cast<Position>(p.advance_quotient),
-                 static_cast<Position>(p.advance_remainder), step);
-    };
+    RowCursor at = row_cursor(chunk * kLanes - head, lead, p.row.step, p.walk);
+    const auto advance = [&] { at.advance(p.walk, kLanes, step); };
     // A step-1 row whose source chunks are 16-byte aligned too is a copy.
-    const bool copies =
-        kStep == 1 && live && src_stride == 1 &&
-        (reinterpret_cast<uintptr_t>(src_row) - reinterpret_cast<uintptr_t>(dst_row) -
-         static_cast<uintptr_t>(lead) * sizeof(Bits)) % sizeof(Bits128) == 0;
+    const bool copies = kStep == 1 && live && src_stride == 1 && chunks_align(src_row, dst_row, -lead);
     if (copies) {
       for (; chunk < c_end; chunk += lanes, advance()) {
         store_chunk(dst_row + at.first, load_chunk(src_row + at.o));
@@ -154,7 +114,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     // The end chunks: positions past the row's ends are not written, source
     // positions past them read as zeros.
     const auto write_end_chunk = [&](Position c) {
-      const RowCursor end_at = row_cursor(c * kLanes - head, p);
+      const RowCursor end_at = row_cursor(c * kLanes - head, lead, p.row.step, p.walk);
       Chunk<Bits> values{};
       if (live) {
         values = gather<kStep, false, Bits, Index>(src_row, src_stride, src_size, end_at.o,
@@ -175,7 +135,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const ScatterParams& p, NativeStream stream) {
   launch_kernel({"scatter"}, scatter_kernel<Bits, Index, kStep, kOuter>,
-                blocks_for(p.rows << p.lane_shift), kThreadsPerBlock, stream, p,
+                blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
                 static_cast<Position>(p.rows));
 }
 

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "hip/interleave_index.h"
-#include "hip/launch.h"
 #include "hip/layout.h"
 #include "ops/geometry.h"
 #include "ops/kernels.h"
@@ -17,59 +15,39 @@ const char* byte_pointer(const at::Tensor& t, int64_t channel_offset) {
          channel_offset * t.stride(1) * static_cast<int64_t>(t.element_size());
 }
 
-// The launch for phases [first, first + count).
+// The kernel's row walk for phases [first, first + count) (hip/layout.h,
+// make_interleave_walk).
 hip::InterleaveParams launch_params(at::Tensor& dx, const ConvGeometry& g,
                                     const std::vector<PhaseInput>& phases, ChannelMap channels,
                                     int first, int count) {
-  hip::InterleaveParams p;
-  p.dst = dx.mutable_data_ptr();
-  p.dst_view = kernel_view(dx);
+  hip::InterleaveLaunch l;
+  l.dst = dx.mutable_data_ptr();
+  l.dst_view = kernel_view(dx);
   for (int i = 0; i < g.spatial_dims; ++i) {
-    p.stride[i] = hip::make_step(g.stride[i]);
-    p.padding[i] = g.padding[i];
+    l.stride[i] = g.stride[i];
+    l.padding[i] = g.padding[i];
   }
-  p.channels_per_group = hip::make_step(channels.per_group);
-  p.first_phase = first;
-  p.phase_count = count;
-  p.element_bytes = static_cast<int>(dx.element_size());
+  l.channels_per_group = channels.per_group;
+  l.first_phase = first;
+  l.phase_count = count;
+  l.element_bytes = static_cast<int>(dx.element_size());
+  l.wide_offsets = kernel_switches().wide_index;
   for (int e = 0; e < count; ++e) {
     const PhaseInput& in = phases[first + e];
-    hip::PhaseSource& source = p.phases[e];
-    source.write = in.write;
+    hip::PhaseResult& result = l.phases[e];
+    result.write = in.write;
     if (in.write != hip::PhaseWrite::Copy) continue;
-    source.data = byte_pointer(in.result, in.channel_offset);
-    for (int d = 0; d < in.result.dim(); ++d) source.strides[d] = in.result.stride(d);
-    for (int i = 0; i < g.spatial_dims; ++i) source.extent[i] = in.result.size(i + 2);
-    p.group_stride = channels.group_step * in.result.stride(1);
-  }
-  return p;
-}
-
-// Moves k channels per element when every tensor keeps its channels
-// contiguous and the sizes, strides and addresses allow it.
-void pack_channels(hip::InterleaveParams& p) {
-  if (p.dst_view.strides[1] != 1) return;
-  std::vector<int64_t> multiples{p.dst_view.sizes[1], p.channels_per_group.value, p.group_stride};
-  std::vector<uintptr_t> addresses{reinterpret_cast<uintptr_t>(p.dst)};
-  for (int d = 0; d < p.dst_view.dims; ++d) {
-    if (d != 1) multiples.push_back(p.dst_view.strides[d]);
-  }
-  for (int e = 0; e < p.phase_count; ++e) {
-    const hip::PhaseSource& s = p.phases[e];
-    if (s.write != hip::PhaseWrite::Copy) continue;
-    if (s.strides[1] != 1) return;
-    addresses.push_back(reinterpret_cast<uintptr_t>(s.data));
-    for (int d = 0; d < p.dst_view.dims; ++d) {
-      if (d != 1) multiples.push_back(s.strides[d]);
+    result.data = byte_pointer(in.result, in.channel_offset);
+    for (int d = 0; d < in.result.dim(); ++d) {
+      result.sizes[d] = in.result.size(d);
+      result.strides[d] = in.result.stride(d);
     }
+    l.group_stride = channels.group_step * in.result.stride(1);
   }
-  const int64_t k = hip::packet_elements(p.element_bytes, multiples, addresses);
-  if (k == 1) return;
-  hip::widen_channels(p.dst_view, k);
-  for (int e = 0; e < p.phase_count; ++e) hip::widen_strides(p.phases[e].strides, p.dst_view.dims, k);
-  p.channels_per_group = hip::make_step(p.channels_per_group.value / k);
-  p.group_stride /= k;
-  p.element_bytes *= static_cast<int>(k);
+  hip::InterleaveParams p;
+  TORCH_CHECK(hip::make_interleave_walk(l, &p), "bwdconv interleave: dx ", dx.sizes(),
+              " is too large for the interleave kernel's 32-bit positions");
+  return p;
 }
 
 // Calls launch(p) with the parameters of each launch: up to 32 phases each.
@@ -79,9 +57,7 @@ void for_each_launch(at::Tensor& dx, const ConvGeometry& geometry,
   const int total = static_cast<int>(phases.size());
   for (int first = 0; first < total; first += hip::kMaxPhasesPerLaunch) {
     const int count = std::min(hip::kMaxPhasesPerLaunch, total - first);
-    hip::InterleaveParams p = launch_params(dx, geometry, phases, channels, first, count);
-    pack_channels(p);
-    launch(p);
+    launch(launch_params(dx, geometry, phases, channels, first, count));
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include "ops/filter.h"
 #include "ops/interleave.h"
+#include "ops/kernels.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -17,12 +18,17 @@ at::Tensor channels_last_view(const at::Tensor& t) {
 }
 
 // W^T dy[q] for every q: one GEMM over the channels of the small grad_output.
-// Ungrouped: [N*L, K] x [K, C] with the filter read as stored (a transposed
-// filter operand makes BLAS backends copy it) and grad_output viewed
-// channels-last (free for channels_last, a copy of the small tensor otherwise);
-// the result is the channels_last [N, C, L...]. Grouped: a grouped 1x1 conv.
+// Grouped: a grouped 1x1 conv. Ungrouped, for the CPU's strided copies:
+// [N*L, K] x [K, C] with the filter read as stored (a transposed filter
+// operand makes BLAS backends copy it) and grad_output viewed channels-last
+// (free for channels_last, a copy of the small tensor otherwise); the result
+// is the channels_last [N, C, L...]. Ungrouped, for the interleave kernel
+// (`like_dx`): laid out like dx, so the kernel reads rows of the result as it
+// writes rows of dx (an NCHW dx read from a channels_last result would read
+// every element C elements after the last): for NCHW the batched
+// [C, K] x [N, K, L], whose transposed filter operand GPU BLAS reads as is.
 at::Tensor small_gradient(const at::Tensor& grad_output, const at::Tensor& weight,
-                          int64_t groups) {
+                          int64_t groups, bool like_dx, at::MemoryFormat format) {
   const int64_t dims = grad_output.dim() - 2;
   if (groups > 1) {
     const std::vector<int64_t> ones(dims, 1), zeros(dims, 0);
@@ -30,6 +36,13 @@ at::Tensor small_gradient(const at::Tensor& grad_output, const at::Tensor& weigh
                            zeros, ones, /*transposed=*/false, zeros, groups);
   }
   const int64_t out_channels = weight.size(0), in_channels = weight.size(1);
+  const at::Tensor filter = weight.reshape({out_channels, in_channels});
+  if (like_dx && format == at::MemoryFormat::Contiguous) {
+    std::vector<int64_t> sizes = grad_output.sizes().vec();
+    sizes[1] = in_channels;
+    return at::matmul(filter.t(), grad_output.reshape({grad_output.size(0), out_channels, -1}))
+        .view(sizes);
+  }
   std::vector<int64_t> to_first{0, dims + 1}, last_sizes{grad_output.size(0)};
   for (int64_t d = 2; d < grad_output.dim(); ++d) {
     to_first.push_back(d - 1);
@@ -37,9 +50,7 @@ at::Tensor small_gradient(const at::Tensor& grad_output, const at::Tensor& weigh
   }
   last_sizes.push_back(in_channels);
   const at::Tensor rows = channels_last_view(grad_output).reshape({-1, out_channels});
-  return at::mm(rows, weight.reshape({out_channels, in_channels}))
-      .view(last_sizes)
-      .permute(to_first);
+  return at::mm(rows, filter).view(last_sizes).permute(to_first);
 }
 
 // The in_place writer (docs/DESIGN.md, "swap1x1"): dx's slots dx[n, s*o] as a
@@ -76,7 +87,8 @@ at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
     inputs[0].write = hip::PhaseWrite::Keep;
   } else {
     inputs[0].write = hip::PhaseWrite::Copy;
-    inputs[0].result = small_gradient(grad_output, weight, plan.geometry.groups);
+    inputs[0].result = small_gradient(grad_output, weight, plan.geometry.groups,
+                                      runs_kernels(dx), format);
   }
   interleave(dx, plan, inputs, ChannelMap{plan.geometry.in_channels, 0});
   return dx;

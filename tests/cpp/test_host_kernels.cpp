@@ -212,62 +212,201 @@ TEST(HostGridRecording, InteriorChunkStoresAreCoalescedAndWrittenOnce) {
   EXPECT_EQ(stores.warp.min_sectors, stores.warp.sectors);
 }
 
-// dx [2, 4, 7, 6], stride (2, 3), padding (1, 2): 6 phases, one of them a
-// zero phase, one kept by another writer, the others copied from results of
-// shorter extents (slots past them are zeros).
-class HostInterleave : public testing::TestWithParam<bool> {};
+// A random interleave: dx (NCHW or channels_last, base off 16-byte
+// boundaries), a convolution's stride and padding, and per phase a Copy
+// result (any dense or gapped layout, extents shorter or longer than the
+// slots, channels mapped through groups as phase_stacked stacks them), a
+// Zero or a Keep.
+struct InterleaveCase {
+  std::vector<int64_t> dx_sizes;
+  bool channels_last = false;
+  int element_bytes = 4;
+  int64_t stride[3] = {1, 1, 1}, padding[3] = {};
+  int64_t groups = 1, per_group = 1, stacked = 1;
+  std::vector<PhaseWrite> writes;
+  std::vector<std::vector<int64_t>> result_sizes, result_strides;
+  std::vector<int64_t> channel_offset;  // a phase's first channel in its result
+  std::vector<std::vector<unsigned char>> results;
+  int spatial() const { return static_cast<int>(dx_sizes.size()) - 2; }
+  int phases() const { return static_cast<int>(writes.size()); }
+};
 
-TEST_P(HostInterleave, WritesEveryPhaseSlotOnce) {
-  const bool channels_last = GetParam();
-  const std::vector<int64_t> dx_sizes{2, 4, 7, 6};
-  const int64_t stride[2] = {2, 3}, padding[2] = {1, 2};
-  const PhaseWrite writes[6] = {PhaseWrite::Copy, PhaseWrite::Zero, PhaseWrite::Copy,
-                                PhaseWrite::Keep, PhaseWrite::Copy, PhaseWrite::Copy};
-  InterleaveParams p;
-  std::vector<float> dx(element_count_of(dx_sizes), 99.0f);
-  p.dst = dx.data();
-  p.dst_view = view_of(dx_sizes, channels_last);
-  for (int i = 0; i < 2; ++i) {
-    p.stride[i] = make_step(stride[i]);
-    p.padding[i] = padding[i];
+// Strides of `sizes` in a random dim order, some with gaps.
+std::vector<int64_t> random_strides(const std::vector<int64_t>& sizes, std::mt19937& rng) {
+  std::vector<int> order(sizes.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int>(d);
+  if (rng() % 2) std::shuffle(order.begin(), order.end(), rng);
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (auto d = order.rbegin(); d != order.rend(); ++d) {
+    strides[*d] = stride;
+    stride *= std::max<int64_t>(sizes[*d], 1) + (rng() % 4 == 0 ? 1 : 0);
   }
-  p.channels_per_group = make_step(dx_sizes[1]);
-  p.first_phase = 0;
-  p.phase_count = 6;
-  p.element_bytes = sizeof(float);
-  std::vector<std::vector<float>> results(6);
-  std::vector<TensorView> result_views(6);
-  for (int e = 0; e < 6; ++e) {
-    p.phases[e].write = writes[e];
-    if (writes[e] != PhaseWrite::Copy) continue;
-    const std::vector<int64_t> sizes{2, 4, 3 + e % 2, 2};
-    results[e] = small_integers(element_count_of(sizes), 10 + e);
-    result_views[e] = view_of(sizes, channels_last);
-    p.phases[e].data = results[e].data();
-    for (int d = 0; d < 4; ++d) p.phases[e].strides[d] = result_views[e].strides[d];
-    p.phases[e].extent[0] = sizes[2];
-    p.phases[e].extent[1] = sizes[3];
-  }
-  ASSERT_EQ(launch_interleave<Target::host>(p, nullptr), nullptr);
-  for_each_index(dx_sizes, [&](const std::vector<int64_t>& i) {
-    std::vector<int64_t> q{i[0], i[1], 0, 0};
-    int phase = 0;
-    for (int d = 0; d < 2; ++d) {  // i = s*q + r - p
-      q[2 + d] = (i[2 + d] + padding[d]) / stride[d];
-      phase = phase * static_cast<int>(stride[d]) + (i[2 + d] + padding[d]) % stride[d];
-    }
-    float expected = 0.0f;
-    if (writes[phase] == PhaseWrite::Keep) {
-      expected = 99.0f;
-    } else if (writes[phase] == PhaseWrite::Copy && q[2] < p.phases[phase].extent[0] &&
-               q[3] < p.phases[phase].extent[1]) {
-      expected = results[phase][offset_of(result_views[phase], q)];
-    }
-    ASSERT_EQ(dx[offset_of(p.dst_view, i)], expected) << "phase " << phase;
-  });
+  return strides;
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, HostInterleave, testing::Bool());
+InterleaveCase random_interleave(std::mt19937& rng) {
+  InterleaveCase c;
+  const int spatial = 1 + static_cast<int>(rng() % 3);
+  c.channels_last = rng() % 2;
+  c.element_bytes = 2 << (rng() % 3);
+  c.groups = 1 + rng() % 3;
+  c.per_group = 1 + rng() % (c.channels_last ? 24 : 4);
+  c.stacked = c.groups > 1 ? 1 + rng() % 3 : 1;
+  c.dx_sizes = {static_cast<int64_t>(1 + rng() % 3), c.groups * c.per_group};
+  int phases = 1;
+  for (int i = 0; i < spatial; ++i) {
+    const bool row = i == spatial - 1 && !c.channels_last;
+    c.dx_sizes.push_back(1 + rng() % (row ? 40 : 7));
+    c.stride[i] = 1 + rng() % (spatial == 3 ? 4 : 3);
+    c.padding[i] = rng() % 4;
+    phases *= static_cast<int>(c.stride[i]);
+  }
+  for (int e = 0; e < phases; ++e) {
+    const unsigned kind = rng() % 10;
+    c.writes.push_back(kind < 7 ? PhaseWrite::Copy : kind < 9 ? PhaseWrite::Zero : PhaseWrite::Keep);
+    std::vector<int64_t> sizes{c.dx_sizes[0], c.groups * c.stacked * c.per_group};
+    for (int i = 0; i < spatial; ++i) {
+      const int64_t slots = (c.dx_sizes[2 + i] - 1 + c.padding[i]) / c.stride[i] + 1;
+      sizes.push_back(std::max<int64_t>(slots + static_cast<int64_t>(rng() % 5) - 3, 0));
+    }
+    // Grouped channel maps come from phase_stacked, whose phases share one result.
+    const bool shared = c.groups > 1 && e > 0;
+    c.result_sizes.push_back(shared ? c.result_sizes[0] : sizes);
+    c.result_strides.push_back(shared ? c.result_strides[0] : random_strides(sizes, rng));
+    c.channel_offset.push_back(static_cast<int64_t>(rng() % c.stacked) * c.per_group);
+    int64_t last = 0;
+    for (size_t d = 0; d < sizes.size(); ++d) {
+      last += std::max<int64_t>(c.result_sizes.back()[d] - 1, 0) * c.result_strides.back()[d];
+    }
+    std::vector<unsigned char> bytes((last + 1) * c.element_bytes + 16);
+    for (unsigned char& b : bytes) b = static_cast<unsigned char>(rng());
+    c.results.push_back(std::move(bytes));
+  }
+  return c;
+}
+
+std::string describe(const InterleaveCase& c) {
+  const auto list = [](const std::vector<int64_t>& v) {
+    std::string text;
+    for (const int64_t x : v) text += " " + std::to_string(x);
+    return text;
+  };
+  std::string text = "dx" + list(c.dx_sizes) + (c.channels_last ? " channels_last" : " nchw") +
+                     ", " + std::to_string(c.element_bytes) + "-byte, stride/padding";
+  for (int i = 0; i < c.spatial(); ++i) {
+    text += " " + std::to_string(c.stride[i]) + "/" + std::to_string(c.padding[i]);
+  }
+  text += ", groups " + std::to_string(c.groups) + " x " + std::to_string(c.per_group) +
+          " stacked " + std::to_string(c.stacked);
+  for (int e = 0; e < c.phases(); ++e) {
+    text += "\n phase " + std::to_string(e) + " write " +
+            std::to_string(static_cast<int>(c.writes[e])) + " sizes" + list(c.result_sizes[e]) +
+            " strides" + list(c.result_strides[e]);
+  }
+  return text;
+}
+
+// The launch for phases [first, first + count).
+InterleaveLaunch interleave_launch(const InterleaveCase& c, void* dx, int first, int count,
+                                   bool wide) {
+  InterleaveLaunch l;
+  l.dst = dx;
+  l.dst_view = view_of(c.dx_sizes, c.channels_last);
+  for (int i = 0; i < c.spatial(); ++i) {
+    l.stride[i] = c.stride[i];
+    l.padding[i] = c.padding[i];
+  }
+  l.channels_per_group = c.per_group;
+  l.first_phase = first;
+  l.phase_count = count;
+  l.element_bytes = c.element_bytes;
+  l.wide_offsets = wide;
+  for (int e = 0; e < count; ++e) {
+    const int phase = first + e;
+    PhaseResult& r = l.phases[e];
+    r.write = c.writes[phase];
+    const std::vector<int64_t>& strides = c.result_strides[phase];
+    r.data = c.results[phase].data() + c.channel_offset[phase] * strides[1] * c.element_bytes;
+    for (size_t d = 0; d < c.dx_sizes.size(); ++d) {
+      r.sizes[d] = c.result_sizes[phase][d];
+      r.strides[d] = strides[d];
+    }
+    l.group_stride = c.stacked * c.per_group * strides[1];
+  }
+  return l;
+}
+
+// dx after every launch, the slow way: dx[n, ch, i...] is slot
+// q = (i + p) div s of phase r = (i + p) mod s (row-major); a Copy phase's
+// result element, a zero past its extent or for a Zero phase, untouched for
+// a Keep phase.
+std::vector<unsigned char> reference_interleave(const InterleaveCase& c,
+                                                std::vector<unsigned char> dx) {
+  const TensorView view = view_of(c.dx_sizes, c.channels_last);
+  for_each_index(c.dx_sizes, [&](const std::vector<int64_t>& i) {
+    int64_t phase = 0;
+    std::vector<int64_t> q(i.size());
+    for (int d = 0; d < c.spatial(); ++d) {
+      q[2 + d] = (i[2 + d] + c.padding[d]) / c.stride[d];
+      phase = phase * c.stride[d] + (i[2 + d] + c.padding[d]) % c.stride[d];
+    }
+    const PhaseWrite write = c.writes[phase];
+    if (write == PhaseWrite::Keep) return;
+    unsigned char* to = &dx[offset_of(view, i) * c.element_bytes];
+    std::memset(to, 0, c.element_bytes);
+    if (write != PhaseWrite::Copy) return;
+    const std::vector<int64_t>& sizes = c.result_sizes[phase];
+    const std::vector<int64_t>& strides = c.result_strides[phase];
+    int64_t offset = (c.channel_offset[phase] + i[1] / c.per_group * c.stacked * c.per_group +
+                      i[1] % c.per_group) * strides[1] + i[0] * strides[0];
+    for (int d = 0; d < c.spatial(); ++d) {
+      if (q[2 + d] >= sizes[2 + d]) return;
+      offset += q[2 + d] * strides[2 + d];
+    }
+    std::memcpy(to, &c.results[phase][offset * c.element_bytes], c.element_bytes);
+  });
+  return dx;
+}
+
+// Random 1-3D interleaves (strides 1-4, up to 64 phases over launches of up
+// to 32 phases or split at random, groups, 2-, 4- and 8-byte elements, NCHW
+// and channels_last, 32- and 64-bit offsets): every byte of dx as the
+// reference has it, nothing written outside dx.
+TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
+  std::mt19937 rng(1123);
+  int launches = 0, chunked = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const InterleaveCase c = random_interleave(rng);
+    const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
+    const int64_t dx_bytes = element_count_of(c.dx_sizes) * c.element_bytes;
+    std::vector<unsigned char> storage(dx_bytes + 32, 0xab);
+    const int64_t shift = (rng() % 8) * c.element_bytes % 16;
+    unsigned char* dx = storage.data() + shift;
+    const std::vector<unsigned char> before(dx, dx + dx_bytes);
+    const bool wide = rng() % 4 == 0;
+    int first = 0;
+    while (first < c.phases()) {
+      const int most = std::min(kMaxPhasesPerLaunch, c.phases() - first);
+      const int count = rng() % 2 ? most : 1 + static_cast<int>(rng() % most);
+      InterleaveParams p;
+      ASSERT_TRUE(make_interleave_walk(interleave_launch(c, dx, first, count, wide), &p)) << where;
+      ASSERT_EQ(launch_interleave<Target::host>(p, nullptr), nullptr) << where;
+      chunked += p.walk.chunks_per_row > 2;
+      ++launches;
+      first += count;
+    }
+    const std::vector<unsigned char> expected = reference_interleave(c, before);
+    for (int64_t b = 0; b < static_cast<int64_t>(storage.size()); ++b) {
+      const bool inside = b >= shift && b < shift + dx_bytes;
+      ASSERT_EQ(storage[b], inside ? expected[b - shift] : 0xab)
+          << where << " byte " << b << " of " << dx_bytes << " (element " << (b - shift) / c.element_bytes
+          << ")";
+    }
+  }
+  EXPECT_GT(launches, 600);
+  EXPECT_GT(chunked, 200);
+}
 
 // A grouped 2D weight gradient, 3x3 filter, stride 2, padding 1, dilation
 // (1, 2), in three chunks.

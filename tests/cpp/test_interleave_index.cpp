@@ -1,6 +1,7 @@
-// interleave_source against the planner's phase decomposition: for every dx
-// element, the phase slot that the PhaseDim fields say owns it, split across
-// launches, with Keep sources and grouped channel maps.
+// The interleave kernel (on the host grid) against the planner's phase
+// decomposition: every dx element holds what the phase slot that the PhaseDim
+// fields say owns it holds, split across launches, with Keep sources and
+// grouped channel maps; and the walk make_interleave_walk builds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "dispatch/phase.h"
+#include "hip/interleave.h"
 #include "hip/interleave_index.h"
 #include "hip/layout.h"
 
@@ -115,11 +117,13 @@ Reference reference_owners(const ConvGeometry& g, const std::vector<Phase>& phas
   return ref;
 }
 
-// One interleave problem: dx of a geometry, one virtual source per phase.
+// One interleave problem: dx of a geometry, one result per phase whose
+// element at offset k holds 1000 * (phase + 1) + k.
 struct Problem {
   ConvGeometry g;
   std::vector<Phase> phases;
-  std::vector<PhaseSource> sources;
+  std::vector<PhaseResult> sources;
+  std::vector<std::vector<int64_t>> values;
   std::vector<int64_t> dx_sizes;  // [N, C, input...]
   int64_t channels_per_group = 1;
   int64_t group_stride = 0;
@@ -134,23 +138,40 @@ Problem make_problem(const ConvGeometry& g) {
   pb.dx_sizes = {g.batch, g.in_channels};
   for (int i = 0; i < g.spatial_dims; ++i) pb.dx_sizes.push_back(g.input[i]);
   pb.channels_per_group = g.in_channels;
-  for (const Phase& phase : pb.phases) {
-    PhaseSource source;
+  pb.values.resize(pb.phases.size());
+  for (size_t r = 0; r < pb.phases.size(); ++r) {
+    const Phase& phase = pb.phases[r];
+    PhaseResult source;
     if (phase_is_empty(phase)) {
       source.write = PhaseWrite::Zero;
     } else {
       source.write = PhaseWrite::Copy;
       std::vector<int64_t> sizes{g.batch, g.in_channels};
-      for (int i = 0; i < g.spatial_dims; ++i) {
-        source.extent[i] = phase.dims[i].conv_output;
-        sizes.push_back(phase.dims[i].conv_output);
-      }
+      for (int i = 0; i < g.spatial_dims; ++i) sizes.push_back(phase.dims[i].conv_output);
       const auto strides = contiguous_strides(sizes);
+      std::copy(sizes.begin(), sizes.end(), source.sizes);
       std::copy(strides.begin(), strides.end(), source.strides);
     }
     pb.sources.push_back(source);
   }
   return pb;
+}
+
+// Fills each Copy result's values, large enough for `group_stride`.
+void fill_values(Problem& pb) {
+  for (size_t r = 0; r < pb.sources.size(); ++r) {
+    PhaseResult& source = pb.sources[r];
+    if (source.write != PhaseWrite::Copy) continue;
+    int64_t last = 0;
+    for (int d = 0; d < pb.g.spatial_dims + 2; ++d) {
+      last += std::max<int64_t>(source.sizes[d] - 1, 0) * source.strides[d];
+    }
+    const int64_t groups = pb.dx_sizes[1] / pb.channels_per_group;
+    last += (groups - 1) * pb.group_stride;
+    pb.values[r].resize(last + 1);
+    for (int64_t k = 0; k <= last; ++k) pb.values[r][k] = 1000 * static_cast<int64_t>(r + 1) + k;
+    source.data = pb.values[r].data();
+  }
 }
 
 // Random geometries whose phases fit one launch when `one_launch`.
@@ -162,23 +183,28 @@ Problem random_problem(std::mt19937& rng, bool one_launch) {
   }
 }
 
-InterleaveParams launch_params(const Problem& pb, int first, int count) {
-  InterleaveParams p;
-  p.dst_view.dims = static_cast<int>(pb.dx_sizes.size());
+// The walk of phases [first, first + count) over dx.
+InterleaveParams launch_params(const Problem& pb, int64_t* dx, int first, int count) {
+  InterleaveLaunch l;
+  l.dst = dx;
+  l.dst_view.dims = static_cast<int>(pb.dx_sizes.size());
   const auto strides = contiguous_strides(pb.dx_sizes);
-  for (int d = 0; d < p.dst_view.dims; ++d) {
-    p.dst_view.sizes[d] = pb.dx_sizes[d];
-    p.dst_view.strides[d] = strides[d];
+  for (int d = 0; d < l.dst_view.dims; ++d) {
+    l.dst_view.sizes[d] = pb.dx_sizes[d];
+    l.dst_view.strides[d] = strides[d];
   }
   for (int i = 0; i < pb.g.spatial_dims; ++i) {
-    p.stride[i] = make_step(pb.g.stride[i]);
-    p.padding[i] = pb.g.padding[i];
+    l.stride[i] = pb.g.stride[i];
+    l.padding[i] = pb.g.padding[i];
   }
-  p.channels_per_group = make_step(pb.channels_per_group);
-  p.group_stride = pb.group_stride;
-  p.first_phase = first;
-  p.phase_count = count;
-  for (int e = 0; e < count; ++e) p.phases[e] = pb.sources[first + e];
+  l.channels_per_group = pb.channels_per_group;
+  l.group_stride = pb.group_stride;
+  l.first_phase = first;
+  l.phase_count = count;
+  l.element_bytes = sizeof(int64_t);
+  for (int e = 0; e < count; ++e) l.phases[e] = pb.sources[first + e];
+  InterleaveParams p;
+  EXPECT_TRUE(make_interleave_walk(l, &p));
   return p;
 }
 
@@ -198,51 +224,39 @@ std::string describe(const ConvGeometry& g, const std::vector<int64_t>& coords) 
   return text;
 }
 
-// interleave_source with narrow and with 64-bit division, which must agree.
-InterleaveSource source_of(const InterleaveParams& p, const int64_t* coords) {
-  const InterleaveSource narrow = interleave_source<int32_t>(p, coords);
-  const InterleaveSource wide = interleave_source<int64_t>(p, coords);
-  EXPECT_EQ(narrow.write, wide.write);
-  EXPECT_EQ(narrow.entry, wide.entry);
-  EXPECT_EQ(narrow.offset, wide.offset);
-  return narrow;
-}
-
-// Every dx element: the launch that carries its owner's phase gives the
-// source's verdict (Copy at the expected offset, Zero, or Keep); every other
-// launch gives Keep.
-void check_launches(const Problem& pb, const std::vector<Launch>& launches) {
+// Runs the launches on dx (filled with -1 first): every element holds its
+// owner's value (the result at the owner's slot, or 0 past the result or for
+// an empty phase), or -1 where its owner is kept.
+void check_launches(Problem pb, const std::vector<Launch>& launches) {
+  fill_values(pb);
   const Reference ref = reference_owners(pb.g, pb.phases);
   ASSERT_EQ(ref.strays, 0);
   for (const Owner& owner : ref.owners) ASSERT_EQ(owner.hits, 1);
-  std::vector<InterleaveParams> params;
-  for (const Launch& l : launches) params.push_back(launch_params(pb, l.first, l.count));
+  int64_t elements = 1;
+  for (const int64_t size : pb.dx_sizes) elements *= size;
+  std::vector<int64_t> dx(elements, -1);
+  for (const Launch& l : launches) {
+    const InterleaveParams p = launch_params(pb, dx.data(), l.first, l.count);
+    ASSERT_EQ(launch_interleave<Target::host>(p, nullptr), nullptr);
+  }
   const std::vector<int64_t> zero(pb.dx_sizes.size(), 0);
   std::vector<int64_t> coords = zero;
+  int64_t linear = 0;
   do {
     int64_t flat = 0;
     for (int i = 0; i < pb.g.spatial_dims; ++i) flat = flat * pb.g.input[i] + coords[i + 2];
     const Owner& owner = ref.owners[flat];
-    const PhaseSource& source = pb.sources[owner.phase];
+    const PhaseResult& source = pb.sources[owner.phase];
     const int64_t n = coords[0], c = coords[1];
-    int64_t offset = n * source.strides[0] + (c / pb.channels_per_group) * pb.group_stride +
-                     (c % pb.channels_per_group) * source.strides[1];
-    for (int i = 0; i < pb.g.spatial_dims; ++i) offset += owner.q[i] * source.strides[i + 2];
-    int writers = 0;
-    for (size_t l = 0; l < launches.size(); ++l) {
-      const InterleaveSource actual = source_of(params[l], coords.data());
-      const bool carried = owner.phase >= launches[l].first &&
-                           owner.phase < launches[l].first + launches[l].count;
-      PhaseWrite expected = PhaseWrite::Keep;
-      if (carried) expected = source.write == PhaseWrite::Copy && !owner.copy ? PhaseWrite::Zero
-                                                                              : source.write;
-      ASSERT_EQ(actual.write, expected) << "launch " << l << " " << describe(pb.g, coords);
-      writers += actual.write != PhaseWrite::Keep;
-      if (expected != PhaseWrite::Copy) continue;
-      ASSERT_EQ(actual.entry, owner.phase - launches[l].first) << describe(pb.g, coords);
-      ASSERT_EQ(actual.offset, offset) << describe(pb.g, coords);
+    int64_t expected = source.write == PhaseWrite::Keep ? -1 : 0;
+    if (source.write == PhaseWrite::Copy && owner.copy) {
+      int64_t offset = n * source.strides[0] + (c / pb.channels_per_group) * pb.group_stride +
+                       (c % pb.channels_per_group) * source.strides[1];
+      for (int i = 0; i < pb.g.spatial_dims; ++i) offset += owner.q[i] * source.strides[i + 2];
+      expected = pb.values[owner.phase][offset];
     }
-    ASSERT_EQ(writers, source.write == PhaseWrite::Keep ? 0 : 1) << describe(pb.g, coords);
+    ASSERT_EQ(dx[linear], expected) << describe(pb.g, coords);
+    ++linear;
   } while (next_index(coords, zero, pb.dx_sizes));
 }
 
@@ -277,7 +291,7 @@ TEST(InterleaveIndex, KeepSourcesAreLeftAlone) {
   std::mt19937 rng(77);
   for (int trial = 0; trial < 1000; ++trial) {
     Problem pb = random_problem(rng, true);
-    for (PhaseSource& source : pb.sources) {
+    for (PhaseResult& source : pb.sources) {
       if (rng() % 2) source.write = PhaseWrite::Keep;
     }
     ASSERT_NO_FATAL_FAILURE(check_launches(pb, {{0, phase_count(pb)}})) << "trial " << trial;
@@ -303,44 +317,146 @@ TEST(InterleaveIndex, GroupedChannelsMapThroughTheGroupStride) {
 // Worked by hand: I = 5, K = 3, s = 2, p = 1, so dx[i] is slot (i + 1) / 2 of
 // phase (i + 1) % 2; phase 0 has two computed slots, phase 1 has three.
 TEST(InterleaveIndex, OneDimStrideTwoByHand) {
-  InterleaveParams p;
-  p.dst_view.dims = 3;
+  InterleaveLaunch l;
+  l.dst_view.dims = 3;
   const int64_t sizes[3] = {1, 1, 5}, strides[3] = {5, 5, 1};
-  std::copy(sizes, sizes + 3, p.dst_view.sizes);
-  std::copy(strides, strides + 3, p.dst_view.strides);
-  p.stride[0] = make_step(2);
-  p.padding[0] = 1;
-  p.channels_per_group = make_step(1);
-  p.phase_count = 2;
+  std::copy(sizes, sizes + 3, l.dst_view.sizes);
+  std::copy(strides, strides + 3, l.dst_view.strides);
+  l.stride[0] = 2;
+  l.padding[0] = 1;
+  l.channels_per_group = 1;
+  l.phase_count = 2;
+  l.element_bytes = 4;
+  const std::vector<float> results[2] = {{10, 11}, {20, 21, 22}};
   for (int e = 0; e < 2; ++e) {
-    p.phases[e].write = PhaseWrite::Copy;
-    p.phases[e].strides[2] = 10;
-    p.phases[e].extent[0] = 2 + e;
+    l.phases[e].write = PhaseWrite::Copy;
+    l.phases[e].data = results[e].data();
+    l.phases[e].sizes[2] = static_cast<int64_t>(results[e].size());
+    l.phases[e].strides[2] = 1;
   }
-  const PhaseWrite write[5] = {PhaseWrite::Copy, PhaseWrite::Copy, PhaseWrite::Copy,
-                               PhaseWrite::Zero, PhaseWrite::Copy};
-  const int entry[5] = {1, 0, 1, 0, 1};
-  const int64_t offset[5] = {0, 10, 10, 0, 20};
-  for (int64_t i = 0; i < 5; ++i) {
-    const int64_t coords[3] = {0, 0, i};
-    const InterleaveSource source = source_of(p, coords);
-    EXPECT_EQ(source.write, write[i]) << i;
-    if (write[i] != PhaseWrite::Copy) continue;
-    EXPECT_EQ(source.entry, entry[i]) << i;
-    EXPECT_EQ(source.offset, offset[i]) << i;
-  }
+  std::vector<float> dx(5, -1.0f);
+  l.dst = dx.data();
+  InterleaveParams p;
+  ASSERT_TRUE(make_interleave_walk(l, &p));
+  ASSERT_EQ(launch_interleave<Target::host>(p, nullptr), nullptr);
+  EXPECT_EQ(dx, (std::vector<float>{20, 11, 21, 0, 22}));
 }
 
-TEST(InterleaveIndex, NarrowOnlyWhileCoordinatePlusPaddingFits) {
+// NCHW: batch and channels merge into one outer dim, rows of W at the
+// convolution's stride; the phases' row strides and extents as the results have them.
+TEST(InterleaveWalk, NchwMergesBatchAndChannelsAndWalksRowsOfW) {
+  InterleaveLaunch l;
+  l.dst_view.dims = 4;
+  const int64_t sizes[4] = {2, 3, 9, 11}, strides[4] = {297, 99, 11, 1};
+  std::copy(sizes, sizes + 4, l.dst_view.sizes);
+  std::copy(strides, strides + 4, l.dst_view.strides);
+  l.stride[0] = l.stride[1] = 2;
+  l.padding[0] = l.padding[1] = 1;
+  l.channels_per_group = 3;
+  l.phase_count = 4;
+  l.element_bytes = 2;
+  const int64_t result_sizes[4] = {2, 3, 5, 6}, result_strides[4] = {90, 30, 6, 1};
+  const uint16_t data[1] = {};
+  for (int e = 0; e < 4; ++e) {
+    l.phases[e].write = PhaseWrite::Copy;
+    l.phases[e].data = data;
+    std::copy(result_sizes, result_sizes + 4, l.phases[e].sizes);
+    std::copy(result_strides, result_strides + 4, l.phases[e].strides);
+  }
   InterleaveParams p;
-  p.dst_view.dims = 3;
-  const int64_t sizes[3] = {4, 8, 1000};
-  std::copy(sizes, sizes + 3, p.dst_view.sizes);
-  p.stride[0] = make_step(3);
-  p.padding[0] = kNarrowLimit - 1001;  // size + p = 2^31 - 1
-  EXPECT_TRUE(interleave_divides_narrow(p));
-  p.padding[0] = kNarrowLimit - 1000;  // size + p = 2^31
-  EXPECT_FALSE(interleave_divides_narrow(p));
+  ASSERT_TRUE(make_interleave_walk(l, &p));
+  EXPECT_EQ(p.outer_dims, 2);  // [N*C, H]
+  EXPECT_EQ(p.outer[0].size.value, 6u);
+  EXPECT_EQ(p.outer[1].size.value, 9u);
+  EXPECT_EQ(p.outer[1].step.value, 2u);
+  EXPECT_EQ(p.outer[1].phase_weight, 2);
+  EXPECT_EQ(p.row.size.value, 11u);
+  EXPECT_EQ(p.row.step.value, 2u);
+  EXPECT_EQ(p.row.phase_weight, 1);
+  EXPECT_EQ(p.rows, 54);
+  EXPECT_EQ(p.walk.chunks_per_row, 3);  // (11 + 7) / 8 rounded up
+  EXPECT_EQ(p.phases[0].strides[0], 30);
+  EXPECT_EQ(p.phases[0].extent[1], 5);  // (9 - 1 + 1) / 2 + 1 slots, the result has 5
+  EXPECT_EQ(p.phases[0].row_stride, 1);
+  EXPECT_EQ(p.phases[0].row_extent, 6);
+  EXPECT_FALSE(p.wide_offsets);
+}
+
+// channels_last with groups that phase_stacked keeps apart: rows of the
+// channels of a group, the groups an outer dim innermost.
+TEST(InterleaveWalk, ChannelsLastStackedGroupsWalkRowsOfAGroupsChannels) {
+  InterleaveLaunch l;
+  l.dst_view.dims = 4;
+  // [2, 3 groups x 8, 5, 4] channels_last
+  const int64_t sizes[4] = {2, 24, 5, 4}, strides[4] = {480, 1, 96, 24};
+  std::copy(sizes, sizes + 4, l.dst_view.sizes);
+  std::copy(strides, strides + 4, l.dst_view.strides);
+  l.stride[0] = l.stride[1] = 2;
+  l.channels_per_group = 8;
+  l.phase_count = 4;
+  l.element_bytes = 4;
+  // stacked result [2, 3 groups x 4 phases x 8, 3, 2] channels_last
+  const int64_t result_sizes[4] = {2, 96, 3, 2}, result_strides[4] = {576, 1, 192, 96};
+  l.group_stride = 32;
+  const float data[1] = {};
+  for (int e = 0; e < 4; ++e) {
+    l.phases[e].write = PhaseWrite::Copy;
+    l.phases[e].data = data;
+    std::copy(result_sizes, result_sizes + 4, l.phases[e].sizes);
+    std::copy(result_strides, result_strides + 4, l.phases[e].strides);
+  }
+  InterleaveParams p;
+  ASSERT_TRUE(make_interleave_walk(l, &p));
+  EXPECT_EQ(p.outer_dims, 4);  // [N, H, W, groups]
+  EXPECT_EQ(p.outer[3].size.value, 3u);
+  EXPECT_EQ(p.outer[3].dst_stride, 8);
+  EXPECT_EQ(p.phases[2].strides[3], 32);
+  EXPECT_EQ(p.row.size.value, 8u);
+  EXPECT_EQ(p.row.step.value, 1u);
+  EXPECT_EQ(p.row.phase_weight, 0);
+}
+
+// A size-1 dim is folded into the phases: its residue moves the first
+// phase, its slot the data, a slot past a result makes the phase a zero.
+TEST(InterleaveWalk, FoldsSizeOneDimsIntoThePhases) {
+  InterleaveLaunch l;
+  l.dst_view.dims = 4;
+  const int64_t sizes[4] = {1, 4, 1, 16}, strides[4] = {64, 16, 16, 1};
+  std::copy(sizes, sizes + 4, l.dst_view.sizes);
+  std::copy(strides, strides + 4, l.dst_view.strides);
+  l.stride[0] = 2;
+  l.stride[1] = 2;
+  l.padding[0] = 3;  // position 0 of H: slot 1, residue 1 (phases 2 and 3)
+  l.channels_per_group = 4;
+  l.phase_count = 4;
+  l.element_bytes = 8;
+  const double data[64] = {};
+  for (int e = 0; e < 4; ++e) {
+    l.phases[e].write = PhaseWrite::Copy;
+    l.phases[e].data = data;
+    const int64_t result_sizes[4] = {1, 4, 1 + e % 2, 8}, result_strides[4] = {32, 8, 8, 1};
+    std::copy(result_sizes, result_sizes + 4, l.phases[e].sizes);
+    std::copy(result_strides, result_strides + 4, l.phases[e].strides);
+  }
+  InterleaveParams p;
+  ASSERT_TRUE(make_interleave_walk(l, &p));
+  EXPECT_EQ(p.outer_dims, 1);  // [C]
+  EXPECT_EQ(p.first_phase, -2);
+  EXPECT_EQ(p.phases[2].write, PhaseWrite::Zero);  // one slot only
+  EXPECT_EQ(p.phases[3].write, PhaseWrite::Copy);
+  EXPECT_EQ(p.phases[3].data, static_cast<const void*>(data + 8));
+}
+
+TEST(InterleaveWalk, RefusesPositionsPast2To31) {
+  InterleaveLaunch l;
+  l.dst_view.dims = 3;
+  const int64_t sizes[3] = {1, 1, int64_t{1} << 30}, strides[3] = {sizes[2], sizes[2], 1};
+  std::copy(sizes, sizes + 3, l.dst_view.sizes);
+  std::copy(strides, strides + 3, l.dst_view.strides);
+  l.channels_per_group = 1;
+  l.phase_count = 1;
+  InterleaveParams p;
+  EXPECT_FALSE(make_interleave_walk(l, &p));
 }
 
 }  // namespace

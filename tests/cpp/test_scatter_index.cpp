@@ -61,22 +61,20 @@ TEST(ScatterIndex, DividePositionIsExactBelow2To31) {
 TEST(ScatterIndex, RowCursorAdvancesLikeDivision) {
   std::mt19937 rng(3);
   for (int trial = 0; trial < 2000; ++trial) {
-    ScatterParams p;
     const int64_t stride = 1 + rng() % 7, lead = static_cast<int64_t>(rng() % 9) - 3;
-    const int64_t lanes = 2 << (rng() % 3), advance = lanes << (rng() % 6);
-    p.row = walk_dim(lead, stride, 100);
-    p.row_bias = stride * std::max<int64_t>((lead + lanes + stride - 1) / stride, 0);
-    p.row_bias_quotient = p.row_bias / stride;
+    const int element_bytes = 2 << (rng() % 3);
+    const int64_t lanes = 16 / element_bytes;
+    const RowWalk walk = make_row_walk(1 + rng() % 300, lead, stride, element_bytes);
+    const Divisor step = make_divisor(stride);
     const Position first = -static_cast<Position>(rng() % lanes);
-    RowCursor at = row_cursor(first, p);
+    RowCursor at = row_cursor(first, static_cast<Position>(lead), step, walk);
     for (int k = 0; k < 20; ++k) {
-      const RowCursor direct = row_cursor(at.first, p);
+      const RowCursor direct = row_cursor(at.first, static_cast<Position>(lead), step, walk);
       ASSERT_EQ(at.o, direct.o) << trial << " " << k;
       ASSERT_EQ(at.r, direct.r) << trial << " " << k;
       ASSERT_EQ(at.o * stride + at.r, at.first - lead);
       ASSERT_TRUE(at.r >= 0 && at.r < stride);
-      at.advance(static_cast<Position>(advance), static_cast<Position>(advance / stride),
-                 static_cast<Position>(advance % stride), static_cast<Position>(stride));
+      at.advance(walk, static_cast<int>(lanes), static_cast<Position>(stride));
     }
   }
 }
@@ -110,8 +108,8 @@ TEST(ScatterWalk, NchwMergesBatchAndChannelsAndWalksRowsOfW) {
   EXPECT_EQ(p.row.size.value, 11u);
   EXPECT_EQ(p.row.step.value, 2u);
   EXPECT_EQ(p.rows, 54);
-  EXPECT_EQ(p.chunks_per_row, 3);  // (11 + 7) / 8 rounded up
-  EXPECT_EQ(p.lane_shift, 0);
+  EXPECT_EQ(p.walk.chunks_per_row, 3);  // (11 + 7) / 8 rounded up
+  EXPECT_EQ(p.walk.lane_shift, 0);
   EXPECT_FALSE(p.wide_offsets);
 }
 
@@ -123,10 +121,10 @@ TEST(ScatterWalk, ChannelsLastWalksRowsOfChannels) {
   EXPECT_EQ(p.outer_dims, 3);  // [N, H, W]
   EXPECT_EQ(p.row.size.value, 64u);
   EXPECT_EQ(p.row.step.value, 1u);
-  EXPECT_EQ(p.chunks_per_row, 17);  // (64 + 3) / 4 rounded up
-  EXPECT_EQ(p.lane_shift, 2);       // 4 threads, about 4 chunks each
-  EXPECT_EQ(p.advance_quotient, 16);
-  EXPECT_EQ(p.advance_remainder, 0);
+  EXPECT_EQ(p.walk.chunks_per_row, 17);  // (64 + 3) / 4 rounded up
+  EXPECT_EQ(p.walk.lane_shift, 2);       // 4 threads, about 4 chunks each
+  EXPECT_EQ(p.walk.advance_quotient, 16);
+  EXPECT_EQ(p.walk.advance_remainder, 0);
 }
 
 TEST(ScatterWalk, KeepsASizeOneDimThatHoldsNoSource) {

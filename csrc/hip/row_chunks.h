@@ -1,0 +1,62 @@
+// The 16-byte chunks a row walk (row_index.h) moves, for kernel sources only
+// (global_load and global_store come from portability.h's target).
+#pragma once
+
+#include <cstring>
+
+#include "bits.h"
+#include "portability.h"
+#include "row_index.h"
+
+namespace bwdconv::hip {
+
+// 16 bytes of a row: kLanes elements.
+template <typename Bits>
+struct Chunk {
+  static constexpr int kLanes = 16 / sizeof(Bits);
+  Bits lane[kLanes];
+};
+
+template <typename Bits>
+__device__ inline Chunk<Bits> load_chunk(const Bits* at) {  // at: 16-byte aligned
+  const Bits128 bits = global_load(reinterpret_cast<const Bits128*>(at));
+  Chunk<Bits> chunk;
+  memcpy(&chunk, &bits, sizeof chunk);
+  return chunk;
+}
+
+template <typename Bits>
+__device__ inline void store_chunk(Bits* at, const Chunk<Bits>& chunk) {  // at: 16-byte aligned
+  Bits128 bits;
+  memcpy(&bits, &chunk, sizeof bits);
+  global_store(reinterpret_cast<Bits128*>(at), bits);
+}
+
+// src_row[at * stride] for 0 <= at < size, else a zero; the load itself stays
+// inside the row (at clamped), so no lane branches around it.
+template <typename Bits, typename Index>
+__device__ inline Bits load_or_zero(const Bits* src_row, Position at, Index stride, Position size) {
+  const Position inside = at < 0 ? 0 : (at < size ? at : size - 1);
+  const Bits value = global_load(src_row + inside * stride);
+  return at == inside ? value : Bits{};
+}
+
+// The first chunk of a row that starts `head` elements past a 16-byte
+// boundary lies at -head: the row's elements in memory before the row.
+template <typename Bits>
+__device__ inline Position row_head(const Bits* row) {
+  return static_cast<Position>((reinterpret_cast<uintptr_t>(row) / sizeof(Bits)) %
+                               Chunk<Bits>::kLanes);
+}
+
+// Whether dst row `dst` can be copied from source row `src` by aligned
+// 16-byte chunks when dst position j reads source position j + shift.
+template <typename Bits>
+__device__ inline bool chunks_align(const Bits* src, const Bits* dst, Position shift) {
+  return (reinterpret_cast<uintptr_t>(src) - reinterpret_cast<uintptr_t>(dst) +
+          static_cast<uintptr_t>(shift) * sizeof(Bits)) %
+             sizeof(Bits128) ==
+         0;
+}
+
+}  // namespace bwdconv::hip
