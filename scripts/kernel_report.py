@@ -826,7 +826,7 @@ BITS_NAMES = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long", 16: "B
 
 
 def lanes_per_row(chunks: int) -> int:
-    """Threads sharing a row (ops/scatter.cpp, scatter_lane_shift): a power of two
+    """Threads sharing a row (hip/layout.cpp, make_row_walk): a power of two
     up to 32 that gives each thread about 4 chunks."""
     lanes = 1
     while lanes < 32 and lanes * 8 <= chunks:
