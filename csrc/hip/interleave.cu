@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     const Position c_begin = (head + kLanes - 1) / kLanes;
     const Position c_end_floor = (end + head) / kLanes;
     const Position c_end = c_end_floor > c_begin ? c_end_floor : c_begin;
-    Position chunk = c_begin + ((lane - c_begin) & (lanes - 1));
+    Position chunk = first_chunk(dst_row, head, lane, lanes, c_begin);
     RowCursor at = row_cursor(chunk * kLanes - head, -padding, p.row.step, p.walk);
     // With a fixed step, every chunk's lane 0 has the same residue r0: lane
     // j + s*m reads residue (r0 + j) mod s at slot o + (r0 + j) div s + m.

@@ -49,6 +49,19 @@ __device__ inline Position row_head(const Bits* row) {
                                Chunk<Bits>::kLanes);
 }
 
+// The first chunk at or after c_begin that `lane` of a row's `lanes` threads
+// writes: lane l takes the chunks that lie l chunks into a (lanes * 16)-byte
+// block of memory, so the threads of a row store whole 32-byte sectors
+// together.
+template <typename Bits>
+__device__ inline Position first_chunk(const Bits* row, Position head, Position lane,
+                                       Position lanes, Position c_begin) {
+  const uintptr_t chunk_zero =
+      reinterpret_cast<uintptr_t>(row) - static_cast<uintptr_t>(head) * sizeof(Bits);
+  const Position block = static_cast<Position>((chunk_zero / sizeof(Bits128)) & (lanes - 1));
+  return c_begin + ((lane - block - c_begin) & (lanes - 1));
+}
+
 // Whether dst row `dst` can be copied from source row `src` by aligned
 // 16-byte chunks when dst position j reads source position j + shift.
 template <typename Bits>

@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     const Position c_begin = (begin + head + kLanes - 1) / kLanes;
     const Position c_end_floor = (end + head) / kLanes;
     const Position c_end = c_end_floor > c_begin ? c_end_floor : c_begin;
-    Position chunk = c_begin + ((lane - c_begin) & (lanes - 1));
+    Position chunk = first_chunk(dst_row, head, lane, lanes, c_begin);
     RowCursor at = row_cursor(chunk * kLanes - head, lead, p.row.step, p.walk);
     const auto advance = [&] { at.advance(p.walk, kLanes, step); };
     // A step-1 row whose source chunks are 16-byte aligned too is a copy.
