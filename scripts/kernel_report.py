@@ -827,8 +827,8 @@ BITS_NAMES = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long", 16: "B
 
 def lanes_per_row(chunks: int) -> int:
     """Threads sharing a row (hip/layout.cpp, make_row_walk): a power of two
-    up to 32 that gives each thread about 4 chunks."""
-    lanes = 1
+    up to 32 that gives each thread about 4 chunks, two for rows of 2 chunks or more."""
+    lanes = 2 if chunks >= 2 else 1
     while lanes < 32 and lanes * 8 <= chunks:
         lanes *= 2
     return lanes
@@ -1079,7 +1079,7 @@ def markdown(kernels, occupancy, rows, problems, tools, command) -> str:
                    f"{pct(amd['occupancy']) if amd else '-'} | {amd.get('limiter', '-')} |")
     out += ["", "## Modelled ceiling of the data-movement kernels on the seed lines", "",
             "Per warp (H100, 32 lanes, one scheduler) or wave (MI300X, 64 lanes, one SIMD): a row-walk",
-            "kernel gives each row 2^k threads (about 4 chunks each, at most 32), so a warp holds",
+            "kernel gives each row 2^k threads (about 4 chunks each, at least 2 for rows of 2 chunks or more, at most 32), so a warp holds",
             "32 / 2^k rows and issues the row overhead once plus, per chunk it walks, the `copy` path",
             "(channels_last rows whose bytes are a multiple of 16) or the `gather` path, and the",
             "`partial` path twice when rows are not 16-byte aligned. An element-walk kernel issues its",
