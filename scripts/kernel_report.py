@@ -825,10 +825,10 @@ def kernel_configurations(line: SeedLine, element_bytes: int, layout: str) -> li
 BITS_NAMES = {2: "unsigned short", 4: "unsigned int", 8: "unsigned long", 16: "Bits128"}
 
 
-def lanes_per_row(chunks: int) -> int:
+def lanes_per_row(chunks: int, row_bytes: int) -> int:
     """Threads sharing a row (hip/layout.cpp, make_row_walk): a power of two
-    up to 32 that gives each thread about 4 chunks, two for rows of 2 chunks or more."""
-    lanes = 2 if chunks >= 2 else 1
+    up to 32 that gives each thread about 4 chunks, two for rows of 32 bytes or more."""
+    lanes = 2 if row_bytes >= 32 else 1
     while lanes < 32 and lanes * 8 <= chunks:
         lanes *= 2
     return lanes
@@ -840,7 +840,7 @@ def row_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float,
     chunk path per chunk, the partial path for the first and last chunk."""
     vector = 16 // config["element_bytes"]
     chunks = -(-(config["row_length"] + vector - 1) // vector)
-    lanes = lanes_per_row(chunks)
+    lanes = lanes_per_row(chunks, config["row_length"] * config["element_bytes"])
     iterations = -(-chunks // lanes)
     paths = loop["paths"]
     # channels_last rows (step 1) of 16-byte multiples copy; others gather
@@ -1079,7 +1079,7 @@ def markdown(kernels, occupancy, rows, problems, tools, command) -> str:
                    f"{pct(amd['occupancy']) if amd else '-'} | {amd.get('limiter', '-')} |")
     out += ["", "## Modelled ceiling of the data-movement kernels on the seed lines", "",
             "Per warp (H100, 32 lanes, one scheduler) or wave (MI300X, 64 lanes, one SIMD): a row-walk",
-            "kernel gives each row 2^k threads (about 4 chunks each, at least 2 for rows of 2 chunks or more, at most 32), so a warp holds",
+            "kernel gives each row 2^k threads (about 4 chunks each, at least 2 for rows of 32 bytes or more, at most 32), so a warp holds",
             "32 / 2^k rows and issues the row overhead once plus, per chunk it walks, the `copy` path",
             "(channels_last rows whose bytes are a multiple of 16) or the `gather` path, and the",
             "`partial` path twice when rows are not 16-byte aligned. An element-walk kernel issues its",

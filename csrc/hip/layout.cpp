@@ -150,9 +150,9 @@ RowWalk make_row_walk(int64_t size, int64_t lead, int64_t step, int element_byte
   RowWalk walk;
   walk.chunks_per_row = ceil_div(size + lanes - 1, lanes);
   // Threads per row: a power of two up to 32 giving each about four chunks,
-  // and two for any row of two chunks or more, so that a warp's chunk stores
-  // fill whole 32-byte sectors (first_chunk, row_chunks.h).
-  walk.lane_shift = walk.chunks_per_row >= 2 ? 1 : 0;
+  // and two for any row of a 32-byte sector or more, so that a warp's chunk
+  // stores fill whole sectors (first_chunk, row_chunks.h).
+  walk.lane_shift = size * element_bytes >= 32 ? 1 : 0;
   while (walk.lane_shift < 5 && (int64_t{8} << walk.lane_shift) <= walk.chunks_per_row) {
     ++walk.lane_shift;
   }

@@ -109,7 +109,7 @@ TEST(ScatterWalk, NchwMergesBatchAndChannelsAndWalksRowsOfW) {
   EXPECT_EQ(p.row.step.value, 2u);
   EXPECT_EQ(p.rows, 54);
   EXPECT_EQ(p.walk.chunks_per_row, 3);  // (11 + 7) / 8 rounded up
-  EXPECT_EQ(p.walk.lane_shift, 1);  // two threads share any row of two chunks or more
+  EXPECT_EQ(p.walk.lane_shift, 0);  // one thread: the row is shorter than a 32-byte sector
   EXPECT_FALSE(p.wide_offsets);
 }
 
