@@ -18,8 +18,11 @@ What it does:
 - finds each data-movement kernel's per-element loop: the innermost natural
   loop (a back-edge branch to a block that dominates it) that holds a global
   store, and counts the instructions on the longest path through it;
-- checks whether splitk's product kernel issues tensor-core (HMMA/HGMMA) or
-  MFMA instructions;
+- checks where splitk's chunk products run: on the vendor GEMM (ATen's
+  batched GEMM in csrc/ops/splitk.cpp's kernel path, no product kernel in
+  csrc/hip/splitk.cu), or in a product kernel with tensor-core (HMMA/HGMMA)
+  or MFMA instructions; and models splitk on seed 001's line (the planner's
+  own chunks and steps, from scripts/splitk_layout.cpp);
 - computes theoretical occupancy on sm_90 and gfx940 and a modelled
   issue-bound ceiling of the data-movement kernels on H100 SXM and MI300X for
   the seed lines (benchmarks/suites/seeds.txt).
@@ -91,8 +94,14 @@ SPLITK_SOURCES = ("splitk.cu",)
 #    https://rocm.docs.amd.com/projects/HIP/en/latest/understand/hardware_implementation.html
 #  - 32-bit integer multiplies (v_mul_lo/hi_u32, v_mad_u64_u32, ...) are taken as
 #    quarter rate (16 cycles per wave64), the GCN/CDNA rate; conservative for the model.
+# Dense (no sparsity) 16-bit tensor throughput and the last-level caches, for splitk's model:
+#  - H100 SXM5: 989.4 TFLOPS BF16/FP16 dense (1,979 with sparsity), 50 MB L2: NVIDIA H100
+#    Tensor Core GPU datasheet (2022) and architecture whitepaper, SXM5 column.
+#  - MI300X: 1307.4 TFLOPS BF16/FP16 dense (2,614.9 with sparsity), 256 MB Infinity Cache:
+#    AMD Instinct MI300X data sheet (above).
 H100 = {
     "name": "H100 SXM5", "arch": "sm_90", "units": 132, "clock_hz": 1.98e9,
+    "dense_16bit_flops": 989.4e12, "last_level_cache_bytes": 50e6,
     "schedulers_per_unit": 4, "lanes_per_scheduler": 32, "hbm_bytes_per_s": 3.35e12,
     "registers_per_unit": 65536, "shared_per_unit": 228 * 1024, "shared_reserved_per_block": 1024,
     "max_warps_per_unit": 64, "max_blocks_per_unit": 32, "register_unit": 256, "warp": 32,
@@ -100,6 +109,7 @@ H100 = {
 }
 MI300X = {
     "name": "MI300X", "arch": "gfx940", "units": 304, "clock_hz": 2.1e9, "simds_per_unit": 4,
+    "dense_16bit_flops": 1307.4e12, "last_level_cache_bytes": 256e6,
     "lanes_per_simd_cycle": 16, "wave": 64, "hbm_bytes_per_s": 5.3e12,
     "vgprs_per_simd_lane": 512, "vgpr_granule": 8, "max_waves_per_simd": 8,
     "lds_per_unit": 64 * 1024, "quarter_rate_cycles": 16,
@@ -928,13 +938,152 @@ def model(kernels: list[dict]) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------
+# splitk on seed 001's line (modelled)
+# ---------------------------------------------------------------------------
+# The kernel path of csrc/ops/splitk.cpp: pad the input once (where padding is
+# non-zero), then per step one strided copy stages every chunk's input window
+# as columns and one batched GEMM per offset tap multiplies grad_output by them
+# into fp32 partials, then the reduce kernel sums the partials in chunk order.
+# Time = (pad + staging + partials) bytes / HBM + max(GEMM flops / (fraction x
+# dense 16-bit peak x the share of units one wave of chunk tiles fills),
+# grad_output bytes / HBM). Launch overhead is not modelled. Assumed: a step's buffers are
+# read back from the last-level cache right after being written (the staged
+# columns by the GEMMs, the window by the staging copy) and the later tap
+# GEMMs of a step find its grad_output slice and staged columns there too;
+# `no_reuse_us` counts every one of those reads from HBM instead.
+SPLITK_GEMM_FRACTION_OF_PEAK = 0.5  # assumed for cuBLAS / hipBLASLt on one 64 x 48 tile per chunk
+
+
+def compile_splitk_layout(work: Path) -> Path | None:
+    """scripts/splitk_layout.cpp with the planner (csrc/dispatch), for the planner's own layout."""
+    cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        return None
+    binary = work / "splitk_layout"
+    run([cxx, "-std=c++17", "-O1", f"-I{ROOT / 'csrc'}", str(ROOT / "scripts" / "splitk_layout.cpp"),
+         *map(str, sorted((ROOT / "csrc" / "dispatch").glob("*.cpp"))), "-o", str(binary)])
+    return binary
+
+
+def seed_dilation(line: SeedLine) -> tuple[int, int]:
+    args = line.text.split()[1:]
+    opts = {args[i]: int(args[i + 1]) for i in range(0, len(args) - 1, 2)}
+    return opts.get("-l", 1), opts.get("-j", 1)
+
+
+def splitk_layout_for(binary: Path, line: SeedLine, units: int, staged_bytes: int) -> dict:
+    dil = seed_dilation(line)
+    dims = [(line.h, line.y, line.stride[0], line.pad[0], dil[0]),
+            (line.w, line.x, line.stride[1], line.pad[1], dil[1])]
+    args = [str(binary), "2", str(line.n), str(line.c), str(line.k), str(line.groups), str(units),
+            str(staged_bytes), "4"] + [str(v) for dim in dims for v in dim]
+    return json.loads(run(args).stdout)
+
+
+def splitk_step_groups(line: SeedLine, layout: dict) -> list[tuple[int, int]]:
+    """(chunks, output rows) of each step group, in the order GemmSplitK::run takes them."""
+    oh = line.output()[0]
+    b, rows, step = layout["batch_per_chunk"], layout["rows_per_chunk"], layout["step_rows"]
+    full, tail = oh // rows, oh - (oh // rows) * rows
+    groups = []
+    for j in range(b):
+        batch_chunks = -(-(line.n - j) // b)
+        for offset in range(0, rows, step):
+            groups.append((batch_chunks * full, min(step, rows - offset)))
+            if offset < tail:
+                groups.append((batch_chunks, min(step, tail - offset)))
+    return groups
+
+
+def model_splitk(line: SeedLine, device: dict, layout: dict, element_bytes: int = 2) -> dict:
+    (oh, ow), (sh, sw), (dh, dw) = line.output(), line.stride, seed_dilation(line)
+    bw, peak = device["hbm_bytes_per_s"], device["dense_16bit_flops"]
+    cin, cout, taps = line.c, line.k, line.y * line.x
+    x_bytes = line.n * cin * line.h * line.w * element_bytes
+    dy_bytes = line.n * cout * oh * ow * element_bytes
+    weight = cout * (cin // line.groups) * taps
+    # the padded input: every position a window reads
+    hp, wp = (oh - 1) * sh + dh * (line.y - 1) + 1, (ow - 1) * sw + dw * (line.x - 1) + 1
+    pad = x_bytes + line.n * cin * hp * wp * element_bytes if any(line.pad) else 0
+    halo, staged_taps, offset_taps = layout["halo_rows"], layout["staged_taps"], layout["offset_taps"]
+    groups = splitk_step_groups(line, layout)
+    steps = len(groups)
+    window_rows = (lambda r: r + halo) if offset_taps > 1 else (lambda r: (r - 1) * sh + dh * (line.y - 1) + 1)
+    window = sum(ch * cin * window_rows(r) * wp for ch, r in groups) * element_bytes
+    staged = sum(ch * cin * staged_taps * (r + halo) * ow for ch, r in groups) * element_bytes
+    flops = 2 * weight * line.n * oh * ow
+    partial_bytes = layout["chunks"] * weight * 4
+    partials = 2 * partial_bytes + weight * element_bytes  # GEMM writes, reduce reads, result
+    # the share of the device one wave of chunk tiles keeps busy
+    tiles = layout["chunks"] * layout["tiles_per_chunk"]
+    fill = tiles / (-(-tiles // device["units"]) * device["units"])
+    gemm_flops_s = flops / (SPLITK_GEMM_FRACTION_OF_PEAK * peak * fill)
+    gemm_s = max(gemm_flops_s, dy_bytes / bw)
+    time_s = (pad + window + staged + partials) / bw + gemm_s
+    # No reuse: every tap GEMM reads its grad_output slice and staged columns
+    # from HBM, and every accumulation reads and writes its partials there.
+    steps_per_chunk = layout["batch_per_chunk"] * -(-layout["rows_per_chunk"] // layout["step_rows"])
+    no_reuse_bytes = (pad + window + staged + offset_taps * (staged + dy_bytes)
+                      + partial_bytes * 2 * steps_per_chunk + weight * element_bytes)
+    no_reuse_s = no_reuse_bytes / bw
+    roofline_s = max((x_bytes + dy_bytes + weight * element_bytes) / bw, flops / peak)
+    working_set = max(ch * cin * staged_taps * (r + halo) * ow * element_bytes
+                      + ch * cout * r * ow * element_bytes for ch, r in groups)
+    us = lambda seconds: round(seconds * 1e6, 1)
+    mb = lambda b: round(b / 1e6, 1)
+    return {
+        "device": device["name"], "line": line.number, "element_bytes": element_bytes,
+        "layout": layout, "step_groups": steps,
+        "aten_calls": (1 if pad else 0) + steps * (1 + offset_taps) + 1,
+        "bytes_mb": {"input": mb(x_bytes), "grad_output": mb(dy_bytes), "pad": mb(pad),
+                     "window_reads": mb(window), "staged_writes": mb(staged),
+                     "partials_write_read_and_result": mb(partials)},
+        "gemm_gflop": round(flops / 1e9, 2), "gemm_fraction_of_peak": SPLITK_GEMM_FRACTION_OF_PEAK,
+        "device_fill": round(fill, 3),
+        "reduction_per_gemm": layout["step_rows"] * ow,
+        "us": {"pad": us(pad / bw), "staging": us((window + staged) / bw),
+               "gemm_flops": us(gemm_flops_s),
+               "gemm_grad_output_reads": us(dy_bytes / bw), "gemm": us(gemm_s),
+               "partials": us(partials / bw)},
+        "partial_bytes": partial_bytes, "staging_cap_bytes": layout["staging_cap_bytes"],
+        "step_working_set_mb": mb(working_set),
+        "last_level_cache_mb": mb(device["last_level_cache_bytes"]),
+        "modelled_us": us(time_s), "roofline_us": us(roofline_s),
+        "times_roofline": round(time_s / roofline_s, 2),
+        "no_reuse_us": us(no_reuse_s), "no_reuse_times_roofline": round(no_reuse_s / roofline_s, 2),
+    }
+
+
+def splitk_model(work: Path) -> list[dict]:
+    lines = [l for l in read_seeds() if l.direction == 4]
+    binary = compile_splitk_layout(work)
+    if binary is None or not lines:
+        return []
+    return [model_splitk(line, device, splitk_layout_for(binary, line, device["units"], 2))
+            for line in lines for device in DEVICES]
+
+
+# ---------------------------------------------------------------------------
 # Rules
 # ---------------------------------------------------------------------------
-def vendor_gemm_for_splitk() -> bool:
-    """splitk's GPU chunk products go through an ATen GEMM (cuBLAS/hipBLASLt)."""
-    source = (ROOT / "csrc" / "ops" / "splitk.cpp").read_text()
-    return re.search(r"at::(matmul|mm|bmm|baddbmm|addmm|addbmm)(_out)?\s*\(", source) is not None \
-        and "launch_splitk_partials" not in source
+def splitk_products_source() -> dict:
+    """Where splitk's chunk products run, read from the sources. The vendor GEMM
+    when csrc/ops/splitk.cpp sends GPU tensors to its kernel path (the class
+    whose products call ATen's batched GEMM: aten::bmm / baddbmm, and their
+    .dtype_out forms for fp16/bf16 operands with fp32 results, which run on
+    cuBLAS / hipBLASLt) and csrc/hip/splitk.cu defines no kernel but the reduce."""
+    ops = (ROOT / "csrc" / "ops" / "splitk.cpp").read_text()
+    cu = (KERNEL_DIR / "splitk.cu").read_text()
+    kernels = re.findall(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s*)?(\w+)", cu)
+    calls = sorted(set(m.group(0).rstrip("( ") for m in
+                       re.finditer(r"at::(?:bmm|baddbmm)(?:_out)?\s*\(|\.baddbmm_\s*\(", ops)))
+    widened = re.search(r"at::bmm_out\([^;]*scalar_type\(\)\)", ops) is not None
+    gpu_path = re.search(r"if \(runs_kernels\(grad_output\)\)\s*return GemmSplitK\(", ops) is not None
+    products = [k for k in kernels if "reduce" not in k]
+    return {"gemm_calls": calls, "fp32_results_from_16bit_operands": widened,
+            "gpu_tensors_take_the_gemm_path": gpu_path, "kernels": kernels,
+            "product_kernels": products,
+            "vendor_gemm": bool(calls) and gpu_path and not products}
 
 
 ROLES = ("data_movement", "splitk")
@@ -943,7 +1092,7 @@ ROLES = ("data_movement", "splitk")
 def violations(kernels: list[dict], roles: tuple[str, ...] = ROLES) -> list[str]:
     """The rules broken by the kernels of `roles`."""
     found = []
-    splitk_products = [k for k in kernels if k["role"] == "splitk" and "partials" in k["kernel"]]
+    splitk_products = [k for k in kernels if k["role"] == "splitk" and "reduce" not in k["kernel"]]
     if "splitk" not in roles:
         splitk_products = []
     for k in kernels:
@@ -975,7 +1124,7 @@ def violations(kernels: list[dict], roles: tuple[str, ...] = ROLES) -> list[str]
                 found.append(f"{k['kernel']} [{arch}]: splitk products without HMMA/HGMMA instructions")
             if arch.startswith("gfx") and not t.get("mfma_instructions"):
                 found.append(f"{k['kernel']} [{arch}]: splitk products without MFMA instructions")
-    if "splitk" in roles and not splitk_products and not vendor_gemm_for_splitk():
+    if "splitk" in roles and not splitk_products and not splitk_products_source()["vendor_gemm"]:
         found.append("splitk: no product kernel and no vendor GEMM call in csrc/ops/splitk.cpp")
     return found
 
@@ -1018,7 +1167,7 @@ def occupancy_rows(kernels: list[dict]) -> list[dict]:
     return rows
 
 
-def markdown(kernels, occupancy, rows, problems, tools, command) -> str:
+def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) -> str:
     out = ["# csrc/hip kernels: static evidence (compiler output; GPU figures modelled)", "",
            "No GPU was used. Registers, stack, spills, LDS, scratch and instruction counts are read",
            "from the compilers' output; occupancy and throughput are **modelled** from those counts and",
@@ -1090,8 +1239,9 @@ def markdown(kernels, occupancy, rows, problems, tools, command) -> str:
             "Bytes/s = that x bytes moved per written element ((written + read) x element size /",
             "written), against HBM (3.35 TB/s H100, 5.3 TB/s MI300X); the modelled rate is the lower.", ""]
     out += summary_table(rows, kernels, occupancy)
-    out += ["", "Every configuration is in `kernels.json` (`model`).", "",
-            "## Rules (issue 15)", ""]
+    out += ["", "Every configuration is in `kernels.json` (`model`).", ""]
+    out += splitk_markdown(splitk or {})
+    out += ["## Rules (issue 15)", ""]
     if problems:
         out += [f"{len(problems)} violation(s):", ""] + [f"- {p}" for p in problems]
     else:
@@ -1099,6 +1249,31 @@ def markdown(kernels, occupancy, rows, problems, tools, command) -> str:
                 "compiler-made LDS; data-movement occupancy at least 50% on sm_90 and gfx940;",
                 "splitk's products on tensor cores / MFMA or the vendor GEMM."]
     return "\n".join(out) + "\n"
+
+
+def splitk_markdown(splitk: dict) -> list[str]:
+    source, models = splitk.get("source", {}), splitk.get("model", [])
+    out = ["## splitk: where the products run, and its modelled time on seed 001", "",
+           f"From the sources: GEMM calls in csrc/ops/splitk.cpp {source.get('gemm_calls')}, "
+           f"fp32 results from 16-bit operands: {source.get('fp32_results_from_16bit_operands')}, "
+           f"GPU tensors take that path: {source.get('gpu_tensors_take_the_gemm_path')}; kernels in "
+           f"csrc/hip/splitk.cu: {source.get('kernels')} (product kernels: {source.get('product_kernels')}). "
+           f"Vendor GEMM: **{source.get('vendor_gemm')}**.", ""]
+    if not models:
+        return out + ["(no C++ compiler for scripts/splitk_layout.cpp: no model)", ""]
+    out += ["Modelled (no GPU): bytes at HBM bandwidth, the GEMM at "
+            f"{models[0]['gemm_fraction_of_peak']:.0%} of dense 16-bit tensor peak (see the comment above "
+            "`model_splitk`); `no reuse` reads every operand of every tap GEMM from HBM.", "",
+            "| device | chunks | steps x taps | pad us | staging us | GEMM us (flops / dy reads) | partials us | "
+            "modelled us | roofline us | x roofline | no reuse us | step working set MB / cache MB |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for m in models:
+        u, l = m["us"], m["layout"]
+        out.append(f"| {m['device']} | {l['chunks']} | {m['step_groups']} x {l['offset_taps']} | {u['pad']} | "
+                   f"{u['staging']} | {u['gemm']} ({u['gemm_flops']} / {u['gemm_grad_output_reads']}) | "
+                   f"{u['partials']} | **{m['modelled_us']}** | {m['roofline_us']} | {m['times_roofline']} | "
+                   f"{m['no_reuse_us']} | {m['step_working_set_mb']} / {m['last_level_cache_mb']} |")
+    return out + [""]
 
 
 def summary_table(rows: list[dict], kernels: list[dict], occupancy: list[dict]) -> list[str]:
@@ -1156,6 +1331,23 @@ def tools_line(tools: Tools) -> str:
     return "; ".join(parts) or "none"
 
 
+def splitk_only(out: Path | None) -> int:
+    with tempfile.TemporaryDirectory(prefix="kernel_report.") as work:
+        splitk = {"source": splitk_products_source(), "model": splitk_model(Path(work))}
+    report = "\n".join(["# splitk: static evidence (GPU figures modelled)", "",
+                         "Command: `python3 scripts/kernel_report.py --splitk-only"
+                         + (f" --out {os.path.relpath(out, ROOT)}`" if out else "`"), ""]
+                        + splitk_markdown(splitk)) + "\n"
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text(report)
+        (out / "splitk.json").write_text(json.dumps(
+            {"splitk": splitk, "devices": DEVICES}, indent=1, default=str) + "\n")
+    else:
+        print(report)
+    return 0 if splitk["source"]["vendor_gemm"] else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="write report.md and kernels.json here")
@@ -1163,7 +1355,11 @@ def main() -> int:
                         help="exit 1 when a rule is broken (by the kernels of one role, or all)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--keep", type=Path, help="keep cubins, SASS and assembly here")
+    parser.add_argument("--splitk-only", action="store_true",
+                        help="only splitk's source check and model (no kernel compilation)")
     args = parser.parse_args()
+    if args.splitk_only:
+        return splitk_only(args.out)
 
     tools = Tools.discover()
     missing = [n for n, v in (("nvcc", tools.nvcc), ("cuobjdump", tools.cuobjdump),
@@ -1176,6 +1372,7 @@ def main() -> int:
     work_dir = args.keep or Path(tempfile.mkdtemp(prefix="kernel_report."))
     work_dir.mkdir(parents=True, exist_ok=True)
     kernels = collect(tools, work_dir, args.jobs)
+    splitk = {"source": splitk_products_source(), "model": splitk_model(work_dir)}
     if not args.keep:
         shutil.rmtree(work_dir, ignore_errors=True)
     occupancy = occupancy_rows(kernels)
@@ -1183,13 +1380,13 @@ def main() -> int:
     problems = violations(kernels)
     command = "python3 scripts/kernel_report.py " + " ".join(
         a if not a.startswith("/") else os.path.relpath(a, ROOT) for a in sys.argv[1:])
-    report = markdown(kernels, occupancy, rows, problems, tools, command.strip())
+    report = markdown(kernels, occupancy, rows, problems, tools, command.strip(), splitk)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "report.md").write_text(report)
         (args.out / "kernels.json").write_text(json.dumps(
-            {"kernels": kernels, "occupancy": occupancy, "model": rows, "violations": problems,
-             "devices": DEVICES}, indent=1, default=str) + "\n")
+            {"kernels": kernels, "occupancy": occupancy, "model": rows, "splitk": splitk,
+             "violations": problems, "devices": DEVICES}, indent=1, default=str) + "\n")
     else:
         print(report)
     for p in problems:

@@ -250,6 +250,6 @@ def test_traffic_records_every_kernel_writing_its_output_once(tmp_path, capsys):
     kernels = {(row[1].split("[")[0], row[2]) for row in rows}
     expected = {(e.name, e.kernel) for e in bwdconv.registry() if e.kernel and e.name != "splitk"}
     assert expected <= kernels
-    assert {("splitk", "splitk_partials"), ("splitk", "splitk_reduce")} <= kernels
+    assert ("splitk", "splitk_reduce") in kernels
     for row in rows:
         assert row[6] == "1.00" and row[7] == "0", row

@@ -1,7 +1,7 @@
 """The csrc/hip kernels themselves, run on the host grid for CPU tensors
 (bwdconv.kernels_on_host): scatter, the interleave pass of phase,
-phase_stacked and swap1x1 (both writers) and splitk's partials and reduce,
-through the ops, on random 1-3D shapes with groups, dilation and padding, in
+phase_stacked and swap1x1 (both writers) and splitk's kernel path (its
+products on ATen's batched GEMM, its reduce kernel), through the ops, on random 1-3D shapes with groups, dilation and padding, in
 every dtype, NCHW and channels_last, with more phases than one launch carries,
 and scatter also with its 64-bit element offsets forced on.
 
@@ -67,7 +67,7 @@ def input_gradient(case, dy, w, x, forcing):
 
 def weight_gradient(case, dy, x, w):
     _, _, s, p, d, groups = case
-    with bwdconv.force_strategy("splitk"):
+    with bwdconv.force_strategy("splitk", strict=True):
         return torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d,
                                                              groups)
 
@@ -140,8 +140,14 @@ def test_the_switch_runs_the_kernels_on_the_host_grid():
 
 def splitk_cases():
     rng = random.Random(SEED + 1)
-    cases = [random_case(rng) for _ in range(16)]
-    cases.append(((2, 4, 12, 12), (6, 2, 3, 3), [1, 1], [1, 1], [1, 1], 2))
+    cases = [random_case(rng, one_by_one=trial % 5 == 0) for trial in range(40)]
+    # stride 1 in the first dim (its taps read by row offset), groups,
+    # dilation, padding, and a 1x1
+    cases += [((2, 4, 12, 12), (6, 2, 3, 3), [1, 1], [1, 1], [1, 1], 2),
+              ((2, 4, 12, 11), (6, 2, 3, 3), [1, 2], [1, 1], [1, 1], 2),
+              ((1, 3, 9, 8, 7), (4, 3, 3, 2, 2), [1, 1, 2], [2, 0, 1], [2, 1, 1], 1),
+              ((3, 2, 30), (4, 1, 5), [1], [2], [3], 2),
+              ((2, 8, 6, 6), (8, 8, 1, 1), [1, 1], [0, 0], [1, 1], 1)]
     return [(trial, case, DTYPES[trial % 4], trial % 2 == 1) for trial, case in enumerate(cases)]
 
 

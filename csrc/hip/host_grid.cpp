@@ -211,8 +211,7 @@ void run_independent(const KernelLabel& label, Dim3 grid, Dim3 block, const Lane
     lane_log = nullptr;
     block_context = {};
   };
-  const int64_t threads =
-      std::min<int64_t>(blocks, std::max<unsigned>(1, std::thread::hardware_concurrency()));
+  const int64_t threads = std::min<int64_t>(blocks, hardware_threads());
   std::vector<std::thread> helpers;
   for (int64_t i = 1; i < threads; ++i) helpers.emplace_back(worker);
   worker();
@@ -255,6 +254,10 @@ void run_synchronized(const KernelLabel& label, Dim3 grid, Dim3 block, const Lan
 }
 
 }  // namespace
+
+int64_t hardware_threads() {
+  return std::max<unsigned>(1, std::thread::hardware_concurrency());
+}
 
 void run_grid(const KernelLabel& label, Dim3 grid, Dim3 block, LaneBody body) {
   if (volume(grid) == 0 || volume(block) == 0) return;

@@ -157,34 +157,16 @@ struct InterleaveParams {
   bool wide_offsets = false;  // element offsets may reach 2^31
 };
 
-// splitk (docs/DESIGN.md, "splitk"): per group g, the weight gradient is the
-// product of dy [M = out channels per group] x [R = N * prod(O)] with the
-// im2col view of x [R] x [columns = in channels per group * prod(K)]:
-//   dw[g*M + m, col] = sum over r of dy[n, g*M + m, o] * x[n, g*C + c, o*s + k*d - p]
-// with r = (n, o) and col = (c, k) row-major. The reduction is cut into
-// `chunks` ranges; chunk j writes its fp32 (fp64 for float64) sums to
-// partials[j] ([out channels, columns] each), and a second kernel adds the
-// chunks in order and casts into grad_weight (contiguous).
+// splitk (docs/DESIGN.md, "splitk"): `chunks` partial weight gradients of
+// `elements` values each, fp32 (fp64 for float64), chunk after chunk in
+// `partials`; the reduce adds them in chunk order and casts into grad_weight
+// (dense, the partials' element order).
 struct SplitKParams {
-  const void* grad_output = nullptr;
-  const void* input = nullptr;
-  void* partials = nullptr;
+  const void* partials = nullptr;
   void* grad_weight = nullptr;
-  TensorView grad_output_view;  // [N, out channels, O...]
-  TensorView input_view;        // [N, in channels, I...]
-  int spatial_dims = 0;
-  int64_t filter[kMaxSpatialDims] = {};
-  int64_t stride[kMaxSpatialDims] = {};
-  int64_t padding[kMaxSpatialDims] = {};
-  int64_t dilation[kMaxSpatialDims] = {};
-  int64_t groups = 1;
-  int64_t out_per_group = 0;  // M
-  int64_t in_per_group = 0;   // C
-  int64_t taps = 1;           // prod(K)
-  int64_t columns = 0;        // C * prod(K)
-  int64_t reduction = 0;      // N * prod(O)
+  int64_t elements = 0;
   int64_t chunks = 1;
-  int element = 0;            // ElementType of grad_output, input and grad_weight
+  int element = 0;  // ElementType of grad_weight
 };
 
 }  // namespace bwdconv::hip

@@ -106,6 +106,9 @@ inline void launch_kernel(const KernelLabel& label, void (*kernel)(Params...), d
 // Host launches run to completion and have no asynchronous errors.
 inline LaunchError last_launch_error() { return nullptr; }
 
+// The host grid's units: the hardware threads (at least 1).
+inline int64_t multiprocessor_count(int) { return host::hardware_threads(); }
+
 }  // namespace host_target
 }  // namespace bwdconv::hip
 
@@ -121,6 +124,13 @@ inline LaunchError last_launch_error() {
   const hipError_t error = hipGetLastError();
   return error == hipSuccess ? nullptr : hipGetErrorString(error);
 }
+// The CUs of `device`, 0 when the runtime cannot tell.
+inline int64_t multiprocessor_count(int device) {
+  int units = 0;
+  return hipDeviceGetAttribute(&units, hipDeviceAttributeMultiprocessorCount, device) == hipSuccess
+             ? units
+             : 0;
+}
 }  // namespace device_target
 }  // namespace bwdconv::hip
 #elif defined(__CUDACC__)
@@ -132,6 +142,13 @@ using DeviceStream = cudaStream_t;
 inline LaunchError last_launch_error() {
   const cudaError_t error = cudaGetLastError();
   return error == cudaSuccess ? nullptr : cudaGetErrorString(error);
+}
+// The SMs of `device`, 0 when the runtime cannot tell.
+inline int64_t multiprocessor_count(int device) {
+  int units = 0;
+  return cudaDeviceGetAttribute(&units, cudaDevAttrMultiProcessorCount, device) == cudaSuccess
+             ? units
+             : 0;
 }
 }  // namespace device_target
 }  // namespace bwdconv::hip

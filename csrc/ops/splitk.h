@@ -12,4 +12,11 @@ namespace bwdconv::ops {
 at::Tensor splitk_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                               const at::Tensor& input, at::MemoryFormat format);
 
+// The kernel path's layout (dispatch/splitk.h) for a geometry whose tensors
+// are `dtype` on `device`: the units of that device, the GEMM's operand and
+// result sizes there, and the staging cap (BWDCONV_SPLITK_STAGING_BYTES,
+// read on every call; by default 128 KiB per unit, at least 16 MiB).
+SplitKGemmLayout splitk_kernel_layout(const ConvGeometry& geometry, c10::Device device,
+                                      at::ScalarType dtype);
+
 }  // namespace bwdconv::ops

@@ -1,7 +1,7 @@
 // The csrc/hip kernels themselves, run on the host grid (portability.h, "host
 // target"), against references written with plain loops. Small integer values
 // keep every sum exact, so results must be equal in any summation order
-// (one splitk test uses random values and a rounding bound instead). The
+// (splitk's reduce uses random values, summed in its fixed order). The
 // sanitizer builds (CMakeLists.txt) run this file too.
 #include <gtest/gtest.h>
 
@@ -19,6 +19,7 @@
 #include "hip/interleave.h"
 #include "hip/layout.h"
 #include "hip/scatter.h"
+#include "block_reverse.h"
 #include "hip/splitk.h"
 
 namespace bwdconv::hip {
@@ -408,157 +409,82 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
   EXPECT_GT(chunked, 200);
 }
 
-// A grouped 2D weight gradient, 3x3 filter, stride 2, padding 1, dilation
-// (1, 2), in three chunks.
-struct SplitKCase {
-  ElementType element;
-  bool channels_last;
-};
-
-class HostSplitK : public testing::TestWithParam<SplitKCase> {};
+// splitk's reduce on the host grid: random fp32 (fp64) partials, several
+// blocks' worth of elements; the result is the chunks added in chunk order
+// (the float sum written with a plain loop, bit for bit) on every launch.
+template <typename T>
+std::vector<T> reduce_on_host(const std::vector<T>& partials, int64_t chunks, ElementType element) {
+  const int64_t elements = static_cast<int64_t>(partials.size()) / chunks;
+  std::vector<T> weight(elements);
+  SplitKParams p;
+  p.partials = partials.data();
+  p.grad_weight = weight.data();
+  p.elements = elements;
+  p.chunks = chunks;
+  p.element = static_cast<int>(element);
+  EXPECT_EQ(launch_splitk_reduce<Target::host>(p, nullptr), nullptr);
+  return weight;
+}
 
 template <typename T>
-std::vector<T> as(const std::vector<float>& values) {
-  return std::vector<T>(values.begin(), values.end());
-}
-
-struct GroupedSplitK {
-  static constexpr int64_t groups = 2, in_per_group = 3, out_per_group = 5, batch = 2;
-  const int64_t filter[2] = {3, 3}, stride[2] = {2, 2}, padding[2] = {1, 1},
-                dilation[2] = {1, 2}, input[2] = {7, 9};
-  int64_t output[2];
-  SplitKParams p;
-
-  GroupedSplitK(ElementType element, bool channels_last) {
-    for (int i = 0; i < 2; ++i) {
-      output[i] = (input[i] + 2 * padding[i] - dilation[i] * (filter[i] - 1) - 1) / stride[i] + 1;
-    }
-    p.grad_output_view = view_of(dy_sizes(), channels_last);
-    p.input_view = view_of(x_sizes(), channels_last);
-    p.spatial_dims = 2;
-    for (int i = 0; i < 2; ++i) {
-      p.filter[i] = filter[i];
-      p.stride[i] = stride[i];
-      p.padding[i] = padding[i];
-      p.dilation[i] = dilation[i];
-    }
-    p.groups = groups;
-    p.out_per_group = out_per_group;
-    p.in_per_group = in_per_group;
-    p.taps = filter[0] * filter[1];
-    p.columns = in_per_group * p.taps;
-    p.reduction = batch * output[0] * output[1];
-    p.chunks = 3;
-    p.element = static_cast<int>(element);
-  }
-  std::vector<int64_t> dy_sizes() const {
-    return {batch, groups * out_per_group, output[0], output[1]};
-  }
-  std::vector<int64_t> x_sizes() const {
-    return {batch, groups * in_per_group, input[0], input[1]};
-  }
-  int64_t weight_elements() const { return groups * out_per_group * p.columns; }
-
-  // The weight gradient summed in float64 and, per element, the sum of |dy * x|.
-  using Sums = std::pair<std::vector<double>, std::vector<double>>;
-  Sums reference(const std::vector<float>& dy, const std::vector<float>& x) const {
-    std::vector<double> sum(weight_elements(), 0.0), magnitude(weight_elements(), 0.0);
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int64_t m = 0; m < out_per_group; ++m) {
-        for (int64_t c = 0; c < in_per_group; ++c) {
-          for_each_index({batch, output[0], output[1], filter[0], filter[1]},
-                         [&](const std::vector<int64_t>& r) {
-                           const int64_t i0 = r[1] * stride[0] + r[3] * dilation[0] - padding[0];
-                           const int64_t i1 = r[2] * stride[1] + r[4] * dilation[1] - padding[1];
-                           if (i0 < 0 || i0 >= input[0] || i1 < 0 || i1 >= input[1]) return;
-                           const double a = dy[offset_of(
-                               p.grad_output_view, {r[0], g * out_per_group + m, r[1], r[2]})];
-                           const double b =
-                               x[offset_of(p.input_view, {r[0], g * in_per_group + c, i0, i1})];
-                           const int64_t e = ((g * out_per_group + m) * in_per_group + c) * p.taps +
-                                             r[3] * filter[1] + r[4];
-                           sum[e] += a * b;
-                           magnitude[e] += std::abs(a * b);
-                         });
-        }
-      }
-    }
-    return {sum, magnitude};
-  }
-
-  // The partials and reduce kernels on the host grid, in float32.
-  std::vector<float> run_float32(const std::vector<float>& dy, const std::vector<float>& x) {
-    std::vector<float> partials(p.chunks * weight_elements()), weight(weight_elements());
-    p.grad_output = dy.data();
-    p.input = x.data();
-    p.partials = partials.data();
-    p.grad_weight = weight.data();
-    EXPECT_EQ(launch_splitk<Target::host>(p, nullptr), nullptr);
-    return weight;
-  }
-};
-
-TEST_P(HostSplitK, PartialsAndReduceGiveTheWeightGradient) {
-  const auto [element, channels_last] = GetParam();
-  GroupedSplitK k(element, channels_last);
-  const std::vector<float> dy = small_integers(element_count_of(k.dy_sizes()), 3);
-  const std::vector<float> x = small_integers(element_count_of(k.x_sizes()), 4);
-  const std::vector<double> expected = k.reference(dy, x).first;  // exact: small integers
-
-  std::vector<double> got(k.weight_elements());
-  if (element == ElementType::Float64) {
-    const std::vector<double> dy64 = as<double>(dy), x64 = as<double>(x);
-    std::vector<double> partials(k.p.chunks * k.weight_elements()), weight(k.weight_elements());
-    k.p.grad_output = dy64.data();
-    k.p.input = x64.data();
-    k.p.partials = partials.data();
-    k.p.grad_weight = weight.data();
-    ASSERT_EQ(launch_splitk<Target::host>(k.p, nullptr), nullptr);
-    got = weight;
-  } else {
-    const std::vector<float> weight = k.run_float32(dy, x);
-    got.assign(weight.begin(), weight.end());
-  }
-  for (int64_t e = 0; e < k.weight_elements(); ++e) {
-    ASSERT_EQ(got[e], expected[e]) << "element " << e;
-  }
-}
-
-// Random float32 operands: the same bits on every launch (the grid runs
-// blocks on parallel threads), each element within float32 rounding of the
-// float64 sum: one rounding per product and per addition (at most `reduction`
-// products, added in chunks, then the chunks added), each at most 2^-24 of
-// the running magnitude: |got - sum| <= (reduction + chunks + 1) * 2^-24 * sum |dy*x|.
-TEST(HostSplitKRandom, SameBitsEveryLaunchAndTheSumWithinFloat32Rounding) {
-  GroupedSplitK k(ElementType::Float32, true);
+void expect_in_order_sums(ElementType element) {
   std::mt19937 rng(20261123);
-  std::normal_distribution<float> normal;
-  std::vector<float> dy(element_count_of(k.dy_sizes())), x(element_count_of(k.x_sizes()));
-  for (float& v : dy) v = normal(rng);
-  for (float& v : x) v = normal(rng);
-  const auto [sum, magnitude] = k.reference(dy, x);
-  const std::vector<float> first = k.run_float32(dy, x);
-  for (int run = 0; run < 4; ++run) {
-    ASSERT_EQ(std::memcmp(k.run_float32(dy, x).data(), first.data(),
-                          first.size() * sizeof(float)), 0) << "run " << run;
-  }
-  const double roundings = static_cast<double>(k.p.reduction + k.p.chunks + 1);
-  for (int64_t e = 0; e < k.weight_elements(); ++e) {
-    EXPECT_LE(std::abs(first[e] - sum[e]), roundings * std::ldexp(1.0, -24) * magnitude[e])
-        << "element " << e;
+  std::normal_distribution<double> normal;
+  for (const int64_t chunks : {1, 2, 7}) {
+    const int64_t elements = 3 * 256 * 17 + 5;  // 52 blocks, the last one partial
+    std::vector<T> partials(chunks * elements);
+    for (T& v : partials) v = static_cast<T>(normal(rng) * 1e3);
+    const std::vector<T> got = reduce_on_host(partials, chunks, element);
+    for (int64_t e = 0; e < elements; ++e) {
+      T sum = 0;
+      for (int64_t c = 0; c < chunks; ++c) sum += partials[c * elements + e];
+      ASSERT_EQ(std::memcmp(&got[e], &sum, sizeof(T)), 0) << "chunks " << chunks << " e " << e;
+    }
+    ASSERT_EQ(reduce_on_host(partials, chunks, element), got);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Elements, HostSplitK,
-                         testing::Values(SplitKCase{ElementType::Float32, false},
-                                         SplitKCase{ElementType::Float32, true},
-                                         SplitKCase{ElementType::Float64, false}),
-                         [](const testing::TestParamInfo<SplitKCase>& info) {
-                           return std::string(info.param.element == ElementType::Float64
-                                                  ? "Float64"
-                                                  : "Float32") +
-                                  (info.param.channels_last ? "ChannelsLast" : "Contiguous");
-                         });
+TEST(HostSplitKReduce, AddsTheChunksInOrderFloat32) { expect_in_order_sums<float>(ElementType::Float32); }
+TEST(HostSplitKReduce, AddsTheChunksInOrderFloat64) { expect_in_order_sums<double>(ElementType::Float64); }
+
+// bfloat16 results: the fp32 in-order sum, rounded to the nearest bfloat16
+// (within half a bfloat16 step: 2^-8 of its magnitude).
+TEST(HostSplitKReduce, RoundsTheFloat32SumToBFloat16) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal;
+  const int64_t chunks = 3, elements = 1000;
+  std::vector<float> partials(chunks * elements);
+  for (float& v : partials) v = normal(rng);
+  std::vector<BFloat16> weight(elements);
+  SplitKParams p;
+  p.partials = partials.data();
+  p.grad_weight = weight.data();
+  p.elements = elements;
+  p.chunks = chunks;
+  p.element = static_cast<int>(ElementType::BFloat16);
+  ASSERT_EQ(launch_splitk_reduce<Target::host>(p, nullptr), nullptr);
+  for (int64_t e = 0; e < elements; ++e) {
+    const float sum = partials[e] + partials[elements + e] + partials[2 * elements + e];
+    uint32_t bits = static_cast<uint32_t>(weight[e].bits) << 16;
+    float got;
+    std::memcpy(&got, &bits, sizeof got);
+    EXPECT_LE(std::abs(got - sum), std::ldexp(std::abs(sum), -8)) << "element " << e;
+  }
+}
+
+// The host grid's synchronized lanes: the test-only block_reverse kernel
+// (tests/cpp/kernels/block_reverse.cu) stages through __shared__ and meets at
+// __syncthreads; its blocks, the last one partial, reverse their elements.
+TEST(HostGridSynchronizedLanes, SharedTileAfterTheBarrierHoldsEveryLanesValue) {
+  const int64_t n = 3 * 256 + 100;
+  std::vector<float> in(n), out(n, -1.0f);
+  for (int64_t i = 0; i < n; ++i) in[i] = static_cast<float>(i);
+  ASSERT_EQ(test_kernels::block_reverse_on_host(in.data(), out.data(), n), nullptr);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t mirror = (i / 256) * 256 + 255 - i % 256;
+    ASSERT_EQ(out[i], mirror < n ? in[mirror] : 0.0f) << "element " << i;
+  }
+}
 
 }  // namespace
 }  // namespace bwdconv::hip

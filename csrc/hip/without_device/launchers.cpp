@@ -25,8 +25,13 @@ LaunchError launch_interleave<Target::device>(const InterleaveParams&, NativeStr
 }
 
 template <>
-LaunchError launch_splitk<Target::device>(const SplitKParams&, NativeStream) {
+LaunchError launch_splitk_reduce<Target::device>(const SplitKParams&, NativeStream) {
   return kNoDeviceKernels;
+}
+
+template <>
+int64_t splitk_units<Target::device>(int) {
+  return 0;
 }
 
 }  // namespace bwdconv::hip

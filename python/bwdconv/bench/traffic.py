@@ -66,15 +66,11 @@ def data_movement_minimum(strategy, writer, plan, case, element_size):
 
 
 def splitk_minimum(kernel, case, plan, element_size):
-    """splitk's partials kernel reads dy and x once and writes one fp32 (fp64)
-    partial per chunk; the reduce reads the partials once and writes dw once."""
+    """splitk's one kernel, the reduce (its products run on the vendor GEMM),
+    reads the fp32 (fp64) partials of its chunks once and writes dw once."""
     weight = math.prod(case.weight_size())
     partial_size = 8 if element_size == 8 else 4
-    chunks = plan["splitk"]["batch_chunks"] * plan["splitk"]["space_chunks"]
-    partials = chunks * weight * partial_size
-    if kernel == "splitk_partials":
-        dy = case.batch * case.out_channels * math.prod(plan["output_size"])
-        return partials, (dy + math.prod(case.input_size())) * element_size
+    partials = plan["splitk"]["kernel_path"]["chunks"] * weight * partial_size
     return weight * element_size, partials
 
 
