@@ -164,6 +164,22 @@ RowWalk make_row_walk(int64_t size, int64_t lead, int64_t step, int element_byte
   return walk;
 }
 
+namespace {
+
+// Whether dst is dense in walk order: the row is stride 1 and each outer dim
+// steps over everything inside it, so row r starts at element r * row size.
+bool dense_in_walk_order(const std::vector<WalkDim>& outer, const WalkDim& row) {
+  int64_t inner = row.size;
+  if (row.size > 1 && row.dst_stride != 1) return false;
+  for (auto d = outer.rbegin(); d != outer.rend(); ++d) {
+    if (d->size > 1 && d->dst_stride != inner) return false;
+    inner *= d->size;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64_t* stride,
                        const int64_t* lead, int element_bytes, ScatterParams* p) {
   std::vector<WalkDim> dims;
@@ -201,6 +217,7 @@ bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64
   q.walk = make_row_walk(row_dim.size, row_dim.lead, row_dim.step, element_bytes);
   q.element_bytes = element_bytes;
   q.wide_offsets = wide_offsets(src) || wide_offsets(dst);
+  q.dense = dense_in_walk_order(outer, row_dim) && q.rows * row_dim.size + 2 * lanes < kNarrowLimit;
   *p = q;
   return true;
 }

@@ -44,7 +44,8 @@ RowWalk make_row_walk(int64_t size, int64_t lead, int64_t step, int element_byte
 // logical order; stride and lead per spatial dim, DESIGN.md "scatter"): dims
 // ordered by decreasing dst stride, size-1 dims that read source position 0
 // dropped, one-to-one neighbours (lead 0, step 1, whole) merged, dst's
-// stride-1 dim as the row. False (p untouched) when dst has no stride-1 dim,
+// stride-1 dim as the row; `dense` when dst is dense in that order and below
+// 2^31 elements. False (p untouched) when dst has no stride-1 dim,
 // a position would reach 2^31, or more than kOuterDims dims remain (or four
 // whose outermost is not one-to-one).
 bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64_t* stride,

@@ -79,7 +79,10 @@ struct RowWalk {
 // a non-negative multiple of its stride below src's size, and 0 elsewhere,
 // walked in rows of dst's stride-1 dim. outer[] holds the other dims
 // outermost first, already in walk order, so the kernel indexes no array at
-// run time; positions and row indices stay below 2^31.
+// run time; positions and row indices stay below 2^31. When dst is dense in
+// walk order (rows back to back: the ops' buffer always is) and its element
+// count stays below 2^31, `dense` walks its memory in aligned 16-byte chunks
+// that run on across row ends instead of row by row.
 // Built by make_scatter_walk (layout.h). Elements are copied as raw bits of
 // `element_bytes` (2, 4 or 8).
 struct ScatterParams {
@@ -92,6 +95,7 @@ struct ScatterParams {
   RowWalk walk;  // with row.lead and row.step
   int element_bytes = 4;
   bool wide_offsets = false;  // element offsets may reach 2^31
+  bool dense = false;         // the chunks of dst's memory, not rows
 };
 
 // What the interleave pass does with the dx slots of one phase.

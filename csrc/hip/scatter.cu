@@ -44,12 +44,38 @@ __device__ inline Chunk<Bits> gather(const Bits* src_row, Index src_stride, Posi
   return values;
 }
 
+// Where row `row` of the walk starts (one division per outer dim): its
+// offsets in dst and src, and whether its outer coordinates hold source
+// values (else the whole row is zeros). kOuter: outer dims in use; with four,
+// the outermost maps one to one (make_scatter_walk).
+template <typename Index>
+struct RowStart {
+  Index dst_offset, src_offset;
+  bool live;
+};
+
+template <typename Index, int kOuter>
+__device__ inline RowStart<Index> row_start(const ScatterParams& p, Position row) {
+  Position rest = row;
+  RowStart<Index> start{0, 0, p.row.src_size > 0};
+  for (int k = kOuter - 1; k >= 0; --k) {
+    const ScatterWalkDim& dim = p.outer[k];
+    // the outermost coordinate is what the others leave (row < rows)
+    const Position next = k == 0 ? 0 : divide_position(rest, dim.size);
+    const Position j = rest - next * static_cast<Position>(dim.size.value);
+    rest = next;
+    const Position o = kOuter == kOuterDims && k == 0 ? j : source_position(j, dim, &start.live);
+    start.dst_offset += j * static_cast<Index>(dim.dst_stride);
+    start.src_offset += o * static_cast<Index>(dim.src_stride);
+  }
+  return start;
+}
+
 // Rows of dst's stride-1 dim, 2^lane_shift threads per row (grid-stride over
 // rows). A row's outer coordinates cost one division per outer dim; its
 // interior chunks (whole in dst, reading source positions inside the row)
 // take one 16-byte store and additions each; its end chunks go through the
-// clamped path. kOuter: outer dims in use; with four, the outermost maps one
-// to one (make_scatter_walk).
+// clamped path. The walk for dst that is not dense (make_scatter_walk).
 template <typename Bits, typename Index, int kStep, int kOuter>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     scatter_kernel(ScatterParams p, Position rows) {
@@ -66,21 +92,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const Index src_stride = static_cast<Index>(p.row.src_stride);
   for (Position row = blockIdx.x * rows_per_block + (threadIdx.x >> p.walk.lane_shift); row < rows;
        row += gridDim.x * rows_per_block) {
-    Position rest = row;
-    Index dst_offset = 0, src_offset = 0;
-    bool live = src_size > 0;
-    for (int k = kOuter - 1; k >= 0; --k) {
-      const ScatterWalkDim& dim = p.outer[k];
-      // the outermost coordinate is what the others leave (row < rows)
-      const Position next = k == 0 ? 0 : divide_position(rest, dim.size);
-      const Position j = rest - next * static_cast<Position>(dim.size.value);
-      rest = next;
-      const Position o = kOuter == kOuterDims && k == 0 ? j : source_position(j, dim, &live);
-      dst_offset += j * static_cast<Index>(dim.dst_stride);
-      src_offset += o * static_cast<Index>(dim.src_stride);
-    }
-    Bits* dst_row = dst + dst_offset;
-    const Bits* src_row = src + src_offset;
+    const RowStart<Index> start = row_start<Index, kOuter>(p, row);
+    const bool live = start.live;
+    Bits* dst_row = dst + start.dst_offset;
+    const Bits* src_row = src + start.src_offset;
     // Chunk c holds dst positions c * kLanes - head ... + kLanes - 1 (the row
     // starts `head` elements past a 16-byte boundary). Interior chunks,
     // [c_begin, c_end), hold positions in [begin, end): inside the row, with
@@ -132,6 +147,69 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
+// dst dense in walk order (rows back to back) as 16-byte chunks of its
+// memory, one chunk per thread in turn. A chunk may hold the end of one row
+// and the start of the next, so short rows, rows off a 16-byte boundary and
+// the zeros around a row's values all go out in whole 16-byte stores, the
+// lanes of a warp writing consecutive chunks; only the buffer's first and
+// last chunk can be partial. Each element costs a comparison and additions;
+// a chunk that reaches a new row pays its row's divisions.
+template <typename Bits, typename Index, int kOuter>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    scatter_dense_kernel(ScatterParams p, Position total) {
+  constexpr int kLanes = Chunk<Bits>::kLanes;
+  const Bits* src = static_cast<const Bits*>(p.src);
+  Bits* dst = static_cast<Bits*>(p.dst);
+  const Position size = static_cast<Position>(p.row.size.value);
+  const Position lead = p.row.lead;
+  const Position step = static_cast<Position>(p.row.step.value);
+  const Position src_size = p.row.src_size;
+  const Index src_stride = static_cast<Index>(p.row.src_stride);
+  // One position further: a quotient and remainder by step.
+  const Position next_quotient = step == 1, next_remainder = step != 1;
+  // Chunk c holds dst elements c * kLanes - head ... + kLanes - 1.
+  const Position head = row_head(dst);
+  const Position chunks = (total + head + kLanes - 1) / kLanes;
+  for (Position chunk = blockIdx.x * kThreadsPerBlock + threadIdx.x; chunk < chunks;
+       chunk += gridDim.x * kThreadsPerBlock) {
+    const Position first = chunk * kLanes - head;
+    const Position begin = first < 0 ? 0 : first;  // the chunk's first element inside dst
+    Position row = divide_position(begin, p.row.size);
+    RowStart<Index> start = row_start<Index, kOuter>(p, row);
+    RowCursor at = row_cursor(begin - row * size, lead, p.row.step, p.walk);
+    Chunk<Bits> values;
+    for (int e = 0; e < kLanes; ++e) {
+      const Position element = first + e;
+      values.lane[e] = Bits{};
+      if (element < begin || element >= total) continue;
+      if (start.live && at.r == 0 && at.o >= 0 && at.o < src_size) {
+        values.lane[e] = global_load(src + start.src_offset + at.o * src_stride);
+      }
+      at.advance(1, next_quotient, next_remainder, step);
+      if (at.first == size && element + 1 < total) {
+        start = row_start<Index, kOuter>(p, ++row);
+        at = row_cursor(0, lead, p.row.step, p.walk);
+      }
+    }
+    if (first >= 0 && first + kLanes <= total) {
+      store_chunk(dst + first, values);
+    } else {
+      for (int e = 0; e < kLanes; ++e) {
+        const Position element = first + e;
+        if (element >= 0 && element < total) global_store(dst + element, values.lane[e]);
+      }
+    }
+  }
+}
+
+template <typename Bits, typename Index, int kOuter>
+void launch_dense(const ScatterParams& p, NativeStream stream) {
+  const int64_t total = p.rows * p.row.size.value;
+  launch_kernel({"scatter"}, scatter_dense_kernel<Bits, Index, kOuter>,
+                blocks_for(total / Chunk<Bits>::kLanes + 1), kThreadsPerBlock, stream, p,
+                static_cast<Position>(total));
+}
+
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const ScatterParams& p, NativeStream stream) {
   launch_kernel({"scatter"}, scatter_kernel<Bits, Index, kStep, kOuter>,
@@ -154,6 +232,14 @@ void launch_outer(const ScatterParams& p, NativeStream stream) {
 
 template <typename Bits, typename Index>
 void launch_rows(const ScatterParams& p, NativeStream stream) {
+  if (p.dense) {
+    switch (p.outer_dims) {
+      case 1: return launch_dense<Bits, Index, 1>(p, stream);
+      case 2: return launch_dense<Bits, Index, 2>(p, stream);
+      case 3: return launch_dense<Bits, Index, 3>(p, stream);
+    }
+    return launch_dense<Bits, Index, kOuterDims>(p, stream);
+  }
   if (p.row.step.value == 1 && p.outer_dims < kOuterDims) {
     launch_outer<Bits, Index, 1>(p, stream);
   } else if (p.row.step.value == 2) {

@@ -88,9 +88,9 @@ def rows_for(label, strategy, record, minimum):
             "store_wave": efficiency(combined(launches, "store", "wavefront")),
             "load_warp": efficiency(combined(launches, "load", "warp")),
             "load_wave": efficiency(combined(launches, "load", "wavefront")),
-            "stored_over_min": stored / min_store if min_store else float("nan"),
+            "stored_over_min": stored / min_store if min_store else None,
             "stored_again": stored - record_distinct_stores(record, launches),
-            "loaded_over_min": loaded / min_load if min_load else float("nan"),
+            "loaded_over_min": loaded / min_load if min_load else None,  # None: reads nothing
         })
     return rows
 
@@ -140,11 +140,18 @@ HEADER = ("| case | strategy | kernel | launches | stores: sectors warp32 / wave
           "| loaded / minimum |")
 
 
+def ratio(value):
+    """A ratio over a minimum, or "-" where the minimum is nothing (a pass
+    that only zeroes reads nothing)."""
+    return "-" if value is None else f"{value:.2f}"
+
+
 def format_row(r):
     return (f"| {r['case']} | {r['strategy']} | {r['kernel']} | {r['launches']} "
             f"| {r['store_warp']:.0%} / {r['store_wave']:.0%} "
             f"| {r['load_warp']:.0%} / {r['load_wave']:.0%} "
-            f"| {r['stored_over_min']:.2f} | {r['stored_again']} | {r['loaded_over_min']:.2f} |")
+            f"| {ratio(r['stored_over_min'])} | {r['stored_again']} "
+            f"| {ratio(r['loaded_over_min'])} |")
 
 
 def main(argv=None):
