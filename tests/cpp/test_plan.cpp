@@ -29,6 +29,14 @@ ConvGeometry conv(int dims, int64_t size, int64_t filter, int64_t stride, int64_
   return g;
 }
 
+// The input-gradient strategy planned for `g` after change(g).
+template <typename Change>
+Strategy input_strategy_after(ConvGeometry g, Change change) {
+  change(g);
+  derive_output_sizes(g);
+  return make_plan(g).input.strategy;
+}
+
 TEST(Plan, StrategyNamesRoundTrip) {
   for (Strategy strategy : all_strategies()) {
     const auto parsed = parse_strategy(strategy_name(strategy));
@@ -87,12 +95,7 @@ TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
   one_by_one.device = DeviceKind::CPU;
   EXPECT_EQ(make_plan(one_by_one).input.strategy, Strategy::swap1x1);
   EXPECT_EQ(make_plan(one_by_one).weight.strategy, Strategy::aten);
-  auto input_strategy = [&](auto change) {
-    ConvGeometry g = one_by_one;
-    change(g);
-    derive_output_sizes(g);
-    return make_plan(g).input.strategy;
-  };
+  const auto input_strategy = [&](auto change) { return input_strategy_after(one_by_one, change); };
   EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.dtype = DType::Float16; }), Strategy::aten);
   EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.dtype = DType::Float64; }), Strategy::aten);
   EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.layout = MemoryLayout::ChannelsLast; }),
@@ -126,12 +129,7 @@ TEST(Plan, CpuBfloat16Nchw1x1Stride1TakesSwap1x1) {
   g.dtype = DType::BFloat16;
   EXPECT_EQ(make_plan(g).input.strategy, Strategy::swap1x1);
   EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
-  auto input_strategy = [&](auto change) {
-    ConvGeometry other = g;
-    change(other);
-    derive_output_sizes(other);
-    return make_plan(other).input.strategy;
-  };
+  const auto input_strategy = [&](auto change) { return input_strategy_after(g, change); };
   EXPECT_EQ(input_strategy([](ConvGeometry& o) { o.dtype = DType::Float32; }), Strategy::aten);
   EXPECT_EQ(input_strategy([](ConvGeometry& o) { o.layout = MemoryLayout::ChannelsLast; }),
             Strategy::aten);
