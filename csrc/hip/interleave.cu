@@ -77,17 +77,12 @@ __device__ inline Chunk<Bits> gather(const InterleaveParams& p,
       }
     }
   } else {
-    // Any step: each lane looks its source up. The lanes are packed into the
-    // chunk's bits by shifts, so the loop need not be unrolled to keep them
-    // in registers (unrolled, the lookups spill).
+    // Any step: each lane looks its source up (put_lane: the loop stays
+    // rolled; unrolled, the lookups spill).
     uint64_t half[2] = {0, 0};
     BWDCONV_NO_UNROLL
     for (int e = 0; e < kLanes; ++e) {
-      const uint64_t value = value_at(sources.at(p, origin, at.r), at.o);
-      const int bit = e * static_cast<int>(sizeof(Bits)) * 8;
-      const uint64_t shifted = value << (bit % 64);
-      half[0] |= bit < 64 ? shifted : 0;
-      half[1] |= bit < 64 ? 0 : shifted;
+      put_lane(half, e, value_at(sources.at(p, origin, at.r), at.o));
       at.advance(1, 0, 1, step);
     }
     memcpy(&values, half, sizeof values);
@@ -100,7 +95,8 @@ __device__ inline Chunk<Bits> gather(const InterleaveParams& p,
 // chunks (whole in dx, every lane inside its source's values) take one
 // 16-byte store and additions each (a 16-byte load too when a stride-1 row
 // source aligns with dx); its end chunks, and rows that leave some slots to
-// another writer, go element by element. kOuter: outer dims in use.
+// another writer, go element by element. kOuter: outer dims in use. The walk
+// for dx that is not dense (make_interleave_walk).
 template <typename Bits, typename Index, int kStep, int kOuter>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     interleave_kernel(InterleaveParams p, Position rows) {
@@ -186,8 +182,79 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
+// dx dense in walk order (rows back to back) as 16-byte chunks of its
+// memory, one chunk per thread in turn, the lanes of a warp on consecutive
+// chunks. A chunk may hold the end of one row and the start of the next, so
+// short rows, rows off a 16-byte boundary and the zeros past a result's
+// values all go out in whole 16-byte stores; a chunk goes out lane by lane
+// only at dx's ends or where another writer owns some of its elements
+// (`keep`). A chunk pays its row's divisions and source lookups, and a row's
+// again when it reaches the next row; each element costs a source choice, a
+// comparison and additions. A chunk inside one row whose source is a
+// 16-byte-aligned stride-1 run of values is a copy.
+template <typename Bits, typename Index, int kStep, int kOuter>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    interleave_dense_kernel(InterleaveParams p, Position total) {
+  constexpr int kLanes = Chunk<Bits>::kLanes;
+  Bits* dst = static_cast<Bits*>(p.dst);
+  const Position size = static_cast<Position>(p.row.size.value);
+  const Position step = kStep ? kStep : static_cast<Position>(p.row.step.value);
+  const Position lead = -p.row.padding;
+  // One position further: a quotient and remainder by step.
+  const Position next_quotient = step == 1, next_remainder = step != 1;
+  // Chunk c holds dx elements c * kLanes - head ... + kLanes - 1.
+  const Position head = row_head(dst);
+  const Position chunks = (total + head + kLanes - 1) / kLanes;
+  for (Position chunk = blockIdx.x * kThreadsPerBlock + threadIdx.x; chunk < chunks;
+       chunk += gridDim.x * kThreadsPerBlock) {
+    const Position first = chunk * kLanes - head;
+    const Position begin = first < 0 ? 0 : first;  // the chunk's first element inside dx
+    Position row = divide_position(begin, p.row.size);
+    RowOrigin<kOuter, Index> origin = row_origin<kOuter, Index>(p, row);
+    RowSources<Bits, Index, kStep, kOuter> sources(p, origin);
+    RowCursor at = row_cursor(begin - row * size, lead, p.row.step, p.walk);
+    if constexpr (kStep == 1) {
+      const RowSource<Bits, Index>& source = sources.fixed[0];
+      if (first >= 0 && at.first + kLanes <= size && source.stride == 1 &&
+          at.o + kLanes <= source.extent && row_head(source.row + at.o) == 0) {
+        store_chunk(dst + first, load_chunk(source.row + at.o));
+        continue;
+      }
+    }
+    uint64_t half[2] = {0, 0};
+    unsigned written = 0;  // bit e: lane e is an element of dx this launch writes
+    BWDCONV_NO_UNROLL
+    for (int e = 0; e < kLanes; ++e) {
+      const Position element = first + e;
+      if (element < begin || element >= total) continue;
+      const RowSource<Bits, Index> source = sources.at(p, origin, at.r);
+      if (!source.keep) {
+        written |= 1u << e;
+        put_lane(half, e, value_at(source, at.o));
+      }
+      at.advance(1, next_quotient, next_remainder, step);
+      if (at.first == size && element + 1 < total) {
+        origin = row_origin<kOuter, Index>(p, ++row);
+        sources = RowSources<Bits, Index, kStep, kOuter>(p, origin);
+        at = row_cursor(0, lead, p.row.step, p.walk);
+      }
+    }
+    Chunk<Bits> values;
+    memcpy(&values, half, sizeof values);
+    store_lanes(dst, first, values, written);
+  }
+}
+
+// The dense walk where dx allows it (make_interleave_walk), else the row walk.
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const InterleaveParams& p, NativeStream stream) {
+  if (p.dense) {
+    const int64_t total = p.rows * p.row.size.value;
+    launch_kernel({"interleave"}, interleave_dense_kernel<Bits, Index, kStep, kOuter>,
+                  blocks_for(total / Chunk<Bits>::kLanes + 1), kThreadsPerBlock, stream, p,
+                  static_cast<Position>(total));
+    return;
+  }
   launch_kernel({"interleave"}, interleave_kernel<Bits, Index, kStep, kOuter>,
                 blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
                 static_cast<Position>(p.rows));

@@ -168,7 +168,9 @@ namespace {
 
 // Whether dst is dense in walk order: the row is stride 1 and each outer dim
 // steps over everything inside it, so row r starts at element r * row size.
-bool dense_in_walk_order(const std::vector<WalkDim>& outer, const WalkDim& row) {
+// Dim: WalkDim or InterleaveDim.
+template <typename Dim>
+bool dense_in_walk_order(const std::vector<Dim>& outer, const Dim& row) {
   int64_t inner = row.size;
   if (row.size > 1 && row.dst_stride != 1) return false;
   for (auto d = outer.rbegin(); d != outer.rend(); ++d) {
@@ -409,6 +411,8 @@ bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p) {
     q.wide_offsets = q.wide_offsets || last_offset(walked, e) + 16 >= kNarrowLimit;
   }
   q.element_bytes = l.element_bytes;
+  q.dense = dense_in_walk_order(merged, row_dim) &&
+            q.rows * row_dim.size + 32 / l.element_bytes < kNarrowLimit;
   *p = q;
   return true;
 }

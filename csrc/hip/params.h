@@ -144,8 +144,10 @@ constexpr int kMaxPhasesPerLaunch = 32;
 // channels_last), the other dims outer[] outermost first, already in walk
 // order (channels split into groups and channels per group where the phase
 // results keep groups apart), so the kernel indexes no array at run time.
-// Positions, slots and row indices stay below 2^31. Built by
-// make_interleave_walk (layout.h). Elements are copied as raw bits of
+// Positions, slots and row indices stay below 2^31. When dx is dense in
+// walk order (rows back to back: the ops' dx always is), `dense` walks its
+// memory in aligned 16-byte chunks that run on across row ends instead of
+// row by row. Built by make_interleave_walk (layout.h). Elements are copied as raw bits of
 // `element_bytes` (2, 4 or 8).
 struct InterleaveParams {
   void* dst = nullptr;
@@ -159,6 +161,7 @@ struct InterleaveParams {
   PhaseSource phases[kMaxPhasesPerLaunch];
   int element_bytes = 4;
   bool wide_offsets = false;  // element offsets may reach 2^31
+  bool dense = false;         // the chunks of dx's memory, not rows
 };
 
 // splitk (docs/DESIGN.md, "splitk"): `chunks` partial weight gradients of

@@ -32,6 +32,33 @@ __device__ inline void store_chunk(Bits* at, const Chunk<Bits>& chunk) {  // at:
   global_store(reinterpret_cast<Bits128*>(at), bits);
 }
 
+// Puts `value` into lane e of a chunk held as two 64-bit halves: shifts, not
+// an array indexed at run time, so a loop over the lanes need not be
+// unrolled to keep the chunk in registers.
+template <typename Bits>
+__device__ inline void put_lane(uint64_t* half, int e, Bits value) {
+  const int bit = e * static_cast<int>(sizeof(Bits)) * 8;
+  const uint64_t shifted = static_cast<uint64_t>(value) << (bit % 64);
+  half[0] |= bit < 64 ? shifted : 0;
+  half[1] |= bit < 64 ? 0 : shifted;
+}
+
+// Stores lane e of `values` at dst[first + e] where bit e of `written` is
+// set: one 16-byte store when every bit is (dst + first is then a 16-byte
+// aligned chunk of dst), else lane by lane.
+template <typename Bits>
+__device__ inline void store_lanes(Bits* dst, Position first, const Chunk<Bits>& values,
+                                   unsigned written) {
+  constexpr int kLanes = Chunk<Bits>::kLanes;
+  if (written == (1u << kLanes) - 1) {
+    store_chunk(dst + first, values);
+    return;
+  }
+  for (int e = 0; e < kLanes; ++e) {
+    if ((written >> e) & 1) global_store(dst + first + e, values.lane[e]);
+  }
+}
+
 // src_row[at * stride] for 0 <= at < size, else a zero; the load itself stays
 // inside the row (at clamped), so no lane branches around it.
 template <typename Bits, typename Index>

@@ -231,13 +231,14 @@ TEST(HostGridRecording, InteriorChunkStoresAreCoalescedAndWrittenOnce) {
 }
 
 // A random interleave: dx (NCHW or channels_last, base off 16-byte
-// boundaries), a convolution's stride and padding, and per phase a Copy
+// boundaries, dense or with `gap` unused elements after each row), a convolution's stride and padding, and per phase a Copy
 // result (any dense or gapped layout, extents shorter or longer than the
 // slots, channels mapped through groups as phase_stacked stacks them), a
 // Zero or a Keep.
 struct InterleaveCase {
   std::vector<int64_t> dx_sizes;
   bool channels_last = false;
+  int64_t gap = 0;
   int element_bytes = 4;
   int64_t stride[3] = {1, 1, 1}, padding[3] = {};
   int64_t groups = 1, per_group = 1, stacked = 1;
@@ -267,6 +268,7 @@ InterleaveCase random_interleave(std::mt19937& rng) {
   InterleaveCase c;
   const int spatial = 1 + static_cast<int>(rng() % 3);
   c.channels_last = rng() % 2;
+  c.gap = rng() % 3 == 0 ? 1 + static_cast<int64_t>(rng() % 3) : 0;
   c.element_bytes = 2 << (rng() % 3);
   c.groups = 1 + rng() % 3;
   c.per_group = 1 + rng() % (c.channels_last ? 24 : 4);
@@ -311,7 +313,7 @@ std::string describe(const InterleaveCase& c) {
     return text;
   };
   std::string text = "dx" + list(c.dx_sizes) + (c.channels_last ? " channels_last" : " nchw") +
-                     ", " + std::to_string(c.element_bytes) + "-byte, stride/padding";
+                     " gap " + std::to_string(c.gap) + ", " + std::to_string(c.element_bytes) + "-byte, stride/padding";
   for (int i = 0; i < c.spatial(); ++i) {
     text += " " + std::to_string(c.stride[i]) + "/" + std::to_string(c.padding[i]);
   }
@@ -330,7 +332,7 @@ InterleaveLaunch interleave_launch(const InterleaveCase& c, void* dx, int first,
                                    bool wide) {
   InterleaveLaunch l;
   l.dst = dx;
-  l.dst_view = view_of(c.dx_sizes, c.channels_last);
+  l.dst_view = view_of(c.dx_sizes, c.channels_last, c.gap);
   for (int i = 0; i < c.spatial(); ++i) {
     l.stride[i] = c.stride[i];
     l.padding[i] = c.padding[i];
@@ -361,7 +363,7 @@ InterleaveLaunch interleave_launch(const InterleaveCase& c, void* dx, int first,
 // a Keep phase.
 std::vector<unsigned char> reference_interleave(const InterleaveCase& c,
                                                 std::vector<unsigned char> dx) {
-  const TensorView view = view_of(c.dx_sizes, c.channels_last);
+  const TensorView view = view_of(c.dx_sizes, c.channels_last, c.gap);
   for_each_index(c.dx_sizes, [&](const std::vector<int64_t>& i) {
     int64_t phase = 0;
     std::vector<int64_t> q(i.size());
@@ -389,15 +391,19 @@ std::vector<unsigned char> reference_interleave(const InterleaveCase& c,
 
 // Random 1-3D interleaves (strides 1-4, up to 64 phases over launches of up
 // to 32 phases or split at random, groups, 2-, 4- and 8-byte elements, NCHW
-// and channels_last, 32- and 64-bit offsets): every byte of dx as the
-// reference has it, nothing written outside dx.
+// and channels_last, dense (the dense walk) or with gaps after each row (the
+// row walk), 32- and 64-bit offsets): every byte of dx as the reference has
+// it, gaps and everything outside dx untouched.
 TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
   std::mt19937 rng(1123);
-  int launches = 0, chunked = 0;
+  int launches = 0, chunked = 0, dense = 0;
   for (int trial = 0; trial < 600; ++trial) {
     const InterleaveCase c = random_interleave(rng);
     const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
-    const int64_t dx_bytes = element_count_of(c.dx_sizes) * c.element_bytes;
+    const TensorView view = view_of(c.dx_sizes, c.channels_last, c.gap);
+    std::vector<int64_t> last(c.dx_sizes.size());
+    for (size_t d = 0; d < last.size(); ++d) last[d] = c.dx_sizes[d] - 1;
+    const int64_t dx_bytes = (offset_of(view, last) + 1) * c.element_bytes;
     std::vector<unsigned char> storage(dx_bytes + 32, 0xab);
     const int64_t shift = (rng() % 8) * c.element_bytes % 16;
     unsigned char* dx = storage.data() + shift;
@@ -410,7 +416,10 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
       InterleaveParams p;
       ASSERT_TRUE(make_interleave_walk(interleave_launch(c, dx, first, count, wide), &p)) << where;
       ASSERT_EQ(launch_interleave<Target::host>(p, nullptr), nullptr) << where;
+      // a gap after each row makes dx not dense, unless it has one row
+      ASSERT_TRUE(p.dense || c.gap > 0) << where;
       chunked += p.walk.chunks_per_row > 2;
+      dense += p.dense;
       ++launches;
       first += count;
     }
@@ -424,6 +433,8 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
   }
   EXPECT_GT(launches, 600);
   EXPECT_GT(chunked, 200);
+  EXPECT_GT(dense, launches / 2);
+  EXPECT_GT(launches - dense, launches / 5);
 }
 
 // splitk's reduce on the host grid: random fp32 (fp64) partials, several
