@@ -15,6 +15,17 @@ const char* dtype_name(DType dtype) {
   return "other";
 }
 
+int64_t dtype_bytes(DType dtype) {
+  switch (dtype) {
+    case DType::Float64: return 8;
+    case DType::Float32: return 4;
+    case DType::Float16:
+    case DType::BFloat16: return 2;
+    case DType::Other: break;
+  }
+  return 0;
+}
+
 const char* layout_name(MemoryLayout layout) {
   return layout == MemoryLayout::ChannelsLast ? "channels_last" : "contiguous";
 }

@@ -18,6 +18,7 @@ enum class MemoryLayout { Contiguous, ChannelsLast };
 enum class DeviceKind { CPU, CUDA, HIP };
 
 const char* dtype_name(DType dtype);
+int64_t dtype_bytes(DType dtype);  // 0 for Other
 const char* layout_name(MemoryLayout layout);
 const char* device_name(DeviceKind device);
 

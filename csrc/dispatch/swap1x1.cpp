@@ -71,6 +71,10 @@ int64_t in_place_batch_stride(const ConvGeometry& g) {
   return dims.empty() ? 1 : dims.back().step;  // a single batch never steps
 }
 
+// A GPU's unit of memory access (NVIDIA's L2 sector; 32 bytes on AMD's
+// CDNA as well).
+constexpr int64_t kSectorBytes = 32;
+
 Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& g, std::optional<Swap1x1Writer> forced,
                                     bool strict) {
   const std::optional<std::string> refused = in_place_refusal(g);
@@ -86,6 +90,14 @@ Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& g, std::optional<Swap1x1
     return {Swap1x1Writer::fused,
             "on the CPU in_place never beat fused (benchmarks/results/"
             "cpu-2026-11-23-swap1x1-writers)",
+            refused};
+  }
+  const int64_t row_bytes = g.in_channels * dtype_bytes(g.dtype);
+  if (row_bytes < kSectorBytes) {
+    return {Swap1x1Writer::fused,
+            "dx's channel rows (" + std::to_string(row_bytes) +
+                " B) are narrower than a 32-byte sector: the GEMM's rows and the holes' zeros "
+                "would share sectors (docs/DESIGN.md, \"swap1x1\")",
             refused};
   }
   return {Swap1x1Writer::in_place,

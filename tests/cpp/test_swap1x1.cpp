@@ -120,8 +120,23 @@ TEST(Swap1x1, InPlaceNeedsChannelsLastOneGroupAndNoPadding) {
     EXPECT_THROW(choose_swap1x1_writer(refused, Swap1x1Writer::in_place, /*strict=*/true),
                  std::invalid_argument);
   }
+  // On a GPU in_place, unless a channel row is narrower than a 32-byte sector.
+  g.in_channels = g.filter_in_channels = 8;
   EXPECT_EQ(choose_swap1x1_writer(g).writer, Swap1x1Writer::in_place);
   EXPECT_FALSE(choose_swap1x1_writer(g).in_place_refusal.has_value());
+  ConvGeometry narrow = g, half = g;
+  narrow.in_channels = narrow.filter_in_channels = 7;
+  half.dtype = DType::BFloat16;
+  for (const ConvGeometry& shared : {narrow, half}) {
+    const Swap1x1Choice choice = choose_swap1x1_writer(shared);
+    EXPECT_EQ(choice.writer, Swap1x1Writer::fused);
+    EXPECT_NE(choice.reason.find("narrower than a 32-byte sector"), std::string::npos)
+        << choice.reason;
+    EXPECT_EQ(choose_swap1x1_writer(shared, Swap1x1Writer::in_place).writer,
+              Swap1x1Writer::in_place);
+  }
+  half.in_channels = half.filter_in_channels = 16;
+  EXPECT_EQ(choose_swap1x1_writer(half).writer, Swap1x1Writer::in_place);
   ConvGeometry on_cpu = g;
   on_cpu.device = DeviceKind::CPU;
   EXPECT_EQ(choose_swap1x1_writer(on_cpu).writer, Swap1x1Writer::fused);
@@ -141,6 +156,7 @@ TEST(Swap1x1, PlanCarriesTheWriterWhenSwap1x1ServesTheInputGradient) {
   ConvGeometry g = one_by_one(rng, 2);
   g.input[0] = g.input[1] = 8;
   g.stride[0] = g.stride[1] = 2;
+  g.in_channels = g.filter_in_channels = 8;  // rows of a 32-byte sector
   derive_output_sizes(g);
   const Plan plan = make_plan(g, Strategy::swap1x1, Swap1x1Writer::fused);
   ASSERT_EQ(plan.input.strategy, Strategy::swap1x1);
