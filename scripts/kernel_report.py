@@ -17,7 +17,10 @@ What it does:
   AMDGPU metadata gives VGPR/SGPR/AGPR counts, LDS, scratch and spills);
 - finds each data-movement kernel's per-element loop: the innermost natural
   loop (a back-edge branch to a block that dominates it) that holds a global
-  store, and counts the instructions on the longest path through it;
+  store, and counts the instructions on the longest path through it (one
+  longest-path pass over the body with the retreating edges of a depth-first
+  walk removed: linear in blocks and edges, and acyclic even where a cycle has
+  two entries, which hipcc emits);
 - checks where splitk's chunk products run: on the vendor GEMM (ATen's
   batched GEMM in csrc/ops/splitk.cpp's kernel path, no product kernel in
   csrc/hip/splitk.cu), or in a product kernel with tensor-core (HMMA/HGMMA)
@@ -242,34 +245,90 @@ def build_blocks(code: list[Instruction]) -> list[Block]:
     return blocks
 
 
-def dominators(blocks: list[Block]) -> list[set[int]]:
-    n = len(blocks)
-    reachable, stack = {0}, [0]
+def depth_first(blocks: list[Block], root: int, inside=None) -> tuple[list[int], set[tuple[int, int]]]:
+    """The blocks reachable from root along edges that stay in `inside` (every
+    block when None) in reverse postorder, and the retreating edges of that walk
+    (x -> t with t still on its stack). Without the retreating edges the graph is
+    acyclic and the order topological, whatever the graph: in a reducible one they
+    are the back edges of its loops, in an irreducible one (a cycle entered at
+    two blocks, which the compilers do emit) one more edge per such cycle.
+    Iterative: no recursion limit on long functions."""
+    order, retreating = [], set()
+    on_stack = {root: True}
+    stack = [(root, iter(blocks[root].succ))]
     while stack:
-        for s in blocks[stack.pop()].succ:
-            if s not in reachable:
-                reachable.add(s)
-                stack.append(s)
-    dom = [set(reachable) for _ in range(n)]
-    dom[0] = {0}
-    changed = True
-    while changed:
-        changed = False
-        for k in sorted(reachable - {0}):
-            preds = [p for p in blocks[k].pred if p in reachable]
-            new = set.intersection(*(dom[p] for p in preds)) if preds else set()
-            new = new | {k}
-            if new != dom[k]:
-                dom[k], changed = new, True
-    return dom
+        x, successors = stack[-1]
+        for t in successors:
+            if inside is not None and t not in inside:
+                continue
+            if t not in on_stack:
+                on_stack[t] = True
+                stack.append((t, iter(blocks[t].succ)))
+                break
+            if on_stack[t]:
+                retreating.add((x, t))
+        else:
+            stack.pop()
+            on_stack[x] = False
+            order.append(x)
+    return order[::-1], retreating
 
 
-def natural_loops(blocks: list[Block], dom: list[set[int]]) -> list[tuple[int, set[int], list[int]]]:
+class Dominance:
+    """Dominators of the blocks reachable from block 0: immediate dominators by
+    Cooper, Harvey and Kennedy's iteration over reverse postorder ("A Simple, Fast
+    Dominance Algorithm", 2001), queries in O(1) from the preorder intervals of the
+    dominator tree. A block no path reaches is dominated by itself alone."""
+
+    def __init__(self, blocks: list[Block]):
+        order, _ = depth_first(blocks, 0)
+        rank = {b: i for i, b in enumerate(order)}
+        idom = {0: 0}
+
+        def common(a: int, b: int) -> int:
+            while a != b:
+                while rank[a] > rank[b]:
+                    a = idom[a]
+                while rank[b] > rank[a]:
+                    b = idom[b]
+            return a
+
+        changed = True
+        while changed:
+            changed = False
+            for b in order[1:]:
+                preds = [p for p in blocks[b].pred if p in idom]
+                new = preds[0]
+                for p in preds[1:]:
+                    new = common(p, new)
+                if idom.get(b) != new:
+                    idom[b], changed = new, True
+        children: dict[int, list[int]] = {}
+        for b in order[1:]:
+            children.setdefault(idom[b], []).append(b)
+        self.enter, self.leave, clock, stack = {}, {}, 0, [(0, False)]
+        while stack:
+            b, done = stack.pop()
+            clock += 1
+            if done:
+                self.leave[b] = clock
+                continue
+            self.enter[b] = clock
+            stack.append((b, True))
+            stack += [(c, False) for c in children.get(b, [])]
+
+    def dominates(self, a: int, b: int) -> bool:
+        if b not in self.enter:
+            return a == b
+        return a in self.enter and self.enter[a] <= self.enter[b] and self.leave[b] <= self.leave[a]
+
+
+def natural_loops(blocks: list[Block], dom: Dominance) -> list[tuple[int, set[int], list[int]]]:
     """(header, body, latches) per loop header."""
     loops: dict[int, tuple[set[int], list[int]]] = {}
     for u, b in enumerate(blocks):
         for h in b.succ:
-            if h in dom[u]:  # back edge u -> h
+            if dom.dominates(h, u):  # back edge u -> h
                 body, stack = {h, u}, [u]
                 while stack:
                     x = stack.pop()
@@ -289,82 +348,67 @@ def block_weight(code: list[Instruction], b: Block, keep) -> int:
     return sum(ins.weight for ins in code[b.start:b.end] if keep(ins))
 
 
-def back_edges(blocks, dom, body) -> set[tuple[int, int]]:
-    """The back edges inside a loop body: u -> t where t dominates u."""
-    return {(u, t) for u in body for t in blocks[u].succ if t in body and t in dom[u]}
-
-
-def forward_order(blocks, header, body, back) -> list[int]:
-    """The body's blocks reachable from header without a back edge, each before
-    its successors (reverse postorder of the depth-first walk)."""
-    order, seen = [], set()
-
-    def visit(x):
-        seen.add(x)
-        for t in blocks[x].succ:
-            if t in body and (x, t) not in back and t not in seen:
-                visit(t)
-        order.append(x)
-
-    sys.setrecursionlimit(10000)
-    visit(header)
-    return order[::-1]
-
-
-def longest_path(code, blocks, dom, header, body, latches, keep) -> tuple[int, int, int]:
+def longest_path(code, blocks, header, body, latches, keep) -> tuple[int, int, int]:
     """Instructions on the longest and shortest paths header -> latch inside `body`
-    with every back edge inside the body removed (inner loops counted once), and
-    the number of inner loops."""
-    inner_backedges = back_edges(blocks, dom, body)
-    order = forward_order(blocks, header, body, inner_backedges)
+    with its retreating edges removed (inner loops counted once), and the number
+    of inner loops."""
+    order, retreating = depth_first(blocks, header, body)
     best = {header: block_weight(code, blocks[header], keep)}
     least = dict(best)
     for x in order:
-        if x not in best:
-            continue
         for s in blocks[x].succ:
-            if s in body and (x, s) not in inner_backedges:
+            if s in body and (x, s) not in retreating:
                 w = block_weight(code, blocks[s], keep)
                 best[s] = max(best.get(s, -1), best[x] + w)
                 least[s] = min(least.get(s, 1 << 60), least[x] + w)
-    inner = len({s for (_, s) in inner_backedges if s != header})
+    inner = len({s for (_, s) in retreating if s != header})
     ends = [l for l in latches if l in best]
     return max(best[l] for l in ends), min(least[l] for l in ends), inner
 
 
-def heaviest_path(code, blocks, dom, header, body, latches, keep, weight_of=None,
-                  require=None, forbid=None) -> dict[str, int] | None:
+def heaviest_path(code, blocks, header, body, latches, keep, weight_of=None,
+                  require=None, forbid=None, count=None, times=0) -> dict[str, int] | None:
     """Opcode histogram of the heaviest path header -> latch through `body` with
-    every back edge inside it removed (inner loops counted once, or not at all
-    when weight_of gives their blocks 0). The path passes through a block that
-    `require` accepts, and through none that `forbid` accepts; None if no such path."""
-    back = back_edges(blocks, dom, body)
-    order = forward_order(blocks, header, body, back)
-    weight = weight_of or (lambda k: block_weight(code, blocks[k], keep))
-    ok = lambda k: not (forbid and forbid(code[blocks[k].start:blocks[k].end]))
-    hit = lambda k: bool(require and require(code[blocks[k].start:blocks[k].end]))
-    if not ok(header):
+    its retreating edges removed (inner loops counted once, or not at all when
+    weight_of gives their blocks 0). The path passes through a block that
+    `require` accepts and through none that `forbid` accepts, and enters blocks
+    that `count` accepts (from a block it does not accept) exactly `times` times;
+    None if no such path. A longest-path pass over the acyclic graph with that
+    state per block: O((blocks + edges) x (times + 1)) whatever the branching."""
+    order, retreating = depth_first(blocks, header, body)
+    test = lambda pred, k: bool(pred and pred(code[blocks[k].start:blocks[k].end]))
+    weight = {k: (weight_of(k) if weight_of else block_weight(code, blocks[k], keep)) for k in order}
+    allowed = {k: not test(forbid, k) for k in order}
+    hit = {k: test(require, k) for k in order}
+    counted = {k: test(count, k) for k in order}
+    if not allowed[header]:
         return None
-    start = (header, hit(header) or require is None)
-    best, prev = {start: weight(header)}, {start: None}
+    start = (header, hit[header] or require is None, int(counted[header]))
+    best, prev = {start: weight[header]}, {start: None}
+    by_block: dict[int, list[tuple]] = {header: [start]}
     for x in order:
-        for state in (False, True):
-            if (x, state) not in best:
-                continue
+        for state in by_block.get(x, ()):
+            _, passed, entries = state
             for t in blocks[x].succ:
-                if t in body and (x, t) not in back and ok(t):
-                    nxt = (t, state or hit(t))
-                    w = best[(x, state)] + weight(t)
-                    if w > best.get(nxt, -1):
-                        best[nxt], prev[nxt] = w, (x, state)
-    ends = [(l, True) for l in latches if (l, True) in best]
+                if t not in body or (x, t) in retreating or not allowed[t]:
+                    continue
+                n = entries + (counted[t] and not counted[x])
+                if n > times:
+                    continue
+                nxt = (t, passed or hit[t], n)
+                w = best[state] + weight[t]
+                if nxt not in best:
+                    by_block.setdefault(t, []).append(nxt)
+                if w > best.get(nxt, -1):
+                    best[nxt], prev[nxt] = w, state
+    ends = [(l, True, times) for l in latches if (l, True, times) in best]
     if not ends:
         return None
     node = max(ends, key=lambda n: best[n])
     hist: dict[str, int] = {}
-    while node is not None:
+    while node is not None:  # prev follows the topological order back: no cycle
         k = node[0]
-        if weight(k):
+        if weight[k]:
             for ins in code[blocks[k].start:blocks[k].end]:
                 if keep(ins):
                     hist[ins.opcode] = hist.get(ins.opcode, 0) + ins.weight
@@ -374,7 +418,7 @@ def heaviest_path(code, blocks, dom, header, body, latches, keep, weight_of=None
 
 def loops_with_stores(code, is_store):
     blocks = build_blocks(code)
-    dom = dominators(blocks)
+    dom = Dominance(blocks)
     loops = []
     for header, body, latches in natural_loops(blocks, dom):
         if any(is_store(code[i]) for k in body for i in range(blocks[k].start, blocks[k].end)):
@@ -398,9 +442,9 @@ def per_element_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
     innermost = [l for l in loops if not any(m[1] < l[1] for m in loops)]
     chunk_loops = [l for l in innermost if holds(l, wide_store)]
     header, body, latches = (chunk_loops or innermost)[0]
-    longest, shortest, inner = longest_path(code, blocks, dom, header, body, latches, keep)
+    longest, shortest, inner = longest_path(code, blocks, header, body, latches, keep)
     narrow_store = lambda b: any(is_store(i) and not wide_store(i) for i in b)
-    path = lambda l, **kw: heaviest_path(code, blocks, dom, l[0], l[1], l[2], keep, **kw)
+    path = lambda l, **kw: heaviest_path(code, blocks, l[0], l[1], l[2], keep, **kw)
     costs = lambda ls, **kw: [cost(h, cycles) for h in (path(l, **kw) for l in ls) if h is not None]
     heaviest = lambda cs: max(cs, key=lambda c: c["cycles"]) if cs else None
     paths = {
@@ -418,7 +462,7 @@ def per_element_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
         o_header, o_body, o_latches = outer[0]
         nested = set().union(*(l[1] for l in loops if l[1] < o_body))
         weight = lambda k: 0 if k in nested else block_weight(code, blocks[k], keep)
-        hist = heaviest_path(code, blocks, dom, o_header, o_body, o_latches, keep,
+        hist = heaviest_path(code, blocks, o_header, o_body, o_latches, keep,
                              weight_of=weight)
         if hist is not None:
             facts["row_overhead"] = cost(hist, cycles)

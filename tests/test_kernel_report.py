@@ -89,6 +89,45 @@ def test_sass_loop_is_found_by_its_back_edge():
     assert "gather" not in loop["paths"] and "row_overhead" not in loop
 
 
+
+# A loop (0x10..0x90) holding a cycle entered at two blocks (0x20 and 0x50:
+# irreducible, as hipcc emits for the joined interleave rows), which no
+# dominator-based back edge breaks. The path search must still end (it used
+# to follow its own predecessor links round that cycle forever).
+IRREDUCIBLE = """\
+\t\tFunction : _Z1kv
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/               @P0 BRA 0x50 ;
+        /*0020*/                   IADD3 R2, R0, 0x1, RZ ;
+        /*0030*/               @P1 BRA 0x80 ;
+        /*0040*/                   BRA 0x50 ;
+        /*0050*/                   IMAD R3, R2, 0x2, RZ ;
+        /*0060*/               @P2 BRA 0x20 ;
+        /*0070*/                   NOP ;
+        /*0080*/                   STG.E [R4.64], R2 ;
+        /*0090*/               @P3 BRA 0x10 ;
+        /*00a0*/                   EXIT ;
+"""
+
+
+def test_irreducible_cycle_is_counted_once():
+    loop = sass_loop(IRREDUCIBLE)
+    # BRA 0x50, IMAD, BRA 0x20, IADD3, BRA 0x80, STG, BRA 0x10: the cycle's
+    # edge 0x40 -> 0x50 (retreating in the depth-first walk) left out
+    assert loop["paths"]["any"]["instructions"] == 7
+    assert (loop["longest"], loop["shortest"], loop["inner_loops"]) == (7, 5, 1)
+
+
+def test_dominance_on_a_diamond_and_unreachable_code():
+    code = kr.parse_sass(SASS)["_Z1kv"]
+    blocks = kr.build_blocks(code)
+    dom = kr.Dominance(blocks)
+    at = {code[b.start].label: k for k, b in enumerate(blocks)}
+    entry, loop, skipped, store, unreachable = at["0x0"], at["0x30"], at["0x50"], at["0x60"], at["0xb0"]
+    assert dom.dominates(entry, store) and dom.dominates(loop, store)
+    assert not dom.dominates(skipped, store)  # 0x40 jumps over it
+    assert dom.dominates(unreachable, unreachable) and not dom.dominates(entry, unreachable)
+
 # A row loop (0x10..0xb0) around a chunk loop (0x30..0x60) with a 16-byte
 # store, and an end-chunk loop (0x70..0x90) with a narrow one.
 ROWS = """\
