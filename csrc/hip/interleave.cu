@@ -46,6 +46,59 @@ struct RowSources {
   }
 };
 
+// A row's interior, positions [0, end): before every residue's first slot
+// past its source's values (end 0 when some residue is left to another
+// writer); `writes`: some residue is this launch's.
+struct RowInterior {
+  Position end;
+  bool writes;
+};
+
+template <typename Bits, typename Index, int kStep, int kOuter>
+__device__ inline RowInterior row_interior(const InterleaveParams& p,
+                                           const RowOrigin<kOuter, Index>& origin,
+                                           const RowSources<Bits, Index, kStep, kOuter>& sources,
+                                           Position step) {
+  const Position size = static_cast<Position>(p.row.size.value);
+  Position end = size;
+  bool keeps = false, writes = false;
+  for (Position r = 0; r < step; ++r) {
+    const RowSource<Bits, Index> source = sources.at(p, origin, r);
+    const Position values = values_end(source, r, step, p.row.padding, size);
+    end = values < end ? values : end;
+    keeps = keeps || source.keep;
+    writes = writes || !source.keep;
+  }
+  return {keeps || end < 0 ? 0 : end, writes};
+}
+
+// The sources of a chunk's lanes for a fixed step s whose lane 0 has residue
+// r0: lane j + s*m reads residue (r0 + j) mod s at slot o + (r0 + j) div s + m
+// (`source[j]`, `slot_shift[j]`), the same for every chunk of a row.
+template <typename Bits, typename Index, int kStep, int kOuter>
+struct LaneSources {
+  static constexpr int kFixed = kStep > 0 ? kStep : 1;
+  RowSource<Bits, Index> source[kFixed];
+  Position slot_shift[kFixed] = {};
+
+  __device__ LaneSources(const RowSources<Bits, Index, kStep, kOuter>& sources, Position r0) {
+    if constexpr (kStep == 1) {
+      source[0] = sources.fixed[0];
+    } else if constexpr (kStep == 2) {
+      const bool odd = r0 != 0;
+      source[0] = choose(odd, sources.fixed[1], sources.fixed[0]);
+      source[1] = choose(odd, sources.fixed[0], sources.fixed[1]);
+      slot_shift[1] = odd;
+    }
+  }
+
+  // Whether a stride-1 source's slots from `o` on are an aligned 16-byte copy.
+  __device__ bool copies_from(Position o) const {
+    return kStep == 1 && source[0].extent > 0 && source[0].stride == 1 &&
+           row_head(source[0].row + o) == 0;
+  }
+};
+
 // Slot q of a source, or a zero past its values.
 template <typename Bits, typename Index>
 __device__ inline Bits value_at(const RowSource<Bits, Index>& source, Position q) {
@@ -53,22 +106,20 @@ __device__ inline Bits value_at(const RowSource<Bits, Index>& source, Position q
 }
 
 // An interior chunk (every lane inside the row and inside its source's
-// values) whose lane 0 is at cursor `at`. With a fixed step s dividing the
-// chunk, lane e = j + s*m reads source `lane_source[j]` at slot
-// at.o + slot_shift[j] + m, the same sources for every chunk of the row.
+// values) whose lane 0 is at cursor `at`; with a fixed step, as `lane` says.
 template <typename Bits, typename Index, int kStep, int kOuter>
 __device__ inline Chunk<Bits> gather(const InterleaveParams& p,
                                      const RowOrigin<kOuter, Index>& origin,
                                      const RowSources<Bits, Index, kStep, kOuter>& sources,
-                                     const RowSource<Bits, Index>* lane_source,
-                                     const Position* slot_shift, RowCursor at, Position step) {
+                                     const LaneSources<Bits, Index, kStep, kOuter>& lane,
+                                     RowCursor at, Position step) {
   constexpr int kLanes = Chunk<Bits>::kLanes;
   Chunk<Bits> values;
   if constexpr (kStep > 0) {
     for (int j = 0; j < kStep; ++j) {
-      const RowSource<Bits, Index>& source = lane_source[j];
+      const RowSource<Bits, Index>& source = lane.source[j];
       if (source.extent > 0) {
-        const Bits* from = source.row + (at.o + slot_shift[j]) * source.stride;
+        const Bits* from = source.row + (at.o + lane.slot_shift[j]) * source.stride;
         for (int m = 0; m < kLanes / kStep; ++m) {
           values.lane[j + kStep * m] = global_load(from + m * source.stride);
         }
@@ -115,51 +166,27 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
        row += gridDim.x * rows_per_block) {
     const RowOrigin<kOuter, Index> origin = row_origin<kOuter, Index>(p, row);
     const RowSources<Bits, Index, kStep, kOuter> sources(p, origin);
-    // Interior positions [0, end): before every source's first slot past its
-    // values. A residue left to another writer leaves no interior.
-    Position end = size;
-    bool keeps = false, writes = false;
-    for (Position r = 0; r < step; ++r) {
-      const RowSource<Bits, Index> source = sources.at(p, origin, r);
-      const Position values = values_end(source, r, step, padding, size);
-      end = values < end ? values : end;
-      keeps = keeps || source.keep;
-      writes = writes || !source.keep;
-    }
-    if (!writes) continue;
-    end = keeps || end < 0 ? 0 : end;
+    const RowInterior interior = row_interior(p, origin, sources, step);
+    if (!interior.writes) continue;
     Bits* dst_row = dst + origin.dst_offset;
     // Chunk c holds row positions c * kLanes - head ... + kLanes - 1.
     const Position head = row_head(dst_row);
     const Position c_begin = (head + kLanes - 1) / kLanes;
-    const Position c_end_floor = (end + head) / kLanes;
+    const Position c_end_floor = (interior.end + head) / kLanes;
     const Position c_end = c_end_floor > c_begin ? c_end_floor : c_begin;
     Position chunk = first_chunk(dst_row, head, lane, lanes, c_begin);
     RowCursor at = row_cursor(chunk * kLanes - head, -padding, p.row.step, p.walk);
-    // With a fixed step, every chunk's lane 0 has the same residue r0: lane
-    // j + s*m reads residue (r0 + j) mod s at slot o + (r0 + j) div s + m.
-    RowSource<Bits, Index> lane_source[kFixed];
-    Position slot_shift[kFixed] = {};
-    if constexpr (kStep == 1) {
-      lane_source[0] = sources.fixed[0];
-    } else if constexpr (kStep == 2) {
-      const bool odd = at.r != 0;
-      lane_source[0] = choose(odd, sources.fixed[1], sources.fixed[0]);
-      lane_source[1] = choose(odd, sources.fixed[0], sources.fixed[1]);
-      slot_shift[1] = odd;
-    }
-    // A stride-1 row source that aligns with dx is a copy.
-    const RowSource<Bits, Index>& first = lane_source[0];
-    const bool copies = kStep == 1 && first.extent > 0 && first.stride == 1 &&
-                        chunks_align(first.row, dst_row, padding);
-    if (copies) {
+    // Every chunk of the row starts at the same residue (the walk advances
+    // by multiples of the chunk, which a fixed step divides).
+    const LaneSources<Bits, Index, kStep, kOuter> lane_sources(sources, at.r);
+    const RowSource<Bits, Index>& first = lane_sources.source[0];
+    if (lane_sources.copies_from(at.o)) {
       for (; chunk < c_end; chunk += lanes, at.advance(p.walk, kLanes, step)) {
         store_chunk(dst_row + at.first, load_chunk(first.row + at.o));
       }
     } else {
       for (; chunk < c_end; chunk += lanes, at.advance(p.walk, kLanes, step)) {
-        store_chunk(dst_row + at.first,
-                    gather(p, origin, sources, lane_source, slot_shift, at, step));
+        store_chunk(dst_row + at.first, gather(p, origin, sources, lane_sources, at, step));
       }
     }
     // The end chunks, [0, c_begin) and [c_end, chunks), element by element:
@@ -172,8 +199,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       for (int e = 0; e < kLanes; ++e) {
         // with a fixed step, lane e reads as in an interior chunk
         const RowSource<Bits, Index> source =
-            kStep > 0 ? lane_source[e % kFixed] : sources.at(p, origin, end_at.r);
-        const Position q = kStep > 0 ? end_at.o + slot_shift[e % kFixed] + e / kFixed : end_at.o;
+            kStep > 0 ? lane_sources.source[e % kFixed] : sources.at(p, origin, end_at.r);
+        const Position q =
+            kStep > 0 ? end_at.o + lane_sources.slot_shift[e % kFixed] + e / kFixed : end_at.o;
         const Position j = end_at.first + (kStep > 0 ? e : 0);
         if (j >= 0 && j < size && !source.keep) global_store(dst_row + j, value_at(source, q));
         if (kStep == 0) end_at.advance(1, 0, 1, step);
@@ -188,10 +216,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 // short rows, rows off a 16-byte boundary and the zeros past a result's
 // values all go out in whole 16-byte stores; a chunk goes out lane by lane
 // only at dx's ends or where another writer owns some of its elements
-// (`keep`). A chunk pays its row's divisions and source lookups, and a row's
-// again when it reaches the next row; each element costs a source choice, a
-// comparison and additions. A chunk inside one row whose source is a
-// 16-byte-aligned stride-1 run of values is a copy.
+// (`keep`). A chunk pays its row's divisions and source lookups. With a
+// fixed step (1, 2) and up to four outer dims, a chunk inside its row's
+// interior goes as in the row walk (a 16-byte copy where its source is an
+// aligned stride-1 run of values); other chunks go element by element, a
+// source choice, a comparison and additions each, and pay the next row's
+// divisions where they reach it.
 template <typename Bits, typename Index, int kStep, int kOuter>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     interleave_dense_kernel(InterleaveParams p, Position total) {
@@ -213,11 +243,14 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     RowOrigin<kOuter, Index> origin = row_origin<kOuter, Index>(p, row);
     RowSources<Bits, Index, kStep, kOuter> sources(p, origin);
     RowCursor at = row_cursor(begin - row * size, lead, p.row.step, p.walk);
-    if constexpr (kStep == 1) {
-      const RowSource<Bits, Index>& source = sources.fixed[0];
-      if (first >= 0 && at.first + kLanes <= size && source.stride == 1 &&
-          at.o + kLanes <= source.extent && row_head(source.row + at.o) == 0) {
-        store_chunk(dst + first, load_chunk(source.row + at.o));
+    if constexpr (kStep > 0 && kOuter < kInterleaveOuterDims) {
+      // A chunk inside its row's interior: as in the row walk (not with five
+      // outer dims: the two paths' state then spills on sm_90).
+      if (first >= 0 && at.first + kLanes <= row_interior(p, origin, sources, step).end) {
+        const LaneSources<Bits, Index, kStep, kOuter> lane_sources(sources, at.r);
+        store_chunk(dst + first, lane_sources.copies_from(at.o)
+                                     ? load_chunk(lane_sources.source[0].row + at.o)
+                                     : gather(p, origin, sources, lane_sources, at, step));
         continue;
       }
     }
