@@ -286,50 +286,30 @@ void launch_walk(const InterleaveParams& p, NativeStream stream) {
     launch_kernel({"interleave"}, interleave_dense_kernel<Bits, Index, kStep, kOuter>,
                   blocks_for(total / Chunk<Bits>::kLanes + 1), kThreadsPerBlock, stream, p,
                   static_cast<Position>(total));
-    return;
+  } else {
+    launch_kernel({"interleave"}, interleave_kernel<Bits, Index, kStep, kOuter>,
+                  blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
+                  static_cast<Position>(p.rows));
   }
-  launch_kernel({"interleave"}, interleave_kernel<Bits, Index, kStep, kOuter>,
-                blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
-                static_cast<Position>(p.rows));
-}
-
-template <typename Bits, typename Index, int kStep>
-void launch_outer(const InterleaveParams& p, NativeStream stream) {
-  switch (p.outer_dims) {
-    case 1: return launch_walk<Bits, Index, kStep, 1>(p, stream);
-    case 2: return launch_walk<Bits, Index, kStep, 2>(p, stream);
-    case 3: return launch_walk<Bits, Index, kStep, 3>(p, stream);
-    case 4: return launch_walk<Bits, Index, kStep, 4>(p, stream);
-    case 5: return launch_walk<Bits, Index, kStep, 5>(p, stream);
-  }
-}
-
-// The instantiation for the row dim's stride (1 and 2 fixed, others at run
-// time) and the outer dims.
-template <typename Bits, typename Index>
-void launch_rows(const InterleaveParams& p, NativeStream stream) {
-  switch (p.row.step.value) {
-    case 1: return launch_outer<Bits, Index, 1>(p, stream);
-    case 2: return launch_outer<Bits, Index, 2>(p, stream);
-  }
-  launch_outer<Bits, Index, 0>(p, stream);
 }
 
 }  // namespace
 
+// The instantiation for the element width, the index width, the row dim's
+// stride (fixed_step) and the outer dims.
 template <Target target>
 LaunchError launch_interleave(const InterleaveParams& params, NativeStream stream) {
   if (params.rows == 0) return nullptr;
-  if (params.outer_dims < 1 || params.outer_dims > kInterleaveOuterDims) return kInvalidLaunch;
-  const bool known = visit_bits(params.element_bytes, [&](auto bits) {
-    using Bits = decltype(bits);
-    if constexpr (sizeof(Bits) < 16) {
-      visit_index(!params.wide_offsets, [&](auto index) {
-        launch_rows<Bits, decltype(index)>(params, stream);
+  bool known = false;
+  visit_walk(params.element_bytes, !params.wide_offsets, [&](auto bits, auto index) {
+    visit_constant<0, 2>(fixed_step(params.row.step.value), [&](auto step) {
+      known = visit_constant<1, kInterleaveOuterDims>(params.outer_dims, [&](auto outer) {
+        launch_walk<decltype(bits), decltype(index), decltype(step)::value,
+                    decltype(outer)::value>(params, stream);
       });
-    }
+    });
   });
-  return known && params.element_bytes < 16 ? last_launch_error() : kInvalidLaunch;
+  return known ? last_launch_error() : kInvalidLaunch;
 }
 
 template LaunchError launch_interleave<BWDCONV_KERNEL_TARGET>(const InterleaveParams&,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "bits.h"
 
@@ -24,12 +25,32 @@ void visit_index(bool narrow, F&& f) {
 
 // Calls f(Bits{}, Index{}) with the bits type of `element_bytes` (bits.h) and
 // the index type `narrow` picks: the instantiation of a data-movement walk.
-// False for an element width no walk moves.
+// False for an element width no walk moves (16 bytes: a chunk's width).
 template <typename F>
 bool visit_walk(int element_bytes, bool narrow, F&& f) {
-  return visit_bits(element_bytes,
-                    [&](auto bits) { visit_index(narrow, [&](auto index) { f(bits, index); }); });
+  return element_bytes < 16 && visit_bits(element_bytes, [&](auto bits) {
+           if constexpr (sizeof(bits) < 16) {
+             visit_index(narrow, [&](auto index) { f(bits, index); });
+           }
+         });
 }
+
+// Calls f(std::integral_constant<int, k>{}) for the k in [kFirst, kLast]
+// equal to `value` (a kernel's template argument chosen at run time); false
+// when none is.
+template <int kFirst, int kLast, typename F>
+bool visit_constant(int value, F&& f) {
+  if (value == kFirst) {
+    f(std::integral_constant<int, kFirst>{});
+    return true;
+  }
+  if constexpr (kFirst < kLast) return visit_constant<kFirst + 1, kLast>(value, f);
+  return false;
+}
+
+// A row walk's step as a kernel's template argument: 1 and 2 fixed, 0 for
+// any other (read at run time).
+inline int fixed_step(int64_t step) { return step == 1 || step == 2 ? static_cast<int>(step) : 0; }
 
 // Blocks for a grid-stride loop over `total` elements.
 inline unsigned blocks_for(int64_t total) {

@@ -202,67 +202,43 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
-template <typename Bits, typename Index, int kOuter>
-void launch_dense(const ScatterParams& p, NativeStream stream) {
-  const int64_t total = p.rows * p.row.size.value;
-  launch_kernel({"scatter"}, scatter_dense_kernel<Bits, Index, kOuter>,
-                blocks_for(total / Chunk<Bits>::kLanes + 1), kThreadsPerBlock, stream, p,
-                static_cast<Position>(total));
-}
-
+// The dense walk where dst allows it (make_scatter_walk), else the row walk.
+// A step-1 row walk with four outer dims takes the run-time step (kStep 0):
+// the fixed one holds too many scalar registers on AMD and spills.
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const ScatterParams& p, NativeStream stream) {
-  launch_kernel({"scatter"}, scatter_kernel<Bits, Index, kStep, kOuter>,
-                blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
-                static_cast<Position>(p.rows));
-}
-
-// The instantiation for the row's step (1 and 2 fixed, others at run time)
-// and the outer dims. A step-1 walk with four outer dims takes the run-time
-// step: the fixed one holds too many scalar registers on AMD and spills.
-template <typename Bits, typename Index, int kStep>
-void launch_outer(const ScatterParams& p, NativeStream stream) {
-  switch (p.outer_dims) {
-    case 1: return launch_walk<Bits, Index, kStep, 1>(p, stream);
-    case 2: return launch_walk<Bits, Index, kStep, 2>(p, stream);
-    case 3: return launch_walk<Bits, Index, kStep, 3>(p, stream);
-  }
-  if constexpr (kStep != 1) launch_walk<Bits, Index, kStep, 4>(p, stream);
-}
-
-template <typename Bits, typename Index>
-void launch_rows(const ScatterParams& p, NativeStream stream) {
   if (p.dense) {
-    switch (p.outer_dims) {
-      case 1: return launch_dense<Bits, Index, 1>(p, stream);
-      case 2: return launch_dense<Bits, Index, 2>(p, stream);
-      case 3: return launch_dense<Bits, Index, 3>(p, stream);
-    }
-    return launch_dense<Bits, Index, kOuterDims>(p, stream);
-  }
-  if (p.row.step.value == 1 && p.outer_dims < kOuterDims) {
-    launch_outer<Bits, Index, 1>(p, stream);
-  } else if (p.row.step.value == 2) {
-    launch_outer<Bits, Index, 2>(p, stream);
-  } else {
-    launch_outer<Bits, Index, 0>(p, stream);
+    const int64_t total = p.rows * p.row.size.value;
+    launch_kernel({"scatter"}, scatter_dense_kernel<Bits, Index, kOuter>,
+                  blocks_for(total / Chunk<Bits>::kLanes + 1), kThreadsPerBlock, stream, p,
+                  static_cast<Position>(total));
+  } else if constexpr (kStep != 1 || kOuter < kOuterDims) {
+    launch_kernel({"scatter"}, scatter_kernel<Bits, Index, kStep, kOuter>,
+                  blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
+                  static_cast<Position>(p.rows));
   }
 }
 
 }  // namespace
 
+// The instantiation for the element width, the index width, the row's step
+// (fixed_step, except as launch_walk says) and the outer dims.
 template <Target target>
 LaunchError launch_scatter(const ScatterParams& params, NativeStream stream) {
   if (params.rows == 0) return nullptr;
-  const bool known = visit_bits(params.element_bytes, [&](auto bits) {
-    using Bits = decltype(bits);
-    if constexpr (sizeof(Bits) < 16) {
-      visit_index(!params.wide_offsets, [&](auto index) {
-        launch_rows<Bits, decltype(index)>(params, stream);
+  const int step = params.row.step.value == 1 && params.outer_dims == kOuterDims
+                       ? 0
+                       : fixed_step(params.row.step.value);
+  bool known = false;
+  visit_walk(params.element_bytes, !params.wide_offsets, [&](auto bits, auto index) {
+    visit_constant<0, 2>(params.dense ? 0 : step, [&](auto fixed) {
+      known = visit_constant<1, kOuterDims>(params.outer_dims, [&](auto outer) {
+        launch_walk<decltype(bits), decltype(index), decltype(fixed)::value,
+                    decltype(outer)::value>(params, stream);
       });
-    }
+    });
   });
-  return known && params.element_bytes < 16 ? last_launch_error() : kInvalidLaunch;
+  return known ? last_launch_error() : kInvalidLaunch;
 }
 
 template LaunchError launch_scatter<BWDCONV_KERNEL_TARGET>(const ScatterParams&, NativeStream);

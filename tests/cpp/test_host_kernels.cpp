@@ -437,6 +437,37 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
   EXPECT_GT(launches - dense, launches / 5);
 }
 
+// Parameters no instantiation serves (an element width no walk moves, outer
+// dims past the kernels' count or none) are refused before anything runs;
+// a launch with no rows does nothing.
+TEST(HostLaunch, RefusesParametersWithoutAnInstantiation) {
+  unsigned char dst[64] = {};
+  InterleaveParams interleave;
+  interleave.dst = dst;
+  interleave.rows = 1;
+  ScatterParams scatter;
+  scatter.src = scatter.dst = dst;
+  scatter.rows = 1;
+  for (const int bytes : {1, 3, 16}) {
+    interleave.element_bytes = scatter.element_bytes = bytes;
+    EXPECT_STREQ(launch_interleave<Target::host>(interleave, nullptr), kInvalidLaunch) << bytes;
+    EXPECT_STREQ(launch_scatter<Target::host>(scatter, nullptr), kInvalidLaunch) << bytes;
+  }
+  interleave.element_bytes = scatter.element_bytes = 4;
+  for (const int outer : {0, kInterleaveOuterDims + 1}) {
+    interleave.outer_dims = outer;
+    EXPECT_STREQ(launch_interleave<Target::host>(interleave, nullptr), kInvalidLaunch) << outer;
+  }
+  for (const int outer : {0, kOuterDims + 1}) {
+    scatter.outer_dims = outer;
+    EXPECT_STREQ(launch_scatter<Target::host>(scatter, nullptr), kInvalidLaunch) << outer;
+  }
+  interleave.rows = scatter.rows = 0;
+  EXPECT_EQ(launch_interleave<Target::host>(interleave, nullptr), nullptr);
+  EXPECT_EQ(launch_scatter<Target::host>(scatter, nullptr), nullptr);
+  for (const unsigned char b : dst) EXPECT_EQ(b, 0);
+}
+
 // splitk's reduce on the host grid: random fp32 (fp64) partials, several
 // blocks' worth of elements; the result is the chunks added in chunk order
 // (the float sum written with a plain loop, bit for bit) on every launch.
