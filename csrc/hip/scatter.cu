@@ -24,14 +24,13 @@ __device__ inline Chunk<Bits> gather(const Bits* src_row, Index src_stride, Posi
   if constexpr (kStep == 1) {
     for (int e = 0; e < kLanes; ++e) values.lane[e] = source(o + e);
   } else if constexpr (kStep == 2) {
-    // Lanes e and e + 1 share source position o + (e + r) / 2; the one with
-    // e + r even takes it.
-    Bits shared[kLanes / 2 + 1];
-    for (int m = 0; m <= kLanes / 2; ++m) shared[m] = source(o + m);
+    // Lane e reads where e + r is even: with r = 0 lane 2m reads o + m, with
+    // r = 1 lane 2m + 1 reads o + 1 + m; each source element once.
     const bool odd = r != 0;
-    for (int e = 0; e < kLanes; e += 2) {
-      values.lane[e] = odd ? Bits{} : shared[e / 2];
-      values.lane[e + 1] = odd ? shared[e / 2 + 1] : Bits{};
+    for (int m = 0; m < kLanes / 2; ++m) {
+      const Bits value = source(o + odd + m);
+      values.lane[2 * m] = odd ? Bits{} : value;
+      values.lane[2 * m + 1] = odd ? value : Bits{};
     }
   } else {
     for (int e = 0; e < kLanes; ++e) {
@@ -71,6 +70,20 @@ __device__ inline RowStart<Index> row_start(const ScatterParams& p, Position row
   return start;
 }
 
+// A row's interior, positions [begin, end): inside the row, with every source
+// position a chunk there reads inside the source row (a row with no source
+// values: all of it, zeros).
+struct RowSpan {
+  Position begin, end;
+};
+
+__device__ inline RowSpan row_interior(const ScatterParams& p, bool live, Position step) {
+  const Position lead = p.row.lead;
+  const Position size = static_cast<Position>(p.row.size.value);
+  const Position reach = lead + step * (p.row.src_size - 1) + 1;  // past the last source position
+  return {live && lead > 0 ? lead : 0, live && reach < size ? reach : size};
+}
+
 // Rows of dst's stride-1 dim, 2^lane_shift threads per row (grid-stride over
 // rows). A row's outer coordinates cost one division per outer dim; its
 // interior chunks (whole in dst, reading source positions inside the row)
@@ -98,15 +111,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     const Bits* src_row = src + start.src_offset;
     // Chunk c holds dst positions c * kLanes - head ... + kLanes - 1 (the row
     // starts `head` elements past a 16-byte boundary). Interior chunks,
-    // [c_begin, c_end), hold positions in [begin, end): inside the row, with
-    // every source position they read inside it.
+    // [c_begin, c_end), hold positions of the row's interior.
     const Position head = row_head(dst_row);
     const Position lead = p.row.lead;
-    const Position begin = live && lead > 0 ? lead : 0;
-    const Position reach = lead + step * (src_size - 1) + 1;  // past the last source position
-    const Position end = live && reach < size ? reach : size;
-    const Position c_begin = (begin + head + kLanes - 1) / kLanes;
-    const Position c_end_floor = (end + head) / kLanes;
+    const RowSpan interior = row_interior(p, live, step);
+    const Position c_begin = (interior.begin + head + kLanes - 1) / kLanes;
+    const Position c_end_floor = (interior.end + head) / kLanes;
     const Position c_end = c_end_floor > c_begin ? c_end_floor : c_begin;
     Position chunk = first_chunk(dst_row, head, lane, lanes, c_begin);
     RowCursor at = row_cursor(chunk * kLanes - head, lead, p.row.step, p.walk);
@@ -148,13 +158,15 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 }
 
 // dst dense in walk order (rows back to back) as 16-byte chunks of its
-// memory, one chunk per thread in turn. A chunk may hold the end of one row
-// and the start of the next, so short rows, rows off a 16-byte boundary and
-// the zeros around a row's values all go out in whole 16-byte stores, the
-// lanes of a warp writing consecutive chunks; only the buffer's first and
-// last chunk can be partial. Each element costs a comparison and additions;
-// a chunk that reaches a new row pays its row's divisions.
-template <typename Bits, typename Index, int kOuter>
+// memory, one chunk per thread in turn, the lanes of a warp on consecutive
+// chunks. A chunk may hold the end of one row and the start of the next, so
+// short rows, rows off a 16-byte boundary and the zeros around a row's
+// values all go out in whole 16-byte stores; only the buffer's first and
+// last chunk can be partial. A chunk pays its row's divisions; one inside its
+// row's interior goes as in the row walk (a 16-byte copy where the source is
+// an aligned stride-1 run), others element by element, a comparison and
+// additions each, paying the next row's divisions where they reach it.
+template <typename Bits, typename Index, int kStep, int kOuter>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     scatter_dense_kernel(ScatterParams p, Position total) {
   constexpr int kLanes = Chunk<Bits>::kLanes;
@@ -162,7 +174,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   Bits* dst = static_cast<Bits*>(p.dst);
   const Position size = static_cast<Position>(p.row.size.value);
   const Position lead = p.row.lead;
-  const Position step = static_cast<Position>(p.row.step.value);
+  const Position step = kStep ? kStep : static_cast<Position>(p.row.step.value);
   const Position src_size = p.row.src_size;
   const Index src_stride = static_cast<Index>(p.row.src_stride);
   // One position further: a quotient and remainder by step.
@@ -177,13 +189,27 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     Position row = divide_position(begin, p.row.size);
     RowStart<Index> start = row_start<Index, kOuter>(p, row);
     RowCursor at = row_cursor(begin - row * size, lead, p.row.step, p.walk);
-    Chunk<Bits> values;
+    const RowSpan interior = row_interior(p, start.live, step);
+    if (first >= 0 && at.first >= interior.begin && at.first + kLanes <= interior.end) {
+      const Bits* src_row = src + start.src_offset;
+      Chunk<Bits> values{};
+      if (kStep == 1 && start.live && src_stride == 1 && row_head(src_row + at.o) == 0) {
+        values = load_chunk(src_row + at.o);
+      } else if (start.live) {
+        values = gather<kStep, true, Bits, Index>(src_row, src_stride, src_size, at.o, at.r, step);
+      }
+      store_chunk(dst + first, values);
+      continue;
+    }
+    uint64_t half[2] = {0, 0};
+    unsigned written = 0;  // bit e: lane e is an element of dst
+    BWDCONV_NO_UNROLL
     for (int e = 0; e < kLanes; ++e) {
       const Position element = first + e;
-      values.lane[e] = Bits{};
       if (element < begin || element >= total) continue;
+      written |= 1u << e;
       if (start.live && at.r == 0 && at.o >= 0 && at.o < src_size) {
-        values.lane[e] = global_load(src + start.src_offset + at.o * src_stride);
+        put_lane(half, e, global_load(src + start.src_offset + at.o * src_stride));
       }
       at.advance(1, next_quotient, next_remainder, step);
       if (at.first == size && element + 1 < total) {
@@ -191,31 +217,28 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         at = row_cursor(0, lead, p.row.step, p.walk);
       }
     }
-    if (first >= 0 && first + kLanes <= total) {
-      store_chunk(dst + first, values);
-    } else {
-      for (int e = 0; e < kLanes; ++e) {
-        const Position element = first + e;
-        if (element >= 0 && element < total) global_store(dst + element, values.lane[e]);
-      }
-    }
+    Chunk<Bits> values;
+    memcpy(&values, half, sizeof values);
+    store_lanes(dst, first, values, written);
   }
 }
 
 // The dense walk where dst allows it (make_scatter_walk), else the row walk.
-// A step-1 row walk with four outer dims takes the run-time step (kStep 0):
-// the fixed one holds too many scalar registers on AMD and spills.
+// A step-1 walk with four outer dims takes the run-time step (kStep 0): the
+// fixed one holds too many scalar registers on AMD and spills.
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const ScatterParams& p, NativeStream stream) {
-  if (p.dense) {
-    const int64_t total = p.rows * p.row.size.value;
-    launch_kernel({"scatter"}, scatter_dense_kernel<Bits, Index, kOuter>,
-                  blocks_for(total / Chunk<Bits>::kLanes + 1), kThreadsPerBlock, stream, p,
-                  static_cast<Position>(total));
-  } else if constexpr (kStep != 1 || kOuter < kOuterDims) {
-    launch_kernel({"scatter"}, scatter_kernel<Bits, Index, kStep, kOuter>,
-                  blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
-                  static_cast<Position>(p.rows));
+  if constexpr (kStep != 1 || kOuter < kOuterDims) {
+    if (p.dense) {
+      const int64_t total = p.rows * p.row.size.value;
+      launch_kernel({"scatter"}, scatter_dense_kernel<Bits, Index, kStep, kOuter>,
+                    blocks_for(total / Chunk<Bits>::kLanes + 1), kThreadsPerBlock, stream, p,
+                    static_cast<Position>(total));
+    } else {
+      launch_kernel({"scatter"}, scatter_kernel<Bits, Index, kStep, kOuter>,
+                    blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
+                    static_cast<Position>(p.rows));
+    }
   }
 }
 
@@ -231,7 +254,7 @@ LaunchError launch_scatter(const ScatterParams& params, NativeStream stream) {
                        : fixed_step(params.row.step.value);
   bool known = false;
   visit_walk(params.element_bytes, !params.wide_offsets, [&](auto bits, auto index) {
-    visit_constant<0, 2>(params.dense ? 0 : step, [&](auto fixed) {
+    visit_constant<0, 2>(step, [&](auto fixed) {
       known = visit_constant<1, kOuterDims>(params.outer_dims, [&](auto outer) {
         launch_walk<decltype(bits), decltype(index), decltype(fixed)::value,
                     decltype(outer)::value>(params, stream);
