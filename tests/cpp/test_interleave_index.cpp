@@ -314,25 +314,38 @@ TEST(InterleaveIndex, GroupedChannelsMapThroughTheGroupStride) {
   }
 }
 
+// A launch over dx of `sizes` and element `strides` (logical order).
+InterleaveLaunch launch_over(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                             int element_bytes) {
+  InterleaveLaunch l;
+  l.dst_view.dims = static_cast<int>(sizes.size());
+  std::copy(sizes.begin(), sizes.end(), l.dst_view.sizes);
+  std::copy(strides.begin(), strides.end(), l.dst_view.strides);
+  l.element_bytes = element_bytes;
+  return l;
+}
+
+// Phase e copies from a result of `sizes` and `strides` at data.
+void copy_phase(InterleaveLaunch& l, int e, const void* data, const std::vector<int64_t>& sizes,
+                const std::vector<int64_t>& strides) {
+  PhaseResult& r = l.phases[e];
+  r.write = PhaseWrite::Copy;
+  r.data = data;
+  std::copy(sizes.begin(), sizes.end(), r.sizes);
+  std::copy(strides.begin(), strides.end(), r.strides);
+}
+
 // Worked by hand: I = 5, K = 3, s = 2, p = 1, so dx[i] is slot (i + 1) / 2 of
 // phase (i + 1) % 2; phase 0 has two computed slots, phase 1 has three.
 TEST(InterleaveIndex, OneDimStrideTwoByHand) {
-  InterleaveLaunch l;
-  l.dst_view.dims = 3;
-  const int64_t sizes[3] = {1, 1, 5}, strides[3] = {5, 5, 1};
-  std::copy(sizes, sizes + 3, l.dst_view.sizes);
-  std::copy(strides, strides + 3, l.dst_view.strides);
+  InterleaveLaunch l = launch_over({1, 1, 5}, {5, 5, 1}, 4);
   l.stride[0] = 2;
   l.padding[0] = 1;
   l.channels_per_group = 1;
   l.phase_count = 2;
-  l.element_bytes = 4;
   const std::vector<float> results[2] = {{10, 11}, {20, 21, 22}};
   for (int e = 0; e < 2; ++e) {
-    l.phases[e].write = PhaseWrite::Copy;
-    l.phases[e].data = results[e].data();
-    l.phases[e].sizes[2] = static_cast<int64_t>(results[e].size());
-    l.phases[e].strides[2] = 1;
+    copy_phase(l, e, results[e].data(), {1, 1, static_cast<int64_t>(results[e].size())}, {1, 1, 1});
   }
   std::vector<float> dx(5, -1.0f);
   l.dst = dx.data();
@@ -345,24 +358,13 @@ TEST(InterleaveIndex, OneDimStrideTwoByHand) {
 // NCHW: batch and channels merge into one outer dim, rows of W at the
 // convolution's stride; the phases' row strides and extents as the results have them.
 TEST(InterleaveWalk, NchwMergesBatchAndChannelsAndWalksRowsOfW) {
-  InterleaveLaunch l;
-  l.dst_view.dims = 4;
-  const int64_t sizes[4] = {2, 3, 9, 11}, strides[4] = {297, 99, 11, 1};
-  std::copy(sizes, sizes + 4, l.dst_view.sizes);
-  std::copy(strides, strides + 4, l.dst_view.strides);
+  InterleaveLaunch l = launch_over({2, 3, 9, 11}, {297, 99, 11, 1}, 2);
   l.stride[0] = l.stride[1] = 2;
   l.padding[0] = l.padding[1] = 1;
   l.channels_per_group = 3;
   l.phase_count = 4;
-  l.element_bytes = 2;
-  const int64_t result_sizes[4] = {2, 3, 5, 6}, result_strides[4] = {90, 30, 6, 1};
   const uint16_t data[1] = {};
-  for (int e = 0; e < 4; ++e) {
-    l.phases[e].write = PhaseWrite::Copy;
-    l.phases[e].data = data;
-    std::copy(result_sizes, result_sizes + 4, l.phases[e].sizes);
-    std::copy(result_strides, result_strides + 4, l.phases[e].strides);
-  }
+  for (int e = 0; e < 4; ++e) copy_phase(l, e, data, {2, 3, 5, 6}, {90, 30, 6, 1});
   InterleaveParams p;
   ASSERT_TRUE(make_interleave_walk(l, &p));
   EXPECT_EQ(p.outer_dims, 2);  // [N*C, H]
@@ -380,31 +382,28 @@ TEST(InterleaveWalk, NchwMergesBatchAndChannelsAndWalksRowsOfW) {
   EXPECT_EQ(p.phases[0].row_stride, 1);
   EXPECT_EQ(p.phases[0].row_extent, 6);
   EXPECT_FALSE(p.wide_offsets);
+  EXPECT_TRUE(p.dense);  // rows back to back: the dense walk
+  // A gap after each row of W leaves the row walk.
+  l.dst_view.strides[0] = 2 * 3 * 9 * 12;
+  l.dst_view.strides[1] = 9 * 12;
+  l.dst_view.strides[2] = 12;
+  ASSERT_TRUE(make_interleave_walk(l, &p));
+  EXPECT_FALSE(p.dense);
+  EXPECT_EQ(p.rows, 54);
 }
 
 // channels_last with groups that phase_stacked keeps apart: rows of the
 // channels of a group, the groups an outer dim innermost.
 TEST(InterleaveWalk, ChannelsLastStackedGroupsWalkRowsOfAGroupsChannels) {
-  InterleaveLaunch l;
-  l.dst_view.dims = 4;
   // [2, 3 groups x 8, 5, 4] channels_last
-  const int64_t sizes[4] = {2, 24, 5, 4}, strides[4] = {480, 1, 96, 24};
-  std::copy(sizes, sizes + 4, l.dst_view.sizes);
-  std::copy(strides, strides + 4, l.dst_view.strides);
+  InterleaveLaunch l = launch_over({2, 24, 5, 4}, {480, 1, 96, 24}, 4);
   l.stride[0] = l.stride[1] = 2;
   l.channels_per_group = 8;
   l.phase_count = 4;
-  l.element_bytes = 4;
   // stacked result [2, 3 groups x 4 phases x 8, 3, 2] channels_last
-  const int64_t result_sizes[4] = {2, 96, 3, 2}, result_strides[4] = {576, 1, 192, 96};
   l.group_stride = 32;
   const float data[1] = {};
-  for (int e = 0; e < 4; ++e) {
-    l.phases[e].write = PhaseWrite::Copy;
-    l.phases[e].data = data;
-    std::copy(result_sizes, result_sizes + 4, l.phases[e].sizes);
-    std::copy(result_strides, result_strides + 4, l.phases[e].strides);
-  }
+  for (int e = 0; e < 4; ++e) copy_phase(l, e, data, {2, 96, 3, 2}, {576, 1, 192, 96});
   InterleaveParams p;
   ASSERT_TRUE(make_interleave_walk(l, &p));
   EXPECT_EQ(p.outer_dims, 4);  // [N, H, W, groups]
@@ -414,30 +413,20 @@ TEST(InterleaveWalk, ChannelsLastStackedGroupsWalkRowsOfAGroupsChannels) {
   EXPECT_EQ(p.row.size.value, 8u);
   EXPECT_EQ(p.row.step.value, 1u);
   EXPECT_EQ(p.row.phase_weight, 0);
+  EXPECT_TRUE(p.dense);  // groups, then W, H and N, each spanning the dims inside it
 }
 
 // A size-1 dim is folded into the phases: its residue moves the first
 // phase, its slot the data, a slot past a result makes the phase a zero.
 TEST(InterleaveWalk, FoldsSizeOneDimsIntoThePhases) {
-  InterleaveLaunch l;
-  l.dst_view.dims = 4;
-  const int64_t sizes[4] = {1, 4, 1, 16}, strides[4] = {64, 16, 16, 1};
-  std::copy(sizes, sizes + 4, l.dst_view.sizes);
-  std::copy(strides, strides + 4, l.dst_view.strides);
+  InterleaveLaunch l = launch_over({1, 4, 1, 16}, {64, 16, 16, 1}, 8);
   l.stride[0] = 2;
   l.stride[1] = 2;
   l.padding[0] = 3;  // position 0 of H: slot 1, residue 1 (phases 2 and 3)
   l.channels_per_group = 4;
   l.phase_count = 4;
-  l.element_bytes = 8;
   const double data[64] = {};
-  for (int e = 0; e < 4; ++e) {
-    l.phases[e].write = PhaseWrite::Copy;
-    l.phases[e].data = data;
-    const int64_t result_sizes[4] = {1, 4, 1 + e % 2, 8}, result_strides[4] = {32, 8, 8, 1};
-    std::copy(result_sizes, result_sizes + 4, l.phases[e].sizes);
-    std::copy(result_strides, result_strides + 4, l.phases[e].strides);
-  }
+  for (int e = 0; e < 4; ++e) copy_phase(l, e, data, {1, 4, 1 + e % 2, 8}, {32, 8, 8, 1});
   InterleaveParams p;
   ASSERT_TRUE(make_interleave_walk(l, &p));
   EXPECT_EQ(p.outer_dims, 1);  // [C]
@@ -448,11 +437,8 @@ TEST(InterleaveWalk, FoldsSizeOneDimsIntoThePhases) {
 }
 
 TEST(InterleaveWalk, RefusesPositionsPast2To31) {
-  InterleaveLaunch l;
-  l.dst_view.dims = 3;
-  const int64_t sizes[3] = {1, 1, int64_t{1} << 30}, strides[3] = {sizes[2], sizes[2], 1};
-  std::copy(sizes, sizes + 3, l.dst_view.sizes);
-  std::copy(strides, strides + 3, l.dst_view.strides);
+  const int64_t row = int64_t{1} << 30;
+  InterleaveLaunch l = launch_over({1, 1, row}, {row, row, 1}, 4);
   l.channels_per_group = 1;
   l.phase_count = 1;
   InterleaveParams p;
