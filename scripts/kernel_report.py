@@ -15,7 +15,14 @@ What it does:
   registers, stack frame, spill bytes, static shared memory; cuobjdump -sass:
   the instructions) and for gfx90a and gfx940 (hipcc --cuda-device-only -S: the
   AMDGPU metadata gives VGPR/SGPR/AGPR counts, LDS, scratch and spills);
-- finds each data-movement kernel's per-element loop: the innermost natural
+- finds each data-movement kernel's per-element loop: for a dense walk
+  (`*_dense_kernel`: one aligned 16-byte chunk of dst's memory per thread and
+  pass, running on across row ends) its chunk loop, counted as the heaviest
+  path that stores 16 bytes and sets up no second row (`chunk`: a division for
+  the chunk's row, the row setup's divisions, per element a test, a load where
+  a source value lies and the cursor's additions, the store) plus, per row end
+  inside the chunk, the cost of one conditional row setup (`crossing`), see
+  dense_chunk_loop; for other kernels the innermost natural
   loop (a back-edge branch to a block that dominates it) that holds a global
   store, and counts the instructions on the longest path through it (one
   longest-path pass over the body with the retreating edges of a depth-first
@@ -28,7 +35,13 @@ What it does:
   own chunks and steps, from scripts/splitk_layout.cpp);
 - computes theoretical occupancy on sm_90 and gfx940 and a modelled
   issue-bound ceiling of the data-movement kernels on H100 SXM and MI300X for
-  the seed lines (benchmarks/suites/seeds.txt).
+  the seed lines (benchmarks/suites/seeds.txt), each on the walk the host
+  launches for it: the dense walk for a dense dst (dx and the scatter buffer
+  always are) where the kernel has one, else the row walk (instantiation_for).
+  A dense walk's warp (wave) takes consecutive chunks and issues per pass the
+  `chunk` path once plus the `crossing` path once per element position at
+  which any of its lanes' chunks ends a row (dense_walk_cost,
+  crossing_positions).
 
 The rules of --check (issue 15): no spill anywhere; stack frame / scratch 0 in
 the data-movement kernels; no LDS the compiler made in a kernel beyond the
@@ -222,10 +235,13 @@ class Block:
 
 
 def build_blocks(code: list[Instruction]) -> list[Block]:
+    """Basic blocks: a block starts at a branch or call target and after a branch
+    or exit (SASS labels every instruction with its address; only targets split)."""
     labels = {ins.label: i for i, ins in enumerate(code) if ins.label}
+    targets = {t for ins in code for t in ins.targets + ([ins.call] if ins.call else [])}
     leaders = {0}
     for i, ins in enumerate(code):
-        if ins.label:
+        if ins.label in targets:
             leaders.add(i)
         if ins.targets or ins.ends:
             leaders.add(i + 1)
@@ -367,12 +383,12 @@ def longest_path(code, blocks, header, body, latches, keep) -> tuple[int, int, i
 
 
 def heaviest_path(code, blocks, header, body, latches, keep, weight_of=None,
-                  require=None, forbid=None, count=None, times=0) -> dict[str, int] | None:
+                  require=None, forbid=None, sites=frozenset(), times=0) -> dict[str, int] | None:
     """Opcode histogram of the heaviest path header -> latch through `body` with
     its retreating edges removed (inner loops counted once, or not at all when
     weight_of gives their blocks 0). The path passes through a block that
-    `require` accepts and through none that `forbid` accepts, and enters blocks
-    that `count` accepts (from a block it does not accept) exactly `times` times;
+    `require` accepts and through none that `forbid` accepts, and enters the
+    blocks `sites` (from a block outside them) exactly `times` times;
     None if no such path. A longest-path pass over the acyclic graph with that
     state per block: O((blocks + edges) x (times + 1)) whatever the branching."""
     order, retreating = depth_first(blocks, header, body)
@@ -380,10 +396,9 @@ def heaviest_path(code, blocks, header, body, latches, keep, weight_of=None,
     weight = {k: (weight_of(k) if weight_of else block_weight(code, blocks[k], keep)) for k in order}
     allowed = {k: not test(forbid, k) for k in order}
     hit = {k: test(require, k) for k in order}
-    counted = {k: test(count, k) for k in order}
     if not allowed[header]:
         return None
-    start = (header, hit[header] or require is None, int(counted[header]))
+    start = (header, hit[header] or require is None, int(header in sites))
     best, prev = {start: weight[header]}, {start: None}
     by_block: dict[int, list[tuple]] = {header: [start]}
     for x in order:
@@ -392,7 +407,7 @@ def heaviest_path(code, blocks, header, body, latches, keep, weight_of=None,
             for t in blocks[x].succ:
                 if t not in body or (x, t) in retreating or not allowed[t]:
                     continue
-                n = entries + (counted[t] and not counted[x])
+                n = entries + (t in sites and x not in sites)
                 if n > times:
                     continue
                 nxt = (t, passed or hit[t], n)
@@ -423,7 +438,7 @@ def loops_with_stores(code, is_store):
     for header, body, latches in natural_loops(blocks, dom):
         if any(is_store(code[i]) for k in body for i in range(blocks[k].start, blocks[k].end)):
             loops.append((header, body, latches))
-    return blocks, dom, sorted(loops, key=lambda l: len(l[1]))
+    return blocks, dom, sorted(loops, key=lambda l: sum(blocks[k].end - blocks[k].start for k in l[1]))
 
 
 def per_element_loop(code: list[Instruction], is_store, keep, wide_store, wide_load,
@@ -470,6 +485,75 @@ def per_element_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
         if end:
             facts["end_chunk"] = end
     return facts
+
+
+def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, is_division, cycles,
+                     lanes: int) -> dict | None:
+    """The chunk loop of a dense walk (scatter_dense_kernel): a grid-stride loop
+    in which each thread takes one aligned 16-byte chunk of dst's memory, finds
+    the row of its first element (one division), sets the row up (row_start:
+    one division per outer dim; the row cursor: one more), walks the chunk's
+    `lanes` elements (a comparison, a load where a source value lies, the
+    cursor's additions) and stores it with one 16-byte store. An element that
+    ends a row sets up the next one: a conditional block of divisions, the
+    crossing site. nvcc and hipcc unroll the element loop, so the chunk loop
+    holds `lanes` crossing sites, one per element position.
+
+    Returns `chunk`: the heaviest path through the chunk loop that stores 16
+    bytes, stores nothing narrower (the element-by-element store serves the
+    buffer's first and last chunk only) and enters no crossing site;
+    `crossing`: what entering one crossing site adds to that path;
+    `crossing_sites`: the blocks of divisions in the loop that do not run on
+    every pass (`lanes` when unrolled). Where the element loop stays a loop
+    (one crossing site, inside it), the chunk path is the chunk loop without
+    it plus `lanes` times its heaviest pass without the crossing site."""
+    blocks, dom, loops = loops_with_stores(code, is_store)
+    chunk_loops = [l for l in loops if any(wide_store(code[i]) for k in l[1]
+                                           for i in range(blocks[k].start, blocks[k].end))]
+    if not chunk_loops:
+        return None
+    header, body, latches = chunk_loops[0]
+    divides = lambda k: any(is_division(code[i]) for i in range(blocks[k].start, blocks[k].end))
+    crossing = {k for k in body if divides(k) and not all(dom.dominates(k, l) for l in latches)}
+    narrow = lambda b: any(is_store(i) and not wide_store(i) for i in b)
+    wide = lambda b: any(wide_store(i) for i in b)
+    inner = [l for l in natural_loops(blocks, dom) if l[1] < body]
+    if inner:
+        e_header, e_body, e_latches = inner[0]
+        weight = lambda k: 0 if k in e_body else block_weight(code, blocks[k], keep)
+        setup = heaviest_path(code, blocks, header, body, latches, keep, weight_of=weight,
+                              require=wide, forbid=narrow)
+        element = [heaviest_path(code, blocks, e_header, e_body, e_latches, keep,
+                                 sites=crossing, times=t) for t in (0, 1)]
+        if setup is None or element[0] is None:
+            return None
+        paths = [add_histograms(setup, element[0], lanes)]
+        if element[1] is not None:
+            paths.append(add_histograms(paths[0], element[1], 1, element[0]))
+    else:
+        paths = [heaviest_path(code, blocks, header, body, latches, keep, require=wide, forbid=narrow,
+                               sites=crossing, times=t) for t in (0, 1)]
+        if paths[0] is None:
+            return None
+    chunk = cost(paths[0], cycles)
+    facts = {"chunk": chunk, "crossing_sites": len({k for k in crossing
+                                                    if not any(p in crossing for p in blocks[k].pred)}),
+             "element_loop": bool(inner)}
+    if len(paths) > 1 and paths[1] is not None:
+        one = cost(paths[1], cycles)
+        facts["crossing"] = {key: one[key] - chunk[key] for key in chunk}
+    return facts
+
+
+def add_histograms(base: dict[str, int], more: dict[str, int], times: int,
+                   less: dict[str, int] | None = None) -> dict[str, int]:
+    """base + times x (more - less)."""
+    out = dict(base)
+    for op, n in more.items():
+        out[op] = out.get(op, 0) + times * n
+    for op, n in (less or {}).items():
+        out[op] = out.get(op, 0) - times * n
+    return out
 
 
 def cost(hist: dict[str, int], cycles) -> dict:
@@ -769,42 +853,57 @@ def collect(tools: Tools, work: Path, jobs: int) -> list[dict]:
                 entry.update(res)
                 code = r["sass"].get(symbol)
                 if code is not None:
-                    entry.update(nv_code_facts(code, k["role"]))
+                    entry.update(nv_code_facts(code, k["role"], dense_lanes(name)))
             else:
                 entry.update(res)
                 code = r["code"].get(symbol)
                 if code is not None:
-                    entry.update(amd_code_facts(code, k["role"]))
+                    entry.update(amd_code_facts(code, k["role"], dense_lanes(name)))
             k["targets"][arch] = entry
     return list(kernels.values())
 
 
-def nv_code_facts(code: list[Instruction], role: str) -> dict:
+def dense_lanes(kernel: str) -> int | None:
+    """Elements per 16-byte chunk of a dense-walk kernel (`<name>_dense_kernel<Bits, ...>`),
+    None for any other kernel."""
+    m = re.match(r"\w+_dense_kernel<([^,>]+)", kernel)
+    bytes_of = {name: size for size, name in BITS_NAMES.items()}
+    return 16 // bytes_of[m.group(1)] if m and m.group(1) in bytes_of else None
+
+
+def nv_code_facts(code: list[Instruction], role: str, dense: int | None = None) -> dict:
     ops = [ins.opcode.split(".")[0] for ins in code]
     facts = {"instructions": sum(1 for ins in code if sass_keep(ins)),
              "tensor_core_instructions": sum(1 for op in ops if op in SASS_TENSOR),
              "local_memory_instructions": sum(1 for op in ops if op in ("LDL", "STL"))}
-    if role == "data_movement":
+    wide_store = lambda i: sass_is_store(i) and i.opcode.endswith(".128")
+    cycles = lambda h: sass_cycles_per_iteration(h)[0]
+    if role == "data_movement" and dense:
+        facts["dense_loop"] = dense_chunk_loop(code, sass_is_store, sass_keep, wide_store,
+                                               lambda i: i.opcode.startswith("IMAD.HI"), cycles, dense)
+    elif role == "data_movement":
         facts["loop"] = per_element_loop(
-            code, sass_is_store, sass_keep,
-            lambda i: sass_is_store(i) and i.opcode.endswith(".128"),
+            code, sass_is_store, sass_keep, wide_store,
             # a global load, or a generic one (a pointer read from a parameter array)
-            lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and i.opcode.endswith(".128"),
-            lambda h: sass_cycles_per_iteration(h)[0])
+            lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and i.opcode.endswith(".128"), cycles)
     return facts
 
 
-def amd_code_facts(code: list[Instruction], role: str) -> dict:
+def amd_code_facts(code: list[Instruction], role: str, dense: int | None = None) -> dict:
     facts = {"instructions": sum(1 for ins in code if amd_keep(ins)),
              "mfma_instructions": sum(1 for ins in code if ins.opcode.startswith("v_mfma")),
              "scratch_instructions": sum(1 for ins in code if ins.opcode.startswith("scratch_")
                                          or re.match(r"buffer_(load|store)", ins.opcode) is not None)}
-    if role == "data_movement":
+    wide_store = lambda i: amd_is_store(i) and i.opcode.endswith("dwordx4")
+    cycles = lambda h: amd_cycles_per_iteration(h)[0]
+    if role == "data_movement" and dense:
+        facts["dense_loop"] = dense_chunk_loop(code, amd_is_store, amd_keep, wide_store,
+                                               lambda i: i.opcode.startswith(("v_mul_hi_u32", "s_mul_hi_u32")),
+                                               cycles, dense)
+    elif role == "data_movement":
         facts["loop"] = per_element_loop(
-            code, amd_is_store, amd_keep,
-            lambda i: amd_is_store(i) and i.opcode.endswith("dwordx4"),
-            lambda i: re.match(r"(global|buffer|flat)_load_dwordx4", i.opcode) is not None,
-            lambda h: amd_cycles_per_iteration(h)[0])
+            code, amd_is_store, amd_keep, wide_store,
+            lambda i: re.match(r"(global|buffer|flat)_load_dwordx4", i.opcode) is not None, cycles)
     return facts
 
 
@@ -873,6 +972,10 @@ def kernel_configurations(line: SeedLine, element_bytes: int, layout: str) -> li
         config["outer_dims"] = 2 if nchw else 3
         # every row starts 16-byte aligned when a row's bytes are a multiple of 16
         config["rows_aligned"] = config["row_length"] * element_bytes % 16 == 0
+        # dst is dense in walk order (the ops allocate dx and the scatter buffer),
+        # so the host takes the dense walk where the kernel has one and the
+        # element count stays narrow (make_scatter_walk)
+        config["dense"] = config["written"] + 2 * 16 // element_bytes < 2 ** 31
     return [interleave, scatter]
 
 
@@ -910,6 +1013,44 @@ def row_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float,
     return instructions, cycles, lanes_per_warp / lanes * config["row_length"]
 
 
+def dense_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
+    """The same for a dense walk (dense_chunk_loop): a warp's lanes take
+    consecutive chunks, so per pass it issues the chunk path once and the
+    crossing site of element position e once if any of its lanes' chunks ends a
+    row at e (SIMT: a branch one lane takes is issued for the warp)."""
+    lanes = 16 // config["element_bytes"]
+    chunk, crossing = loop["chunk"], loop.get("crossing", {"instructions": 0, "cycles": 0})
+    # unrolled, the site after a chunk's last element is gone (the next chunk
+    # starts over from a division); a rolled element loop pays it everywhere
+    sites = lanes if loop["element_loop"] else min(loop["crossing_sites"], lanes)
+    x = crossing_positions(config["row_length"], lanes, lanes_per_warp, sites)
+    return (chunk["instructions"] + x * crossing["instructions"], chunk["cycles"] + x * crossing["cycles"],
+            lanes_per_warp * lanes)
+
+
+def crossing_positions(row_length: int, lanes: int, width: int, sites: int) -> float:
+    """Element positions e < sites at which some chunk of a warp (wave) of `width`
+    consecutive chunks ends a row, averaged over warps: dst 16-byte aligned (the
+    caching allocators align it), chunk c holding elements c * lanes ...
+    c * lanes + lanes - 1, row ends at the elements m * row_length - 1."""
+    span = width * lanes
+    if row_length >= span:  # at most one row end per warp: span / row_length of them hold one
+        cycle = lanes // math.gcd(row_length, lanes)  # row ends' positions repeat after this many
+        hits = sum((m * row_length - 1) % lanes < sites for m in range(1, cycle + 1))
+        return span / row_length * hits / cycle
+    period = row_length // math.gcd(row_length, span)  # warps until the pattern repeats (< span)
+    total = 0
+    for w in range(period):
+        end = w * span + row_length - 1 - (w * span) % row_length  # first row end in the warp
+        seen = set()
+        while end < (w + 1) * span:
+            if end % lanes < sites:
+                seen.add(end % lanes)
+            end += row_length
+        total += len(seen)
+    return total / period
+
+
 def element_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
     """The same for a kernel with one loop over elements (or channel packets)."""
     packet = packet_elements(config)
@@ -928,8 +1069,14 @@ def packet_elements(config: dict) -> int:
 
 
 def instantiation_for(config: dict, kernels: dict[str, dict]) -> str | None:
-    """The instantiation the host side launches for a configuration."""
+    """The instantiation the host side launches for a configuration: the dense
+    walk (`<kernel>_dense_kernel<Bits, Index, outer dims>`) for a dense dst when
+    the source defines one, else the row walk, else the element walk."""
     index = "int" if config["written"] < 2 ** 31 else "long"
+    dense = f"{config['kernel']}_dense_kernel<{BITS_NAMES[config['element_bytes']]}, {index}, " \
+        f"{config['outer_dims']}>"
+    if config.get("dense") and dense in kernels:
+        return dense
     row_walk = f"{config['kernel']}_kernel<{BITS_NAMES[config['element_bytes']]}, {index}, " \
         f"{config['row_step'] if config['row_step'] in (1, 2) else 0}, {config['outer_dims']}>"
     if row_walk in kernels:
@@ -945,12 +1092,14 @@ def model_configuration(config: dict, kernels: dict[str, dict]) -> dict:
     bytes_per_element = config["element_bytes"] * (config["written"] + config["read"]) / config["written"]
     for device in DEVICES:
         t = kernels[name]["targets"].get(device["arch"], {}) if name else {}
-        loop = t.get("loop")
+        loop = t.get("dense_loop") or t.get("loop")
         if not loop:
             out[device["name"]] = None
             continue
         width = device["lanes_per_scheduler"] if device is H100 else device["wave"]
-        walk = row_walk_cost if "row_overhead" in loop else element_walk_cost
+        kind = "dense" if "chunk" in loop else "rows" if "row_overhead" in loop else "elements"
+        out["walk"] = kind
+        walk = {"dense": dense_walk_cost, "rows": row_walk_cost, "elements": element_walk_cost}[kind]
         instructions, cycles, elements = walk(config, loop, width)
         issuers = device["units"] * (device["schedulers_per_unit"] if device is H100
                                      else device["simds_per_unit"])
@@ -1259,6 +1408,25 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
                        f"{cell(paths.get('copy'))} | {cell(paths.get('partial'))} | "
                        f"{cell(loop.get('row_overhead'))} | {cell(loop.get('end_chunk'))} | "
                        f"{loop['inner_loops']} |")
+    out += ["", "## Chunk loop of the dense walks", "",
+            "A dense walk's threads each take one aligned 16-byte chunk of dst's memory per pass of",
+            "its grid-stride loop. `chunk`: the heaviest path through that loop that stores the",
+            "chunk with one 16-byte store and sets up no row after the first (its divisions, the",
+            "row setup, every element's test, load and cursor update, the store); `crossing`: what",
+            "setting up the next row after an element that ends one adds; `sites`: the",
+            "conditional blocks of divisions that do that (one per element position but the last,",
+            "whose row setup the compilers drop: the next chunk divides anew). Instructions /",
+            "modelled cycles as above.", "",
+            "| kernel | target | chunk | crossing | sites | element loop kept |",
+            "|---|---|---|---|---|---|"]
+    for k in kernels:
+        for arch in NV_ARCHS + AMD_ARCHS:
+            loop = k["targets"].get(arch, {}).get("dense_loop")
+            if not loop:
+                continue
+            cell = lambda c: f"{c['instructions']} / {c['cycles']}" if c else "-"
+            out.append(f"| {k['kernel']} | {arch} | {cell(loop['chunk'])} | {cell(loop.get('crossing'))} | "
+                       f"{loop['crossing_sites']} | {'yes' if loop['element_loop'] else 'no'} |")
     out += ["", "## Theoretical occupancy (modelled, 256-thread blocks)", "",
             "sm_90: blocks/SM = min(65536 / (ceil(regs*32/256)*256 * warps), 228 KiB / (smem + 1 KiB), 64 / warps, 32);",
             "occupancy = blocks * warps / 64. gfx940: waves/SIMD = min(8, 512 / ceil8(VGPR) (+ AGPRs),",
@@ -1276,7 +1444,11 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             "32 / 2^k rows and issues the row overhead once plus, per chunk it walks, the `copy` path",
             "(channels_last rows whose bytes are a multiple of 16) or the `gather` path, and the",
             "`partial` path twice when rows are not 16-byte aligned. An element-walk kernel issues its",
-            "`any` path per element or channel packet. H100 cycles: max(instructions issued, 2 x 32-bit",
+            "`any` path per element or channel packet. A dense walk (dst dense: the scatter buffer and",
+            "dx always are, when the kernel has one) gives a warp's lanes consecutive chunks: per pass",
+            "it issues the `chunk` path once and the `crossing` path once per element position at which",
+            "some lane's chunk ends a row (averaged over the warps of the buffer, dst 16-byte aligned).",
+            "H100 cycles: max(instructions issued, 2 x 32-bit",
             "integer instructions); MI300X cycles: max(4 x VALU (16 for quarter-rate multiplies),",
             "4 x instructions of any other one class). Elements/s = issuers x clock x elements per warp /",
             "cycles per warp (H100: 132 x 4 schedulers x 1.98e9; MI300X: 304 x 4 SIMDs x 2.1e9).",
@@ -1326,9 +1498,9 @@ def summary_table(rows: list[dict], kernels: list[dict], occupancy: list[dict]) 
     resources of the instantiations those configurations launch."""
     by_name = {k["kernel"]: k for k in kernels}
     occ = {r["kernel"]: r for r in occupancy}
-    out = ["| kernel | element bytes | layout | instr/element sm_90 / gfx940 | stack sm_90 B | spills | "
+    out = ["| kernel | walk | element bytes | layout | instr/element sm_90 / gfx940 | stack sm_90 B | spills | "
            "LDS gfx940 B (compiler-made) | occupancy sm_90 / gfx940 | modelled H100 | modelled MI300X | worst line H100 / MI300X |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["kernel"], r["element_bytes"], r["layout"]), []).append(r)
@@ -1350,7 +1522,8 @@ def summary_table(rows: list[dict], kernels: list[dict], occupancy: list[dict]) 
         ipe = lambda w, d: f"{w[d]['instructions_per_element']:.1f}" if w else "-"
         cell = lambda w, d: (f"{w[d]['modelled_tb_s']:.2f} TB/s ({pct(min(w[d]['fraction_of_hbm'], 1))})"
                              if w else "-")
-        out.append(f"| {kernel} | {eb} | {layout} | {ipe(wh, H100['name'])} / {ipe(wm, MI300X['name'])} | "
+        walks = ", ".join(sorted({r["walk"] for r in rs if r.get("walk")})) or "-"
+        out.append(f"| {kernel} | {walks} | {eb} | {layout} | {ipe(wh, H100['name'])} / {ipe(wm, MI300X['name'])} | "
                    f"{stack} | {spills} | {lds} ({lds - declared}) | {pct(occ_nv)} / {pct(occ_amd)} | "
                    f"{cell(wh, H100['name'])} | {cell(wm, MI300X['name'])} | "
                    f"{wh['line'] if wh else '-'} / {wm['line'] if wm else '-'} |")

@@ -2,6 +2,7 @@
 occupancy and the rules. The expected occupancies are those of the static
 kernel review of 2026-11-23, computed there by hand."""
 import importlib.util
+import math
 import sys
 from pathlib import Path
 
@@ -267,3 +268,121 @@ def test_splitk_model_of_seed_001_on_an_h100():
     assert m["gemm_gflop"] == pytest.approx(2 * 64 * 16 * 9 * 16 * 225 * 225 / 1e9, abs=0.01)
     assert m["device_fill"] == pytest.approx(113 / 132, abs=1e-3)
     assert m["times_roofline"] <= 3 < m["no_reuse_times_roofline"]
+
+
+# A dense walk's chunk loop (0x30..0xf0) for 2-element chunks, unrolled: the
+# chunk's row (a division), element 0, the row set up anew when element 0
+# ends a row (0x60..0x70: a division on a conditional block), element 1 (no
+# site after the last element), then either one 16-byte store or, for the
+# buffer's first and last chunk, an element store.
+DENSE = """\
+\t\tFunction : _Z1kv
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   ISETP.GE.AND P0, PT, R0, c[0x0][0x10], PT ;
+        /*0020*/               @P0 EXIT ;
+        /*0030*/                   IMAD.HI.U32 R1, R0, R2, RZ ;
+        /*0040*/                   IADD3 R3, R1, 0x1, RZ ;
+        /*0050*/               @P1 BRA 0x80 ;
+        /*0060*/                   IMAD.HI.U32 R4, R3, R2, RZ ;
+        /*0070*/                   IADD3 R5, R4, 0x1, RZ ;
+        /*0080*/                   IADD3 R6, R3, 0x2, RZ ;
+        /*0090*/               @P2 BRA 0xc0 ;
+        /*00a0*/                   STG.E.128 desc[UR4][R8.64], R4 ;
+        /*00b0*/                   BRA 0xd0 ;
+        /*00c0*/                   STG.E.U16 desc[UR4][R8.64], R4 ;
+        /*00d0*/                   IADD3 R0, R0, 0x100, RZ ;
+        /*00e0*/                   ISETP.LT.AND P3, PT, R0, 0x10, PT ;
+        /*00f0*/               @P3 BRA 0x30 ;
+        /*0100*/                   EXIT ;
+"""
+
+
+def test_dense_chunk_loop():
+    code = kr.parse_sass(DENSE)["_Z1kv"]
+    loop = kr.dense_chunk_loop(code, kr.sass_is_store, kr.sass_keep,
+                               lambda i: kr.sass_is_store(i) and i.opcode.endswith(".128"),
+                               lambda i: i.opcode.startswith("IMAD.HI"),
+                               lambda h: kr.sass_cycles_per_iteration(h)[0], 2)
+    # IMAD.HI, IADD3, BRA, IADD3, BRA, STG.128, BRA, IADD3, ISETP, BRA: 5 on the
+    # half-rate integer pipe, so 10 cycles either way
+    assert loop["chunk"] == {"instructions": 10, "cycles": 10}
+    # the site adds IMAD.HI and IADD3: 12 issued, 7 integer -> 14 cycles
+    assert loop["crossing"] == {"instructions": 2, "cycles": 4}
+    assert loop["crossing_sites"] == 1 and not loop["element_loop"]
+    assert kr.dense_lanes("scatter_dense_kernel<unsigned short, int, 2>") == 8
+    assert kr.dense_lanes("scatter_kernel<unsigned short, int, 2, 2>") is None
+
+
+def crossing_positions_by_walking(row_length, lanes, width, sites, warps):
+    """Every element of `warps` warps in turn: the mean count of positions e < sites
+    at which an element ends a row."""
+    total = 0
+    for w in range(warps):
+        first = w * width * lanes
+        total += len({i % lanes for i in range(first, first + width * lanes)
+                      if (i + 1) % row_length == 0 and i % lanes < sites})
+    return total / warps
+
+
+@pytest.mark.parametrize("row_length, lanes, width, sites", [
+    (50, 8, 32, 7), (91, 8, 64, 7), (3, 4, 32, 3), (2016, 8, 32, 7), (1452, 4, 64, 3),
+    (256, 8, 32, 7), (7, 8, 32, 8), (100, 2, 32, 1)])
+def test_crossing_positions(row_length, lanes, width, sites):
+    span = width * lanes
+    warps = row_length // math.gcd(row_length, span) * 2  # two whole periods
+    assert kr.crossing_positions(row_length, lanes, width, sites) == pytest.approx(
+        crossing_positions_by_walking(row_length, lanes, width, sites, warps))
+
+
+def test_dense_configurations_take_the_dense_walk():
+    line = kr.read_seeds()[2]  # rows of 50
+    scatter = next(c for c in kr.kernel_configurations(line, 2, "nchw") if c["kernel"] == "scatter")
+    assert scatter["dense"]
+    names = {"scatter_dense_kernel<unsigned short, int, 2>": {},
+             "scatter_kernel<unsigned short, int, 2, 2>": {}}
+    assert kr.instantiation_for(scatter, names) == "scatter_dense_kernel<unsigned short, int, 2>"
+    assert kr.instantiation_for({**scatter, "dense": False}, names) == \
+        "scatter_kernel<unsigned short, int, 2, 2>"
+    loop = {"chunk": {"instructions": 300, "cycles": 500},
+            "crossing": {"instructions": 40, "cycles": 80}, "crossing_sites": 7, "element_loop": False}
+    instructions, cycles, elements = kr.dense_walk_cost(scatter, loop, 32)
+    x = crossing_positions_by_walking(50, 8, 32, 7, 50)
+    assert elements == 256 and cycles == pytest.approx(500 + 80 * x)
+    assert instructions == pytest.approx(300 + 40 * x)
+
+
+# The same walk with the element loop kept (0x50..0xa0, two passes) and its
+# row setup inside it.
+DENSE_ROLLED = """\
+\t\tFunction : _Z1kv
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   ISETP.GE.AND P0, PT, R0, c[0x0][0x10], PT ;
+        /*0020*/               @P0 EXIT ;
+        /*0030*/                   IMAD.HI.U32 R1, R0, R2, RZ ;
+        /*0040*/                   MOV R7, RZ ;
+        /*0050*/                   IADD3 R3, R3, 0x1, RZ ;
+        /*0060*/               @P1 BRA 0x80 ;
+        /*0070*/                   IMAD.HI.U32 R4, R3, R2, RZ ;
+        /*0080*/                   IADD3 R7, R7, 0x1, RZ ;
+        /*0090*/                   ISETP.LT.AND P4, PT, R7, 0x2, PT ;
+        /*00a0*/               @P4 BRA 0x50 ;
+        /*00b0*/                   STG.E.128 desc[UR4][R8.64], R4 ;
+        /*00c0*/                   IADD3 R0, R0, 0x100, RZ ;
+        /*00d0*/                   ISETP.LT.AND P3, PT, R0, 0x10, PT ;
+        /*00e0*/               @P3 BRA 0x30 ;
+        /*00f0*/                   EXIT ;
+"""
+
+
+def test_dense_chunk_loop_with_the_element_loop_kept():
+    code = kr.parse_sass(DENSE_ROLLED)["_Z1kv"]
+    loop = kr.dense_chunk_loop(code, kr.sass_is_store, kr.sass_keep,
+                               lambda i: kr.sass_is_store(i) and i.opcode.endswith(".128"),
+                               lambda i: i.opcode.startswith("IMAD.HI"),
+                               lambda h: kr.sass_cycles_per_iteration(h)[0], 2)
+    # the chunk loop without the element loop: IMAD.HI, MOV, STG.128, IADD3,
+    # ISETP, BRA; two element passes: IADD3, BRA, IADD3, ISETP, BRA each.
+    # 16 issued, 4 + 2 x 3 integer -> 20 cycles
+    assert loop["chunk"] == {"instructions": 16, "cycles": 20}
+    assert loop["crossing"] == {"instructions": 1, "cycles": 2}
+    assert loop["crossing_sites"] == 1 and loop["element_loop"]
