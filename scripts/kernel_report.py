@@ -487,42 +487,50 @@ def per_element_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
     return facts
 
 
-def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, is_division, cycles,
-                     lanes: int) -> dict | None:
-    """The chunk loop of a dense walk (scatter_dense_kernel): a grid-stride loop
-    in which each thread takes one aligned 16-byte chunk of dst's memory, finds
-    the row of its first element (one division), sets the row up (row_start:
-    one division per outer dim; the row cursor: one more), walks the chunk's
-    `lanes` elements (a comparison, a load where a source value lies, the
-    cursor's additions) and stores it with one 16-byte store. An element that
-    ends a row sets up the next one: a conditional block of divisions, the
-    crossing site. nvcc and hipcc unroll the element loop, so the chunk loop
-    holds `lanes` crossing sites, one per element position.
+def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_load, is_division,
+                     cycles, lanes: int) -> dict | None:
+    """The chunk loop of a dense walk (scatter_dense_kernel, interleave_dense_kernel):
+    a grid-stride loop in which each thread takes one aligned 16-byte chunk of
+    dst's memory, finds the row of its first element (one division), sets the
+    row up (one division per outer dim, the row cursor's, and for the
+    interleave the row's sources), walks the chunk's `lanes` elements (a test,
+    a load where a source value lies, the cursor's additions) and stores it
+    with one 16-byte store. An element that ends a row sets up the next one: a
+    conditional block of divisions, the crossing site. A chunk inside one row
+    whose source is an aligned stride-1 run may instead be copied by one
+    16-byte load (interleave).
 
     Returns `chunk`: the heaviest path through the chunk loop that stores 16
-    bytes, stores nothing narrower (the element-by-element store serves the
-    buffer's first and last chunk only) and enters no crossing site;
-    `crossing`: what entering one crossing site adds to that path;
-    `crossing_sites`: the blocks of divisions in the loop that do not run on
-    every pass (`lanes` when unrolled). Where the element loop stays a loop
-    (one crossing site, inside it), the chunk path is the chunk loop without
-    it plus `lanes` times its heaviest pass without the crossing site."""
+    bytes, loads no 16 bytes, stores nothing narrower (the lane-by-lane store
+    serves dst's first and last chunk, and the interleave's chunks another
+    writer shares) and enters no crossing site; `crossing`: what entering one
+    crossing site adds to it; `copy`: the heaviest path through a 16-byte
+    load, if any; `crossing_sites`: the blocks of divisions in the loop that
+    do not run on every pass. nvcc and hipcc unroll scatter's element loop,
+    giving one site per element position but the last (whose row setup is
+    dead: the next chunk divides anew). Where the element loop stays a loop
+    (interleave: BWDCONV_NO_UNROLL; its site is inside), `chunk` is the chunk
+    loop through that loop, counted without it, plus `lanes` times the loop's
+    heaviest pass without the site, and `crossing` the site's share of a pass."""
     blocks, dom, loops = loops_with_stores(code, is_store)
-    chunk_loops = [l for l in loops if any(wide_store(code[i]) for k in l[1]
-                                           for i in range(blocks[k].start, blocks[k].end))]
+    holds = lambda test, k: any(test(code[i]) for i in range(blocks[k].start, blocks[k].end))
+    chunk_loops = [l for l in loops if any(holds(wide_store, k) for k in l[1])]
     if not chunk_loops:
         return None
     header, body, latches = chunk_loops[0]
-    divides = lambda k: any(is_division(code[i]) for i in range(blocks[k].start, blocks[k].end))
-    crossing = {k for k in body if divides(k) and not all(dom.dominates(k, l) for l in latches)}
+    crossing = {k for k in body if holds(is_division, k) and not all(dom.dominates(k, l) for l in latches)}
+    stores16 = lambda b: any(wide_store(i) for i in b)
+    loads16 = lambda b: any(wide_load(i) for i in b)
     narrow = lambda b: any(is_store(i) and not wide_store(i) for i in b)
-    wide = lambda b: any(wide_store(i) for i in b)
-    inner = [l for l in natural_loops(blocks, dom) if l[1] < body]
+    narrow_or_copy = lambda b: narrow(b) or loads16(b)
+    inner = [l for l in natural_loops(blocks, dom)
+             if l[1] < body and not any(holds(is_store, k) for k in l[1])]
+    element_body = inner[0][1] if inner else set()
+    path = lambda **kw: heaviest_path(code, blocks, header, body, latches, keep, **kw)
     if inner:
         e_header, e_body, e_latches = inner[0]
         weight = lambda k: 0 if k in e_body else block_weight(code, blocks[k], keep)
-        setup = heaviest_path(code, blocks, header, body, latches, keep, weight_of=weight,
-                              require=wide, forbid=narrow)
+        setup = path(weight_of=weight, require=stores16, forbid=narrow_or_copy, sites=e_body, times=1)
         element = [heaviest_path(code, blocks, e_header, e_body, e_latches, keep,
                                  sites=crossing, times=t) for t in (0, 1)]
         if setup is None or element[0] is None:
@@ -531,8 +539,7 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, is_div
         if element[1] is not None:
             paths.append(add_histograms(paths[0], element[1], 1, element[0]))
     else:
-        paths = [heaviest_path(code, blocks, header, body, latches, keep, require=wide, forbid=narrow,
-                               sites=crossing, times=t) for t in (0, 1)]
+        paths = [path(require=stores16, forbid=narrow_or_copy, sites=crossing, times=t) for t in (0, 1)]
         if paths[0] is None:
             return None
     chunk = cost(paths[0], cycles)
@@ -542,6 +549,9 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, is_div
     if len(paths) > 1 and paths[1] is not None:
         one = cost(paths[1], cycles)
         facts["crossing"] = {key: one[key] - chunk[key] for key in chunk}
+    copy = path(require=loads16, forbid=narrow, sites=element_body | crossing, times=0)
+    if copy is not None:
+        facts["copy"] = cost(copy, cycles)
     return facts
 
 
@@ -877,15 +887,14 @@ def nv_code_facts(code: list[Instruction], role: str, dense: int | None = None) 
              "tensor_core_instructions": sum(1 for op in ops if op in SASS_TENSOR),
              "local_memory_instructions": sum(1 for op in ops if op in ("LDL", "STL"))}
     wide_store = lambda i: sass_is_store(i) and i.opcode.endswith(".128")
+    # a global load, or a generic one (a pointer read from a parameter array)
+    wide_load = lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and i.opcode.endswith(".128")
     cycles = lambda h: sass_cycles_per_iteration(h)[0]
     if role == "data_movement" and dense:
-        facts["dense_loop"] = dense_chunk_loop(code, sass_is_store, sass_keep, wide_store,
+        facts["dense_loop"] = dense_chunk_loop(code, sass_is_store, sass_keep, wide_store, wide_load,
                                                lambda i: i.opcode.startswith("IMAD.HI"), cycles, dense)
     elif role == "data_movement":
-        facts["loop"] = per_element_loop(
-            code, sass_is_store, sass_keep, wide_store,
-            # a global load, or a generic one (a pointer read from a parameter array)
-            lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and i.opcode.endswith(".128"), cycles)
+        facts["loop"] = per_element_loop(code, sass_is_store, sass_keep, wide_store, wide_load, cycles)
     return facts
 
 
@@ -895,15 +904,14 @@ def amd_code_facts(code: list[Instruction], role: str, dense: int | None = None)
              "scratch_instructions": sum(1 for ins in code if ins.opcode.startswith("scratch_")
                                          or re.match(r"buffer_(load|store)", ins.opcode) is not None)}
     wide_store = lambda i: amd_is_store(i) and i.opcode.endswith("dwordx4")
+    wide_load = lambda i: re.match(r"(global|buffer|flat)_load_dwordx4", i.opcode) is not None
     cycles = lambda h: amd_cycles_per_iteration(h)[0]
     if role == "data_movement" and dense:
-        facts["dense_loop"] = dense_chunk_loop(code, amd_is_store, amd_keep, wide_store,
+        facts["dense_loop"] = dense_chunk_loop(code, amd_is_store, amd_keep, wide_store, wide_load,
                                                lambda i: i.opcode.startswith(("v_mul_hi_u32", "s_mul_hi_u32")),
                                                cycles, dense)
     elif role == "data_movement":
-        facts["loop"] = per_element_loop(
-            code, amd_is_store, amd_keep, wide_store,
-            lambda i: re.match(r"(global|buffer|flat)_load_dwordx4", i.opcode) is not None, cycles)
+        facts["loop"] = per_element_loop(code, amd_is_store, amd_keep, wide_store, wide_load, cycles)
     return facts
 
 
@@ -1024,6 +1032,10 @@ def dense_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[floa
     # starts over from a division); a rolled element loop pays it everywhere
     sites = lanes if loop["element_loop"] else min(loop["crossing_sites"], lanes)
     x = crossing_positions(config["row_length"], lanes, lanes_per_warp, sites)
+    if "copy" in loop and config["row_step"] == 1 and config["rows_aligned"]:
+        # every chunk lies inside one row and its source (taken as aligned, as
+        # for the row walk's copy path) is a stride-1 run: one 16-byte copy
+        chunk, x = loop["copy"], 0
     return (chunk["instructions"] + x * crossing["instructions"], chunk["cycles"] + x * crossing["cycles"],
             lanes_per_warp * lanes)
 
@@ -1073,10 +1085,12 @@ def instantiation_for(config: dict, kernels: dict[str, dict]) -> str | None:
     walk (`<kernel>_dense_kernel<Bits, Index, outer dims>`) for a dense dst when
     the source defines one, else the row walk, else the element walk."""
     index = "int" if config["written"] < 2 ** 31 else "long"
-    dense = f"{config['kernel']}_dense_kernel<{BITS_NAMES[config['element_bytes']]}, {index}, " \
-        f"{config['outer_dims']}>"
-    if config.get("dense") and dense in kernels:
-        return dense
+    step = config["row_step"] if config["row_step"] in (1, 2) else 0
+    # scatter's is <Bits, Index, outer dims>, interleave's <Bits, Index, step, outer dims>
+    for dense in (f"{config['kernel']}_dense_kernel<{BITS_NAMES[config['element_bytes']]}, {index}, "
+                  f"{args}>" for args in (config["outer_dims"], f"{step}, {config['outer_dims']}")):
+        if config.get("dense") and dense in kernels:
+            return dense
     row_walk = f"{config['kernel']}_kernel<{BITS_NAMES[config['element_bytes']]}, {index}, " \
         f"{config['row_step'] if config['row_step'] in (1, 2) else 0}, {config['outer_dims']}>"
     if row_walk in kernels:
@@ -1415,10 +1429,11 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             "row setup, every element's test, load and cursor update, the store); `crossing`: what",
             "setting up the next row after an element that ends one adds; `sites`: the",
             "conditional blocks of divisions that do that (one per element position but the last,",
-            "whose row setup the compilers drop: the next chunk divides anew). Instructions /",
-            "modelled cycles as above.", "",
-            "| kernel | target | chunk | crossing | sites | element loop kept |",
-            "|---|---|---|---|---|---|"]
+            "whose row setup the compilers drop: the next chunk divides anew; one, inside the element",
+            "loop, where that loop is kept and `chunk` counts `lanes` passes of it); `copy`: a chunk",
+            "inside one row copied by one 16-byte load. Instructions / modelled cycles as above.", "",
+            "| kernel | target | chunk | crossing | sites | element loop kept | copy |",
+            "|---|---|---|---|---|---|---|"]
     for k in kernels:
         for arch in NV_ARCHS + AMD_ARCHS:
             loop = k["targets"].get(arch, {}).get("dense_loop")
@@ -1426,7 +1441,8 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
                 continue
             cell = lambda c: f"{c['instructions']} / {c['cycles']}" if c else "-"
             out.append(f"| {k['kernel']} | {arch} | {cell(loop['chunk'])} | {cell(loop.get('crossing'))} | "
-                       f"{loop['crossing_sites']} | {'yes' if loop['element_loop'] else 'no'} |")
+                       f"{loop['crossing_sites']} | {'yes' if loop['element_loop'] else 'no'} | "
+                       f"{cell(loop.get('copy'))} |")
     out += ["", "## Theoretical occupancy (modelled, 256-thread blocks)", "",
             "sm_90: blocks/SM = min(65536 / (ceil(regs*32/256)*256 * warps), 228 KiB / (smem + 1 KiB), 64 / warps, 32);",
             "occupancy = blocks * warps / 64. gfx940: waves/SIMD = min(8, 512 / ceil8(VGPR) (+ AGPRs),",
@@ -1447,7 +1463,8 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             "`any` path per element or channel packet. A dense walk (dst dense: the scatter buffer and",
             "dx always are, when the kernel has one) gives a warp's lanes consecutive chunks: per pass",
             "it issues the `chunk` path once and the `crossing` path once per element position at which",
-            "some lane's chunk ends a row (averaged over the warps of the buffer, dst 16-byte aligned).",
+            "some lane's chunk ends a row (averaged over the warps of the buffer, dst 16-byte aligned),",
+            "or the `copy` path alone for channels_last rows whose bytes are a multiple of 16.",
             "H100 cycles: max(instructions issued, 2 x 32-bit",
             "integer instructions); MI300X cycles: max(4 x VALU (16 for quarter-rate multiplies),",
             "4 x instructions of any other one class). Elements/s = issuers x clock x elements per warp /",

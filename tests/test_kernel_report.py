@@ -301,6 +301,7 @@ def test_dense_chunk_loop():
     code = kr.parse_sass(DENSE)["_Z1kv"]
     loop = kr.dense_chunk_loop(code, kr.sass_is_store, kr.sass_keep,
                                lambda i: kr.sass_is_store(i) and i.opcode.endswith(".128"),
+                               lambda i: i.opcode.startswith("LDG") and i.opcode.endswith(".128"),
                                lambda i: i.opcode.startswith("IMAD.HI"),
                                lambda h: kr.sass_cycles_per_iteration(h)[0], 2)
     # IMAD.HI, IADD3, BRA, IADD3, BRA, STG.128, BRA, IADD3, ISETP, BRA: 5 on the
@@ -378,6 +379,7 @@ def test_dense_chunk_loop_with_the_element_loop_kept():
     code = kr.parse_sass(DENSE_ROLLED)["_Z1kv"]
     loop = kr.dense_chunk_loop(code, kr.sass_is_store, kr.sass_keep,
                                lambda i: kr.sass_is_store(i) and i.opcode.endswith(".128"),
+                               lambda i: i.opcode.startswith("LDG") and i.opcode.endswith(".128"),
                                lambda i: i.opcode.startswith("IMAD.HI"),
                                lambda h: kr.sass_cycles_per_iteration(h)[0], 2)
     # the chunk loop without the element loop: IMAD.HI, MOV, STG.128, IADD3,
