@@ -41,7 +41,7 @@ What it does:
   A dense walk's warp (wave) takes consecutive chunks and issues per pass the
   `chunk` path once plus the `crossing` path once per element position at
   which any of its lanes' chunks ends a row (dense_walk_cost,
-  crossing_positions).
+  chunk_shares).
 
 The rules of --check (issue 15): no spill anywhere; stack frame / scratch 0 in
 the data-movement kernels; no LDS the compiler made in a kernel beyond the
@@ -387,12 +387,15 @@ def heaviest_path(code, blocks, header, body, latches, keep, weight_of=None,
     """Opcode histogram of the heaviest path header -> latch through `body` with
     its retreating edges removed (inner loops counted once, or not at all when
     weight_of gives their blocks 0). The path passes through a block that
-    `require` accepts and through none that `forbid` accepts, and enters the
+    `require` accepts and through none that `forbid` accepts (each a predicate
+    on a block's instructions or a set of blocks), and enters the
     blocks `sites` (from a block outside them) exactly `times` times;
     None if no such path. A longest-path pass over the acyclic graph with that
     state per block: O((blocks + edges) x (times + 1)) whatever the branching."""
     order, retreating = depth_first(blocks, header, body)
-    test = lambda pred, k: bool(pred and pred(code[blocks[k].start:blocks[k].end]))
+    # a predicate on a block's instructions, or a set of blocks
+    test = lambda pred, k: (k in pred if isinstance(pred, (set, frozenset))
+                            else bool(pred and pred(code[blocks[k].start:blocks[k].end])))
     weight = {k: (weight_of(k) if weight_of else block_weight(code, blocks[k], keep)) for k in order}
     allowed = {k: not test(forbid, k) for k in order}
     hit = {k: test(require, k) for k in order}
@@ -496,16 +499,18 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
     interleave the row's sources), walks the chunk's `lanes` elements (a test,
     a load where a source value lies, the cursor's additions) and stores it
     with one 16-byte store. An element that ends a row sets up the next one: a
-    conditional block of divisions, the crossing site. A chunk inside one row
-    whose source is an aligned stride-1 run may instead be copied by one
-    16-byte load (interleave).
+    conditional block of divisions, the crossing site. The interleave's walk
+    sends a chunk inside one row's interior past its element loop instead, to
+    the row walk's gather, or a copy by one 16-byte load where the source is
+    an aligned stride-1 run.
 
     Returns `chunk`: the heaviest path through the chunk loop that stores 16
     bytes, loads no 16 bytes, stores nothing narrower (the lane-by-lane store
     serves dst's first and last chunk, and the interleave's chunks another
     writer shares) and enters no crossing site; `crossing`: what entering one
-    crossing site adds to it; `copy`: the heaviest path through a 16-byte
-    load, if any; `crossing_sites`: the blocks of divisions in the loop that
+    crossing site adds to it; `interior` and `copy` (where the element loop
+    is kept): the heaviest paths to the 16-byte store that skip it, without
+    and with a 16-byte load; `crossing_sites`: the blocks of divisions in the loop that
     do not run on every pass. nvcc and hipcc unroll scatter's element loop,
     giving one site per element position but the last (whose row setup is
     dead: the next chunk divides anew). Where the element loop stays a loop
@@ -519,6 +524,8 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
         return None
     header, body, latches = chunk_loops[0]
     crossing = {k for k in body if holds(is_division, k) and not all(dom.dominates(k, l) for l in latches)}
+    # the blocks that decide whether an element ends a row
+    gate = {p for k in crossing for p in blocks[k].pred if p not in crossing}
     stores16 = lambda b: any(wide_store(i) for i in b)
     loads16 = lambda b: any(wide_load(i) for i in b)
     narrow = lambda b: any(is_store(i) and not wide_store(i) for i in b)
@@ -539,7 +546,8 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
         if element[1] is not None:
             paths.append(add_histograms(paths[0], element[1], 1, element[0]))
     else:
-        paths = [path(require=stores16, forbid=narrow_or_copy, sites=crossing, times=t) for t in (0, 1)]
+        paths = [path(require=gate or stores16, forbid=narrow_or_copy, sites=crossing, times=t)
+                 for t in (0, 1)]
         if paths[0] is None:
             return None
     chunk = cost(paths[0], cycles)
@@ -549,9 +557,17 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
     if len(paths) > 1 and paths[1] is not None:
         one = cost(paths[1], cycles)
         facts["crossing"] = {key: one[key] - chunk[key] for key in chunk}
-    copy = path(require=loads16, forbid=narrow, sites=element_body | crossing, times=0)
-    if copy is not None:
-        facts["copy"] = cost(copy, cycles)
+    # a chunk inside one row's interior, past the element loop: gathered, or
+    # copied by one 16-byte load. (Unrolled, the elements' tests lie on every
+    # path to the store, and a path that skips them all is no chunk a row's
+    # interior takes: no interior path is taken there.)
+    if inner:
+        walking = element_body | crossing
+        interior = path(require=stores16, forbid=narrow_or_copy, sites=walking, times=0)
+        copy = path(require=loads16, forbid=narrow, sites=walking, times=0)
+        for name, hist in (("interior", interior), ("copy", copy)):
+            if hist is not None:
+                facts[name] = cost(hist, cycles)
     return facts
 
 
@@ -1023,44 +1039,52 @@ def row_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float,
 
 def dense_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
     """The same for a dense walk (dense_chunk_loop): a warp's lanes take
-    consecutive chunks, so per pass it issues the chunk path once and the
-    crossing site of element position e once if any of its lanes' chunks ends a
-    row at e (SIMT: a branch one lane takes is issued for the warp)."""
+    consecutive chunks. A chunk that holds a row end before its last element
+    walks its elements (the `chunk` path, and the `crossing` path at each row
+    end it holds); any other chunk takes the `interior` path (the `copy` path
+    for channels_last rows whose bytes are a multiple of 16) where the kernel
+    has one, else walks its elements too. Per pass a warp issues each path
+    that one of its lanes takes once, and the crossing path once per element
+    position at which one of its walking lanes ends a row (SIMT: a branch one
+    lane takes is issued for the warp); averaged over the warps of dst."""
     lanes = 16 // config["element_bytes"]
-    chunk, crossing = loop["chunk"], loop.get("crossing", {"instructions": 0, "cycles": 0})
+    copies = config["row_step"] == 1 and config["rows_aligned"]
+    interior = loop.get("copy") if copies and "copy" in loop else loop.get("interior")
     # unrolled, the site after a chunk's last element is gone (the next chunk
-    # starts over from a division); a rolled element loop pays it everywhere
+    # starts over from a division); a kept element loop has it on every pass
     sites = lanes if loop["element_loop"] else min(loop["crossing_sites"], lanes)
-    x = crossing_positions(config["row_length"], lanes, lanes_per_warp, sites)
-    if "copy" in loop and config["row_step"] == 1 and config["rows_aligned"]:
-        # every chunk lies inside one row and its source (taken as aligned, as
-        # for the row walk's copy path) is a stride-1 run: one 16-byte copy
-        chunk, x = loop["copy"], 0
-    return (chunk["instructions"] + x * crossing["instructions"], chunk["cycles"] + x * crossing["cycles"],
-            lanes_per_warp * lanes)
+    shares = chunk_shares(config["row_length"], lanes, lanes_per_warp, sites, interior is not None)
+    chunk, crossing = loop["chunk"], loop.get("crossing", {"instructions": 0, "cycles": 0})
+    total = lambda key: (shares["walking"] * chunk[key] + shares["crossings"] * crossing[key]
+                         + (shares["interior"] * interior[key] if interior else 0))
+    return total("instructions"), total("cycles"), lanes_per_warp * lanes
 
 
-def crossing_positions(row_length: int, lanes: int, width: int, sites: int) -> float:
-    """Element positions e < sites at which some chunk of a warp (wave) of `width`
-    consecutive chunks ends a row, averaged over warps: dst 16-byte aligned (the
-    caching allocators align it), chunk c holding elements c * lanes ...
-    c * lanes + lanes - 1, row ends at the elements m * row_length - 1."""
+def chunk_shares(row_length: int, lanes: int, width: int, sites: int, interior: bool,
+                 samples: int = 4096) -> dict[str, float]:
+    """Over the warps (waves) of `width` consecutive chunks of a dense dst (16-byte
+    aligned, as the caching allocators give it; chunk c holds elements c * lanes
+    ... c * lanes + lanes - 1; rows end at the elements m * row_length - 1): the
+    share of warps with a lane on the interior path (`interior`: the kernel has
+    one, and a chunk holds no row end before its last element), the share with a
+    lane walking its elements (`walking`), and the mean number of element
+    positions e < sites at which a walking lane ends a row (`crossings`). The
+    pattern repeats after row_length / gcd(row_length, width x lanes) warps;
+    longer periods are sampled evenly."""
     span = width * lanes
-    if row_length >= span:  # at most one row end per warp: span / row_length of them hold one
-        cycle = lanes // math.gcd(row_length, lanes)  # row ends' positions repeat after this many
-        hits = sum((m * row_length - 1) % lanes < sites for m in range(1, cycle + 1))
-        return span / row_length * hits / cycle
-    period = row_length // math.gcd(row_length, span)  # warps until the pattern repeats (< span)
-    total = 0
-    for w in range(period):
-        end = w * span + row_length - 1 - (w * span) % row_length  # first row end in the warp
-        seen = set()
-        while end < (w + 1) * span:
-            if end % lanes < sites:
-                seen.add(end % lanes)
-            end += row_length
-        total += len(seen)
-    return total / period
+    period = row_length // math.gcd(row_length, span)
+    warps = range(period) if period <= samples else [i * period // samples for i in range(samples)]
+    shares = {"interior": 0.0, "walking": 0.0, "crossings": 0.0}
+    for w in warps:
+        first = w * span
+        held: dict[int, list[int]] = {}  # chunk -> element positions of its row ends
+        for end in range(first + row_length - 1 - first % row_length, first + span, row_length):
+            held.setdefault(end // lanes, []).append(end % lanes)
+        walking = [es for es in held.values() if min(es) < lanes - 1] if interior else list(held.values())
+        shares["walking"] += bool(walking) if interior else 1
+        shares["interior"] += interior and len(walking) < width
+        shares["crossings"] += len({e for es in walking for e in es if e < sites})
+    return {key: value / len(warps) for key, value in shares.items()}
 
 
 def element_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
@@ -1430,10 +1454,11 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             "setting up the next row after an element that ends one adds; `sites`: the",
             "conditional blocks of divisions that do that (one per element position but the last,",
             "whose row setup the compilers drop: the next chunk divides anew; one, inside the element",
-            "loop, where that loop is kept and `chunk` counts `lanes` passes of it); `copy`: a chunk",
-            "inside one row copied by one 16-byte load. Instructions / modelled cycles as above.", "",
-            "| kernel | target | chunk | crossing | sites | element loop kept | copy |",
-            "|---|---|---|---|---|---|---|"]
+            "loop, where that loop is kept and `chunk` counts `lanes` passes of it); `interior`: a",
+            "chunk inside one row's interior that skips the element loop (gathered as in the row walk),",
+            "`copy` the same copied by one 16-byte load. Instructions / modelled cycles as above.", "",
+            "| kernel | target | chunk | crossing | sites | element loop kept | interior | copy |",
+            "|---|---|---|---|---|---|---|---|"]
     for k in kernels:
         for arch in NV_ARCHS + AMD_ARCHS:
             loop = k["targets"].get(arch, {}).get("dense_loop")
@@ -1442,7 +1467,7 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             cell = lambda c: f"{c['instructions']} / {c['cycles']}" if c else "-"
             out.append(f"| {k['kernel']} | {arch} | {cell(loop['chunk'])} | {cell(loop.get('crossing'))} | "
                        f"{loop['crossing_sites']} | {'yes' if loop['element_loop'] else 'no'} | "
-                       f"{cell(loop.get('copy'))} |")
+                       f"{cell(loop.get('interior'))} | {cell(loop.get('copy'))} |")
     out += ["", "## Theoretical occupancy (modelled, 256-thread blocks)", "",
             "sm_90: blocks/SM = min(65536 / (ceil(regs*32/256)*256 * warps), 228 KiB / (smem + 1 KiB), 64 / warps, 32);",
             "occupancy = blocks * warps / 64. gfx940: waves/SIMD = min(8, 512 / ceil8(VGPR) (+ AGPRs),",

@@ -314,25 +314,28 @@ def test_dense_chunk_loop():
     assert kr.dense_lanes("scatter_kernel<unsigned short, int, 2, 2>") is None
 
 
-def crossing_positions_by_walking(row_length, lanes, width, sites, warps):
-    """Every element of `warps` warps in turn: the mean count of positions e < sites
-    at which an element ends a row."""
-    total = 0
+def chunk_shares_by_walking(row_length, lanes, width, sites, interior, warps):
+    """Every chunk of `warps` warps in turn, each element asked whether it ends a row."""
+    shares = {"interior": 0, "walking": 0, "crossings": 0}
     for w in range(warps):
-        first = w * width * lanes
-        total += len({i % lanes for i in range(first, first + width * lanes)
-                      if (i + 1) % row_length == 0 and i % lanes < sites})
-    return total / warps
+        chunks = [[e for e in range(lanes) if ((w * width + c) * lanes + e + 1) % row_length == 0]
+                  for c in range(width)]
+        walks = [ends for ends in chunks if (any(e < lanes - 1 for e in ends) or not interior)]
+        shares["walking"] += bool(walks)
+        shares["interior"] += interior and len(walks) < width
+        shares["crossings"] += len({e for ends in walks for e in ends if e < sites})
+    return {key: value / warps for key, value in shares.items()}
 
 
 @pytest.mark.parametrize("row_length, lanes, width, sites", [
-    (50, 8, 32, 7), (91, 8, 64, 7), (3, 4, 32, 3), (2016, 8, 32, 7), (1452, 4, 64, 3),
+    (50, 8, 32, 7), (91, 8, 64, 8), (3, 4, 32, 3), (2016, 8, 32, 7), (1452, 4, 64, 4),
     (256, 8, 32, 7), (7, 8, 32, 8), (100, 2, 32, 1)])
-def test_crossing_positions(row_length, lanes, width, sites):
-    span = width * lanes
-    warps = row_length // math.gcd(row_length, span) * 2  # two whole periods
-    assert kr.crossing_positions(row_length, lanes, width, sites) == pytest.approx(
-        crossing_positions_by_walking(row_length, lanes, width, sites, warps))
+@pytest.mark.parametrize("interior", [False, True])
+def test_chunk_shares(row_length, lanes, width, sites, interior):
+    warps = row_length // math.gcd(row_length, width * lanes) * 2  # two whole periods
+    shares = kr.chunk_shares(row_length, lanes, width, sites, interior)
+    expected = chunk_shares_by_walking(row_length, lanes, width, sites, interior, warps)
+    assert shares == pytest.approx(expected)
 
 
 def test_dense_configurations_take_the_dense_walk():
@@ -344,12 +347,22 @@ def test_dense_configurations_take_the_dense_walk():
     assert kr.instantiation_for(scatter, names) == "scatter_dense_kernel<unsigned short, int, 2>"
     assert kr.instantiation_for({**scatter, "dense": False}, names) == \
         "scatter_kernel<unsigned short, int, 2, 2>"
+    interleave = next(c for c in kr.kernel_configurations(line, 2, "nchw") if c["kernel"] == "interleave")
+    assert kr.instantiation_for(interleave, {"interleave_dense_kernel<unsigned short, int, 2, 2>": {}}) == \
+        "interleave_dense_kernel<unsigned short, int, 2, 2>"
     loop = {"chunk": {"instructions": 300, "cycles": 500},
             "crossing": {"instructions": 40, "cycles": 80}, "crossing_sites": 7, "element_loop": False}
+    # rows of 50 against 256 elements per warp: every warp walks, each row end a crossing
     instructions, cycles, elements = kr.dense_walk_cost(scatter, loop, 32)
-    x = crossing_positions_by_walking(50, 8, 32, 7, 50)
-    assert elements == 256 and cycles == pytest.approx(500 + 80 * x)
-    assert instructions == pytest.approx(300 + 40 * x)
+    shares = chunk_shares_by_walking(50, 8, 32, 7, False, 50)
+    assert elements == 256 and cycles == pytest.approx(500 + 80 * shares["crossings"])
+    assert instructions == pytest.approx(300 + 40 * shares["crossings"])
+    # with an interior path, warps with a chunk off any row end issue it as well
+    interior = {**loop, "interior": {"instructions": 30, "cycles": 40}}
+    shares = chunk_shares_by_walking(50, 8, 32, 7, True, 50)
+    assert kr.dense_walk_cost(scatter, interior, 32)[1] == pytest.approx(
+        500 * shares["walking"] + 80 * shares["crossings"] + 40 * shares["interior"])
+    assert 0 < shares["interior"] <= 1 and shares["walking"] == 1
 
 
 # The same walk with the element loop kept (0x50..0xa0, two passes) and its
@@ -388,3 +401,53 @@ def test_dense_chunk_loop_with_the_element_loop_kept():
     assert loop["chunk"] == {"instructions": 16, "cycles": 20}
     assert loop["crossing"] == {"instructions": 1, "cycles": 2}
     assert loop["crossing_sites"] == 1 and loop["element_loop"]
+
+
+# The kept element loop (0xe0..0x130) behind a branch: a chunk inside its
+# row's interior skips it, copied by one 16-byte load (0x60) or gathered
+# element by element (0x90), as the interleave's dense walk does.
+DENSE_INTERIOR = """\
+\t\tFunction : _Z1kv
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   ISETP.GE.AND P0, PT, R0, c[0x0][0x10], PT ;
+        /*0020*/               @P0 EXIT ;
+        /*0030*/                   IMAD.HI.U32 R1, R0, R2, RZ ;
+        /*0040*/               @P5 BRA 0xd0 ;
+        /*0050*/               @P6 BRA 0x90 ;
+        /*0060*/                   LDG.E.128 R4, desc[UR4][R10.64] ;
+        /*0070*/                   STG.E.128 desc[UR4][R8.64], R4 ;
+        /*0080*/                   BRA 0x150 ;
+        /*0090*/                   LDG.E.U16 R4, desc[UR4][R10.64] ;
+        /*00a0*/                   LDG.E.U16 R5, desc[UR4][R12.64] ;
+        /*00b0*/                   STG.E.128 desc[UR4][R8.64], R4 ;
+        /*00c0*/                   BRA 0x150 ;
+        /*00d0*/                   MOV R7, RZ ;
+        /*00e0*/                   IADD3 R3, R3, 0x1, RZ ;
+        /*00f0*/               @P1 BRA 0x110 ;
+        /*0100*/                   IMAD.HI.U32 R4, R3, R2, RZ ;
+        /*0110*/                   IADD3 R7, R7, 0x1, RZ ;
+        /*0120*/                   ISETP.LT.AND P4, PT, R7, 0x2, PT ;
+        /*0130*/               @P4 BRA 0xe0 ;
+        /*0140*/                   STG.E.128 desc[UR4][R8.64], R4 ;
+        /*0150*/                   IADD3 R0, R0, 0x100, RZ ;
+        /*0160*/                   ISETP.LT.AND P3, PT, R0, 0x10, PT ;
+        /*0170*/               @P3 BRA 0x30 ;
+        /*0180*/                   EXIT ;
+"""
+
+
+def test_dense_chunk_loop_interior_and_copy_paths():
+    code = kr.parse_sass(DENSE_INTERIOR)["_Z1kv"]
+    loop = kr.dense_chunk_loop(code, kr.sass_is_store, kr.sass_keep,
+                               lambda i: kr.sass_is_store(i) and i.opcode.endswith(".128"),
+                               lambda i: i.opcode.startswith("LDG") and i.opcode.endswith(".128"),
+                               lambda i: i.opcode.startswith("IMAD.HI"),
+                               lambda h: kr.sass_cycles_per_iteration(h)[0], 2)
+    # IMAD.HI, BRA, MOV, STG.128, IADD3, ISETP, BRA and two passes of IADD3,
+    # BRA, IADD3, ISETP, BRA: 17 issued, 10 integer -> 20 cycles
+    assert loop["chunk"] == {"instructions": 17, "cycles": 20}
+    assert loop["crossing"] == {"instructions": 1, "cycles": 2}
+    # IMAD.HI, BRA, BRA, two LDG.U16, STG.128, BRA, IADD3, ISETP, BRA
+    assert loop["interior"] == {"instructions": 10, "cycles": 10}
+    # IMAD.HI, BRA, BRA, LDG.128, STG.128, BRA, IADD3, ISETP, BRA
+    assert loop["copy"] == {"instructions": 9, "cycles": 9}
