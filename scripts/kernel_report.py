@@ -989,6 +989,12 @@ def kernel_configurations(line: SeedLine, element_bytes: int, layout: str) -> li
     scatter = {"kernel": "scatter", "written": line.n * line.k * hb * wb,
                "read": line.n * line.k * oh * ow, "row_length": wb if nchw else line.k,
                "row_step": sw if nchw else 1, "channels": line.k}
+    if nchw:
+        # a row of W that holds values (oh of the hb rows) has them from its lead
+        # on, every sw-th, up to its reach: its interior (scatter.cu, row_interior)
+        lead = line.x - 1 - line.pad[1]
+        reach = lead + sw * (ow - 1) + 1
+        scatter.update(row_head=max(lead, 0), row_tail=max(wb - reach, 0), live_rows=oh / hb)
     for config in (interleave, scatter):
         config["element_bytes"] = element_bytes
         # dims outside the row: NCHW merges batch and channels (both dense) and
@@ -1046,7 +1052,10 @@ def dense_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[floa
     has one, else walks its elements too. Per pass a warp issues each path
     that one of its lanes takes once, and the crossing path once per element
     position at which one of its walking lanes ends a row (SIMT: a branch one
-    lane takes is issued for the warp); averaged over the warps of dst."""
+    lane takes is issued for the warp); averaged over the warps of dst. A row's
+    interior is taken as the whole row but for scatter's NCHW rows that hold
+    values (row_head, row_tail: the zeros before the first and after the last);
+    the interleave's may end earlier where a result's values do."""
     lanes = 16 // config["element_bytes"]
     copies = config["row_step"] == 1 and config["rows_aligned"]
     interior = loop.get("copy") if copies and "copy" in loop else loop.get("interior")
@@ -1054,6 +1063,13 @@ def dense_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[floa
     # starts over from a division); a kept element loop has it on every pass
     sites = lanes if loop["element_loop"] else min(loop["crossing_sites"], lanes)
     shares = chunk_shares(config["row_length"], lanes, lanes_per_warp, sites, interior is not None)
+    if config.get("row_head") or config.get("row_tail"):
+        # rows that hold values have an interior short of their ends (scatter):
+        # the warps over them, mixed in by their share of the rows
+        live = config["live_rows"]
+        edged = chunk_shares(config["row_length"], lanes, lanes_per_warp, sites, interior is not None,
+                             config["row_head"], config["row_tail"])
+        shares = {key: live * edged[key] + (1 - live) * shares[key] for key in shares}
     chunk, crossing = loop["chunk"], loop.get("crossing", {"instructions": 0, "cycles": 0})
     total = lambda key: (shares["walking"] * chunk[key] + shares["crossings"] * crossing[key]
                          + (shares["interior"] * interior[key] if interior else 0))
@@ -1061,29 +1077,37 @@ def dense_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[floa
 
 
 def chunk_shares(row_length: int, lanes: int, width: int, sites: int, interior: bool,
-                 samples: int = 4096) -> dict[str, float]:
+                 head: int = 0, tail: int = 0, samples: int = 4096) -> dict[str, float]:
     """Over the warps (waves) of `width` consecutive chunks of a dense dst (16-byte
     aligned, as the caching allocators give it; chunk c holds elements c * lanes
-    ... c * lanes + lanes - 1; rows end at the elements m * row_length - 1): the
+    ... c * lanes + lanes - 1; rows start at the elements m * row_length): the
     share of warps with a lane on the interior path (`interior`: the kernel has
-    one, and a chunk holds no row end before its last element), the share with a
-    lane walking its elements (`walking`), and the mean number of element
-    positions e < sites at which a walking lane ends a row (`crossings`). The
-    pattern repeats after row_length / gcd(row_length, width x lanes) warps;
-    longer periods are sampled evenly."""
+    one, for chunks inside a row's interior, which leaves out the row's first
+    `head` and last `tail` elements), the share with a lane walking its elements
+    (`walking`: every chunk when the kernel has no interior path), and the mean
+    number of element positions e < sites at which a walking lane ends a row
+    (`crossings`). The pattern repeats after row_length / gcd(row_length,
+    width x lanes) warps; longer periods are sampled evenly."""
     span = width * lanes
     period = row_length // math.gcd(row_length, span)
     warps = range(period) if period <= samples else [i * period // samples for i in range(samples)]
     shares = {"interior": 0.0, "walking": 0.0, "crossings": 0.0}
     for w in warps:
-        first = w * span
-        held: dict[int, list[int]] = {}  # chunk -> element positions of its row ends
-        for end in range(first + row_length - 1 - first % row_length, first + span, row_length):
-            held.setdefault(end // lanes, []).append(end % lanes)
-        walking = [es for es in held.values() if min(es) < lanes - 1] if interior else list(held.values())
-        shares["walking"] += bool(walking) if interior else 1
+        first, last = w * width, (w + 1) * width  # the warp's chunks
+        walking, ends = set(), []
+        # the row starts b whose row end (b - 1) or whose tail and head fall in the warp
+        b = max((first * lanes - tail) // row_length, 0) * row_length
+        while b - max(tail, 1) < last * lanes:
+            if b:
+                ends.append(b - 1)
+            walking.update(range((b - tail) // lanes, -(-(b + head) // lanes)))
+            if b % lanes:  # the row end lies before its chunk's last element
+                walking.add(b // lanes)
+            b += row_length
+        walking = {c for c in walking if first <= c < last} if interior else set(range(first, last))
+        shares["walking"] += bool(walking)
         shares["interior"] += interior and len(walking) < width
-        shares["crossings"] += len({e for es in walking for e in es if e < sites})
+        shares["crossings"] += len({e % lanes for e in ends if e // lanes in walking and e % lanes < sites})
     return {key: value / len(warps) for key, value in shares.items()}
 
 

@@ -314,13 +314,17 @@ def test_dense_chunk_loop():
     assert kr.dense_lanes("scatter_kernel<unsigned short, int, 2, 2>") is None
 
 
-def chunk_shares_by_walking(row_length, lanes, width, sites, interior, warps):
-    """Every chunk of `warps` warps in turn, each element asked whether it ends a row."""
+def chunk_shares_by_walking(row_length, lanes, width, sites, interior, warps, head=0, tail=0):
+    """Every chunk of `warps` warps in turn, each element asked whether it ends a row
+    or lies in a row's first `head` or last `tail` elements."""
     shares = {"interior": 0, "walking": 0, "crossings": 0}
+    edge = lambda i: i % row_length < head or i % row_length >= row_length - tail
     for w in range(warps):
-        chunks = [[e for e in range(lanes) if ((w * width + c) * lanes + e + 1) % row_length == 0]
-                  for c in range(width)]
-        walks = [ends for ends in chunks if (any(e < lanes - 1 for e in ends) or not interior)]
+        firsts = [(w * width + c) * lanes for c in range(width)]
+        chunks = [[e for e in range(lanes) if (f + e + 1) % row_length == 0] for f in firsts]
+        edges = [any(edge(f + e) for e in range(lanes)) for f in firsts]
+        walks = [ends for ends, at_edge in zip(chunks, edges)
+                 if any(e < lanes - 1 for e in ends) or at_edge or not interior]
         shares["walking"] += bool(walks)
         shares["interior"] += interior and len(walks) < width
         shares["crossings"] += len({e for ends in walks for e in ends if e < sites})
@@ -336,6 +340,15 @@ def test_chunk_shares(row_length, lanes, width, sites, interior):
     shares = kr.chunk_shares(row_length, lanes, width, sites, interior)
     expected = chunk_shares_by_walking(row_length, lanes, width, sites, interior, warps)
     assert shares == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("row_length, lanes, head, tail", [
+    (202, 8, 1, 2), (1452, 8, 1, 2), (1452, 4, 1, 2), (50, 8, 0, 9), (725, 8, 17, 0), (31, 4, 3, 3)])
+def test_chunk_shares_with_row_edges(row_length, lanes, head, tail):
+    warps = row_length // math.gcd(row_length, 32 * lanes) * 2
+    shares = kr.chunk_shares(row_length, lanes, 32, lanes, True, head, tail)
+    assert shares == pytest.approx(
+        chunk_shares_by_walking(row_length, lanes, 32, lanes, True, warps, head, tail))
 
 
 def test_dense_configurations_take_the_dense_walk():
@@ -363,6 +376,11 @@ def test_dense_configurations_take_the_dense_walk():
     assert kr.dense_walk_cost(scatter, interior, 32)[1] == pytest.approx(
         500 * shares["walking"] + 80 * shares["crossings"] + 40 * shares["interior"])
     assert 0 < shares["interior"] <= 1 and shares["walking"] == 1
+    # 3x3, padding 1, stride 2 over W = 200: buffer rows of 202, values at 1, 3, ... 199
+    line = kr.read_seeds()[5]
+    scatter = next(c for c in kr.kernel_configurations(line, 2, "nchw") if c["kernel"] == "scatter")
+    assert (scatter["row_length"], scatter["row_head"], scatter["row_tail"]) == (202, 1, 2)
+    assert scatter["live_rows"] == pytest.approx(100 / 202)
 
 
 # The same walk with the element loop kept (0x50..0xa0, two passes) and its
