@@ -1,6 +1,8 @@
 """The process-wide "aten" scope: what it plans, what it leaves to aten."""
 
+import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import bwdconv
@@ -84,3 +86,28 @@ def test_gradients_keep_aten_strides_where_size_one_dims_make_them_ambiguous():
         for strategy in (None, *bwdconv.strategies()):
             ours = convolution_backward_strides(dy, x, w, stride, strategy, scope="aten")
             assert ours == expected, (strategy, w.shape)
+
+
+@pytest.mark.parametrize("scope", bwdconv._enable.SCOPES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_grouped_one_channel_weight_gradient_keeps_aten_strides(scope, dtype):
+    # Groups of one input channel, a channels_last input: aten's CPU path
+    # without grouped kernels (float64, float16 here) concatenates per-group
+    # weight gradients into contiguous strides, where the backend's layout
+    # rule says channels_last; the two differ only in the size-1 dim.
+    x = torch.randn(2, 4, 7, 6, dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(8, 1, 3, 2, dtype=dtype, requires_grad=True)
+    dy = torch.randn(2, 8, 5, 5, dtype=dtype)
+
+    def weight_gradient():
+        y = F.conv2d(x, w, groups=4) if scope == "functional" else torch.ops.aten.convolution(
+            x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 4)
+        return torch.autograd.grad(y, w, dy)[0]
+
+    expected = weight_gradient()
+    bwdconv.reset_served()
+    with bwdconv.enabled(scope), bwdconv.force_strategy("splitk"):
+        ours = weight_gradient()
+    assert bwdconv.served()["weight"]["splitk"] == 1
+    assert ours.stride() == expected.stride()
+    torch.testing.assert_close(ours, expected, rtol=1e-2, atol=1e-2)

@@ -173,3 +173,50 @@ def test_the_grid_covers_raising_and_planned_calls():
             outcome(CASES[name])
     assert sum(bwdconv.served()["input"].values()) == 3
 
+
+
+def first_order_gradients(x, w, b, dy, stride, padding, groups):
+    """autograd.grad of conv2d with every operand requiring a gradient."""
+    leaves = [t.detach().requires_grad_() for t in (x, w, b)]
+    y = F.conv2d(*leaves, stride=stride, padding=padding, groups=groups)
+    return torch.autograd.grad(y, leaves, dy(y))
+
+
+FIRST_ORDER = {
+    # The gradient of a sum is an expanded tensor: PyTorch's meta rule reads
+    # the layout from it and the weight (contiguous), aten's kernel from the
+    # channels_last input.
+    "channels_last input, gradient of a sum": (
+        torch.randn(2, 4, 9, 9).to(memory_format=torch.channels_last), torch.randn(6, 4, 3, 3),
+        torch.randn(6), lambda y: torch.ones_like(y).sum().expand_as(y), 2, 1, 1),
+    # One channel: only the strides of size-1 dims tell the layouts apart.
+    "one-channel channels_last input": (
+        torch.randn(2, 1, 8, 7).to(memory_format=torch.channels_last), torch.randn(3, 1, 3, 3),
+        torch.randn(3), torch.randn_like, 1, 0, 1),
+    # float32 bias: aten's backend sums it in its own order.
+    "float32 bias, channels_last gradient": (
+        torch.randn(3, 4, 11, 10), torch.randn(8, 2, 3, 3), torch.randn(8),
+        lambda y: torch.randn_like(y).contiguous(memory_format=torch.channels_last), 2, 1, 2),
+    "float16 depthwise": (
+        torch.randn(2, 4, 9, 9).half(), torch.randn(4, 1, 3, 3).half(), torch.randn(4).half(),
+        torch.randn_like, 2, 1, 4),
+}
+
+
+@pytest.mark.parametrize("name", FIRST_ORDER)
+def test_first_order_backward_is_atens_bit_for_bit_in_the_functional_scope(name):
+    """A backward that records no graph runs what PyTorch's autograd runs:
+    the gradients aten computes (the bias's included) have aten's bits and
+    strides, whatever layout the incoming gradient has."""
+    x, w, b, dy, stride, padding, groups = FIRST_ORDER[name]
+    torch.manual_seed(0)
+    expected = first_order_gradients(x, w, b, dy, stride, padding, groups)
+    bwdconv.reset_served()
+    with bwdconv.enabled():
+        torch.manual_seed(0)
+        ours = first_order_gradients(x, w, b, dy, stride, padding, groups)
+    assert sum(bwdconv.served()["input"].values()) == 1
+    assert bwdconv.served()["input"]["aten"] == 1 and bwdconv.served()["weight"]["aten"] == 1
+    for a, e in zip(ours, expected, strict=True):
+        assert a.stride() == e.stride() and a.dtype == e.dtype
+        assert torch.equal(a, e)

@@ -53,6 +53,52 @@ std::optional<ConvGeometry> plannable_geometry(const at::Tensor& grad_output,
   }
 }
 
+// The layout of a weight gradient aten's backend computes. Slow2d has no
+// grouped kernel: it computes each group's gradient alone, allocated in the
+// layout its slice of the weight (made dense in `format`) suggests, and
+// concatenates them, so at::cat's rule sets the strides of size-1 dims (one
+// input channel per group). On meta tensors: only strides are needed.
+at::MemoryFormat weight_gradient_format(const at::Tensor& weight, int64_t groups,
+                                        at::native::ConvBackend backend,
+                                        at::MemoryFormat format) {
+  if (backend != at::native::ConvBackend::Slow2d || groups == 1) return format;
+  const at::Tensor group_weight =
+      at::empty_strided(weight.sizes(), weight.strides(), weight.options().device(at::kMeta))
+          .contiguous(format)
+          .narrow(0, 0, weight.size(0) / groups);
+  const at::MemoryFormat allocated = group_weight.suggest_memory_format();
+  return at::empty(group_weight.sizes(), group_weight.options().memory_format(allocated))
+      .suggest_memory_format();
+}
+
+// Registering for a key that already has a kernel (CUDA) makes the dispatcher
+// warn about the override: that override is the point, so it stays quiet.
+class IgnoreWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+
+std::unique_ptr<torch::Library> register_for(c10::DispatchKey key) {
+  IgnoreWarnings ignore;
+  c10::WarningUtils::WarningHandlerGuard guard(&ignore);
+  auto library =
+      std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+  library->impl("convolution_backward", TORCH_FN(planned_convolution_backward));
+  return library;
+}
+
+struct Registrations {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<torch::Library>> libraries;
+};
+
+Registrations& registrations() {
+  static Registrations instance;
+  return instance;
+}
+
+}  // namespace
+
 Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::Tensor& input,
                                        const at::Tensor& weight,
                                        at::OptionalIntArrayRef bias_sizes,
@@ -84,50 +130,24 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
   auto& [grad_input, grad_weight, grad_bias] = grads;
   if (input_by_us || weight_by_us) {
     // Ours are laid out as aten's backend lays out its results.
-    const at::MemoryFormat format = at::native::_determine_backend_memory_format(
-        input, weight,
-        at::native::select_conv_backend(input, weight, std::nullopt, c10::fromIntArrayRefSlow(stride),
-                                        c10::fromIntArrayRefSlow(padding),
-                                        c10::fromIntArrayRefSlow(dilation), transposed,
-                                        c10::fromIntArrayRefSlow(output_padding), groups,
-                                        bias_sizes ? std::optional<c10::SymIntArrayRef>(
-                                                         c10::fromIntArrayRefSlow(*bias_sizes))
-                                                   : std::nullopt));
+    const at::native::ConvBackend backend = at::native::select_conv_backend(
+        input, weight, std::nullopt, c10::fromIntArrayRefSlow(stride),
+        c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), transposed,
+        c10::fromIntArrayRefSlow(output_padding), groups,
+        bias_sizes ? std::optional<c10::SymIntArrayRef>(c10::fromIntArrayRefSlow(*bias_sizes))
+                   : std::nullopt);
+    const at::MemoryFormat format =
+        at::native::_determine_backend_memory_format(input, weight, backend);
     if (input_by_us) grad_input = in_layout(compute_grad_input(*plan, grad_output, weight), format);
-    if (weight_by_us) grad_weight = in_layout(compute_grad_weight(*plan, grad_output, input), format);
+    if (weight_by_us) {
+      grad_weight = in_layout(compute_grad_weight(*plan, grad_output, input),
+                              weight_gradient_format(weight, groups, backend, format));
+    }
   }
   if (aten_mask[0]) count_served(Gradient::input, plan->input);
   if (aten_mask[1]) count_served(Gradient::weight, plan->weight);
   return grads;
 }
-
-// Registering for a key that already has a kernel (CUDA) makes the dispatcher
-// warn about the override: that override is the point, so it stays quiet.
-class IgnoreWarnings : public c10::WarningHandler {
- public:
-  void process(const c10::Warning&) override {}
-};
-
-std::unique_ptr<torch::Library> register_for(c10::DispatchKey key) {
-  IgnoreWarnings ignore;
-  c10::WarningUtils::WarningHandlerGuard guard(&ignore);
-  auto library =
-      std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
-  library->impl("convolution_backward", TORCH_FN(planned_convolution_backward));
-  return library;
-}
-
-struct Registrations {
-  std::mutex mutex;
-  std::vector<std::unique_ptr<torch::Library>> libraries;
-};
-
-Registrations& registrations() {
-  static Registrations instance;
-  return instance;
-}
-
-}  // namespace
 
 void enable_aten_scope() {
   auto& r = registrations();

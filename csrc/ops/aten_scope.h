@@ -3,7 +3,23 @@
 // (eager autograd, torch.compile's extern calls) is planned by bwdconv.
 #pragma once
 
+#include <ATen/ATen.h>
+
+#include <array>
+#include <tuple>
+
 namespace bwdconv::ops {
+
+// aten::convolution_backward planned by bwdconv: the scope's kernel. The
+// gradients planned for aten and the bias gradient come from aten's own
+// kernel with these arguments; the ones bwdconv computes are laid out as
+// aten's backend lays out its results. Calls bwdconv does not plan go to aten.
+// Real tensors only (it calls ATen's native kernels directly).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> planned_convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride, at::IntArrayRef padding,
+    at::IntArrayRef dilation, bool transposed, at::IntArrayRef output_padding, int64_t groups,
+    std::array<bool, 3> output_mask);
 
 void enable_aten_scope();
 void disable_aten_scope();

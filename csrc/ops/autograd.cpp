@@ -3,12 +3,15 @@
 //   y  = conv(x, w)               -> dx = bwd_input(dy, w),  dw = bwd_weight(dy, x)
 //   dx = bwd_input(dy, w)  (adjoint of conv in x)  -> d(dy) = conv(g, w),  dw = bwd_weight(dy, g)
 //   dw = bwd_weight(dy, x) (adjoint of conv in w)  -> d(dy) = conv(x, g),  dx = bwd_input(dy, g)
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
+#include <array>
 #include <tuple>
 #include <vector>
 
+#include "ops/aten_scope.h"
 #include "ops/backward.h"
 #include "ops/calls.h"
 
@@ -35,6 +38,28 @@ struct SavedParams {
   }
 };
 
+// A tensor ATen's kernels can run on directly: dense, on the CPU or a GPU,
+// not a fake, functional or functorch wrapper (torch.compile and torch.func
+// trace through the ops instead).
+bool plain_tensor(const at::Tensor& t) {
+  constexpr c10::DispatchKeySet kTraced({c10::DispatchKey::Python,
+                                         c10::DispatchKey::PythonTLSSnapshot,
+                                         c10::DispatchKey::Functionalize,
+                                         c10::DispatchKey::FuncTorchBatched,
+                                         c10::DispatchKey::BatchedNestedTensor,
+                                         c10::DispatchKey::FuncTorchGradWrapper});
+  return t.defined() && t.layout() == at::kStrided && (t.is_cpu() || t.is_cuda()) &&
+         !t.key_set().has_any(kTraced);
+}
+
+// A backward that records no graph (no create_graph), on plain tensors, with
+// no dispatch mode watching: it can be exactly aten's backward.
+bool first_order_eager(const at::Tensor& grad, const at::Tensor& input,
+                       const at::Tensor& weight) {
+  return !at::GradMode::is_enabled() && !c10::impl::dispatch_mode_enabled() &&
+         plain_tensor(grad) && plain_tensor(input) && plain_tensor(weight);
+}
+
 class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
@@ -53,6 +78,23 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
     const at::Tensor &input = saved[0], &weight = saved[1];
     const auto p = SavedParams::load(ctx);
     const at::Tensor& grad = grads[0];
+    // needs_input_grad counts only the tensors passed: the bias is edge 2 if present.
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    if (first_order_eager(grad, input, weight)) {
+      // What PyTorch's own autograd runs (aten::convolution_backward with the
+      // forward's operands), so the gradients aten computes, the bias's
+      // included, are aten's bit for bit and stride for stride.
+      const std::vector<int64_t> no_output_padding(p.stride.size(), 0);
+      const std::vector<int64_t> bias_sizes{weight.size(0)};
+      at::AutoDispatchBelowADInplaceOrView guard;  // as aten's kernel runs
+      auto [gi, gw, gb] = planned_convolution_backward(
+          grad, input, weight,
+          has_bias ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), p.stride,
+          p.padding, p.dilation, /*transposed=*/false, no_output_padding, p.groups,
+          {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+           has_bias && ctx->needs_input_grad(2)});
+      return {gi, gw, gb, {}, {}, {}, {}};
+    }
     at::Tensor grad_input, grad_weight, grad_bias;
     if (ctx->needs_input_grad(0) && ctx->needs_input_grad(1)) {
       // One op for both, so that aten can compute them in one call.
@@ -65,8 +107,7 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
       grad_weight = call_backward_weight(grad, input, weight.sym_sizes(), p.stride, p.padding,
                                          p.dilation, p.groups);
     }
-    // needs_input_grad counts only the tensors passed: the bias is edge 2 if present.
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) grad_bias = compute_grad_bias(grad);
+    if (has_bias && ctx->needs_input_grad(2)) grad_bias = compute_grad_bias(grad);
     return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}};
   }
 };
