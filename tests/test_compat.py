@@ -2,6 +2,8 @@
 grid of unusual ones gives the same result, or the same exception type and
 message, in the functional scope and in the aten scope."""
 
+import contextlib
+
 import torch
 import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
@@ -9,6 +11,7 @@ import pytest
 from torch import nn
 
 import bwdconv
+from conftest import aten_gradients
 
 
 def randn(*sizes, dtype=torch.float64, requires_grad=False):
@@ -220,3 +223,22 @@ def test_first_order_backward_is_atens_bit_for_bit_in_the_functional_scope(name)
     for a, e in zip(ours, expected, strict=True):
         assert a.stride() == e.stride() and a.dtype == e.dtype
         assert torch.equal(a, e)
+
+
+@pytest.mark.parametrize("on_host", [False, True])
+def test_splitk_propagates_nan_from_output_rows_that_read_only_padding(on_host):
+    """Both output rows read padding alone (stride 5 in H): aten still
+    multiplies their grad_output by the zeros, so a NaN there is NaN in the
+    weight gradient, and splitk's chunks must not skip those rows."""
+    x = torch.randn(1, 3, 3, 3)
+    w = torch.randn(2, 3, 1, 3)
+    args = ([5, 2], [2, 1], [2, 1], 1)
+    dy = torch.randn(1, 2, 2, 2)
+    dy[0, 0, 0, 0] = float("nan")
+    expected = aten_gradients(dy, x, w, *args)[1]
+    assert expected.isnan().any()
+    with bwdconv.force_strategy("splitk"), (bwdconv.kernels_on_host() if on_host
+                                            else contextlib.nullcontext()):
+        ours = torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), *args)
+    assert torch.equal(ours.isnan(), expected.isnan())
+    torch.testing.assert_close(ours.nan_to_num(), expected.nan_to_num())

@@ -31,19 +31,21 @@ std::pair<int64_t, int64_t> input_window(const ConvGeometry& g, std::pair<int64_
 // The partial weight gradient of output rows [o_begin, o_end) of spatial dim 0
 // for batch rows [n_begin, n_end): the input rows those outputs read,
 // zero-padded where they fall outside the input, convolved without padding
-// in dim 0 (dw[k] = sum dy[n,o] x[n, o*s + k*d - p]). The window must
-// overlap the input.
+// in dim 0 (dw[k] = sum dy[n,o] x[n, o*s + k*d - p]). A window of padding
+// alone still multiplies, so that a NaN or Inf in dy gives NaN as in aten.
 at::Tensor partial_grad_weight(const ConvGeometry& g, const at::Tensor& grad_output,
                                const at::Tensor& input, std::pair<int64_t, int64_t> batch,
                                std::pair<int64_t, int64_t> rows, at::ScalarType partial) {
   const auto [lo, hi] = input_window(g, rows);
-  at::Tensor x = input.slice(0, batch.first, batch.second)
-                     .slice(2, std::max<int64_t>(lo, 0), std::min(hi, g.input[0]))
-                     .to(partial);
-  if (lo < 0 || hi > g.input[0]) {
+  const int64_t begin = std::clamp<int64_t>(lo, 0, g.input[0]);
+  const int64_t end = std::clamp<int64_t>(hi, begin, g.input[0]);
+  at::Tensor x = input.slice(0, batch.first, batch.second).slice(2, begin, end).to(partial);
+  const int64_t before = std::clamp<int64_t>(-lo, 0, hi - lo);
+  const int64_t after = (hi - lo) - before - (end - begin);
+  if (before > 0 || after > 0) {
     std::vector<int64_t> pad(2 * g.spatial_dims, 0);  // last dim first, as constant_pad_nd wants
-    pad[2 * (g.spatial_dims - 1)] = std::max<int64_t>(0, -lo);
-    pad[2 * (g.spatial_dims - 1) + 1] = std::max<int64_t>(0, hi - g.input[0]);
+    pad[2 * (g.spatial_dims - 1)] = before;
+    pad[2 * (g.spatial_dims - 1) + 1] = after;
     x = at::constant_pad_nd(x, pad, 0);
   }
   const at::Tensor dy =
@@ -372,9 +374,7 @@ at::Tensor splitk_grad_weight(const Plan& plan, const at::Tensor& grad_output,
     if (batch.first == batch.second) continue;
     for (int64_t c = 0; c < sk.space_chunks; ++c) {
       const auto rows = chunk_range(g.output[0], sk.space_chunks, c);
-      const auto [lo, hi] = input_window(g, rows);
-      // Empty rows, or rows that read only padding, add nothing.
-      if (rows.first == rows.second || hi <= 0 || lo >= g.input[0]) continue;
+      if (rows.first == rows.second) continue;
       sum.add_(partial_grad_weight(g, grad_output, input, batch, rows, partial));
     }
   }
