@@ -3,6 +3,9 @@ grid of unusual ones gives the same result, or the same exception type and
 message, in the functional scope and in the aten scope."""
 
 import contextlib
+import json
+import subprocess
+import sys
 
 import torch
 import torch.autograd.forward_ad as fwAD
@@ -242,3 +245,26 @@ def test_splitk_propagates_nan_from_output_rows_that_read_only_padding(on_host):
         ours = torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), *args)
     assert torch.equal(ours.isnan(), expected.isnan())
     torch.testing.assert_close(ours.nan_to_num(), expected.nan_to_num())
+
+
+def test_asymmetric_same_padding_warns_as_aten_does():
+    """aten warns once per process that 'same' padding with an even filter
+    needs a padded copy; bwdconv pads such calls itself and must still give
+    that warning (a fresh process: the warning is once per process)."""
+    code = (
+        "import json, warnings, torch, torch.nn.functional as F, bwdconv\n"
+        "bwdconv.enable()\n"
+        "x = torch.randn(1, 2, 8, 8, requires_grad=True)\n"
+        "w = torch.randn(3, 2, 4, 4, requires_grad=True)\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    F.conv2d(x, w, padding='same').sum().backward()\n"
+        "    F.conv2d(x, w, padding='same')\n"
+        "assert bwdconv.served()['input']['aten'] == 1\n"
+        "print(json.dumps([(c.category.__name__, str(c.message)) for c in caught]))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    caught = json.loads(run.stdout)
+    assert len(caught) == 1 and caught[0][0] == "UserWarning"
+    assert caught[0][1].startswith("Using padding='same' with even kernel lengths and odd "
+                                   "dilation may require a zero-padded copy of the input")

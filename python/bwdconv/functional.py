@@ -82,7 +82,25 @@ def _plans(input, weight, bias):
     return export_ops or not _tracing_for_an_artifact()
 
 
-def _same_padding(input, weight, stride, dilation, spatial_dims):
+# Whether aten's own warning about asymmetric 'same' padding has been asked for.
+_same_padding_warning_given = False
+
+
+def _warn_as_aten_for_asymmetric_same_padding(input, weight, stride, dilation, groups,
+                                              spatial_dims):
+    """aten warns once per process (TORCH_WARN_ONCE) when 'same' padding needs
+    a padded copy of the input; the original function raises that warning
+    here, on meta tensors, the first time bwdconv pads such a call itself."""
+    global _same_padding_warning_given
+    if _same_padding_warning_given or torch.compiler.is_compiling():
+        return
+    _same_padding_warning_given = True
+    meta = dict(dtype=input.dtype, device="meta")
+    originals[spatial_dims](torch.empty(input.shape, **meta), torch.empty(weight.shape, **meta),
+                            None, stride, "same", dilation, groups)
+
+
+def _same_padding(input, weight, stride, dilation, groups, spatial_dims):
     """'same' padding as aten applies it: the left half on both sides of the
     convolution, and the odd remainder as an explicit pad on the right."""
     if any(s != 1 for s in stride):
@@ -91,6 +109,8 @@ def _same_padding(input, weight, stride, dilation, spatial_dims):
     left = [t // 2 for t in total]
     extra = [t - 2 * l for t, l in zip(total, left)]
     if any(extra):
+        _warn_as_aten_for_asymmetric_same_padding(input, weight, stride, dilation, groups,
+                                                  spatial_dims)
         pad_last_dim_first = []
         for e in reversed(extra):
             pad_last_dim_first += [0, e]
@@ -108,7 +128,7 @@ def _planned_convolution(input, weight, bias, stride, padding, dilation, groups,
         if padding == "valid":
             padding = [0] * spatial_dims
         elif padding == "same":
-            input, padding = _same_padding(input, weight, stride, dilation, spatial_dims)
+            input, padding = _same_padding(input, weight, stride, dilation, groups, spatial_dims)
         else:
             raise ValueError(f"Invalid padding string '{padding}', should be 'same' or 'valid'")
     else:
