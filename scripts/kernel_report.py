@@ -499,10 +499,10 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
     interleave the row's sources), walks the chunk's `lanes` elements (a test,
     a load where a source value lies, the cursor's additions) and stores it
     with one 16-byte store. An element that ends a row sets up the next one: a
-    conditional block of divisions, the crossing site. The interleave's walk
-    sends a chunk inside one row's interior past its element loop instead, to
-    the row walk's gather, or a copy by one 16-byte load where the source is
-    an aligned stride-1 run.
+    conditional block of divisions, the crossing site. Both kernels send a
+    chunk inside one row's interior past the element loop instead, to the row
+    walk's gather, or a copy by one 16-byte load where the source is an
+    aligned stride-1 run.
 
     Returns `chunk`: the heaviest path through the chunk loop that stores 16
     bytes, loads no 16 bytes, stores nothing narrower (the lane-by-lane store
@@ -510,13 +510,14 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
     writer shares) and enters no crossing site; `crossing`: what entering one
     crossing site adds to it; `interior` and `copy` (where the element loop
     is kept): the heaviest paths to the 16-byte store that skip it, without
-    and with a 16-byte load; `crossing_sites`: the blocks of divisions in the loop that
-    do not run on every pass. nvcc and hipcc unroll scatter's element loop,
-    giving one site per element position but the last (whose row setup is
-    dead: the next chunk divides anew). Where the element loop stays a loop
-    (interleave: BWDCONV_NO_UNROLL; its site is inside), `chunk` is the chunk
-    loop through that loop, counted without it, plus `lanes` times the loop's
-    heaviest pass without the site, and `crossing` the site's share of a pass."""
+    and with a 16-byte load; `crossing_sites`: the blocks of divisions in the
+    loop that do not run on every pass. Where the element loop stays a loop
+    (BWDCONV_NO_UNROLL; its site is inside), `chunk` is the chunk loop through
+    that loop, counted without it, plus `lanes` times the loop's heaviest pass
+    without the site, and `crossing` the site's share of a pass. Unrolled (as
+    scatter's first dense kernel was), every path to the store passes the
+    elements' row-end tests and there is one site per element position but the
+    last (whose row setup is dead: the next chunk divides anew)."""
     blocks, dom, loops = loops_with_stores(code, is_store)
     holds = lambda test, k: any(test(code[i]) for i in range(blocks[k].start, blocks[k].end))
     chunk_loops = [l for l in loops if any(holds(wide_store, k) for k in l[1])]
@@ -545,7 +546,7 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
         paths = [add_histograms(setup, element[0], lanes)]
         if element[1] is not None:
             paths.append(add_histograms(paths[0], element[1], 1, element[0]))
-    else:
+    else:  # unrolled: through the elements' row-end tests
         paths = [path(require=gate or stores16, forbid=narrow_or_copy, sites=crossing, times=t)
                  for t in (0, 1)]
         if paths[0] is None:
@@ -558,9 +559,8 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
         one = cost(paths[1], cycles)
         facts["crossing"] = {key: one[key] - chunk[key] for key in chunk}
     # a chunk inside one row's interior, past the element loop: gathered, or
-    # copied by one 16-byte load. (Unrolled, the elements' tests lie on every
-    # path to the store, and a path that skips them all is no chunk a row's
-    # interior takes: no interior path is taken there.)
+    # copied by one 16-byte load (unrolled, a path past every element's test
+    # skips them all: a chunk outside dst, not an interior one)
     if inner:
         walking = element_body | crossing
         interior = path(require=stores16, forbid=narrow_or_copy, sites=walking, times=0)
