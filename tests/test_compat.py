@@ -181,11 +181,11 @@ def test_the_grid_covers_raising_and_planned_calls():
 
 
 
-def first_order_gradients(x, w, b, dy, stride, padding, groups):
+def first_order_gradients(x, w, b, dy, stride, padding, groups, create_graph=False):
     """autograd.grad of conv2d with every operand requiring a gradient."""
     leaves = [t.detach().requires_grad_() for t in (x, w, b)]
     y = F.conv2d(*leaves, stride=stride, padding=padding, groups=groups)
-    return torch.autograd.grad(y, leaves, dy(y))
+    return torch.autograd.grad(y, leaves, dy(y), create_graph=create_graph)
 
 
 FIRST_ORDER = {
@@ -226,6 +226,26 @@ def test_first_order_backward_is_atens_bit_for_bit_in_the_functional_scope(name)
     for a, e in zip(ours, expected, strict=True):
         assert a.stride() == e.stride() and a.dtype == e.dtype
         assert torch.equal(a, e)
+
+
+@pytest.mark.parametrize("name", FIRST_ORDER)
+def test_create_graph_gradients_keep_aten_strides_in_the_functional_scope(name):
+    """With create_graph (gradient penalties) the backward runs through
+    bwdconv's differentiable ops; their results still come back in aten's
+    layouts."""
+    x, w, b, dy, stride, padding, groups = FIRST_ORDER[name]
+    torch.manual_seed(0)
+    expected = first_order_gradients(x, w, b, dy, stride, padding, groups, create_graph=True)
+    with bwdconv.enabled():
+        torch.manual_seed(0)
+        ours = first_order_gradients(x, w, b, dy, stride, padding, groups, create_graph=True)
+    tolerance = 1e-2 if x.dtype == torch.float16 else 1e-5
+    for a, e in zip(ours, expected, strict=True):
+        assert a.stride() == e.stride() and a.dtype == e.dtype
+        torch.testing.assert_close(a, e, rtol=tolerance, atol=tolerance)
+    # (The bias gradient, a sum of a grad_output that needs no gradient, needs
+    # none with bwdconv; aten's marks it as needing one: README, differences.)
+    assert ours[0].requires_grad and ours[1].requires_grad
 
 
 @pytest.mark.parametrize("on_host", [False, True])

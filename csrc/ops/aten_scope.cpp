@@ -99,6 +99,22 @@ Registrations& registrations() {
 
 }  // namespace
 
+GradientFormats aten_gradient_formats(const at::Tensor& input, const at::Tensor& weight,
+                                      at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride,
+                                      at::IntArrayRef padding, at::IntArrayRef dilation,
+                                      int64_t groups) {
+  const std::vector<int64_t> no_output_padding(stride.size(), 0);
+  const at::native::ConvBackend backend = at::native::select_conv_backend(
+      input, weight, std::nullopt, c10::fromIntArrayRefSlow(stride),
+      c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
+      /*transposed=*/false, c10::fromIntArrayRefSlow(no_output_padding), groups,
+      bias_sizes ? std::optional<c10::SymIntArrayRef>(c10::fromIntArrayRefSlow(*bias_sizes))
+                 : std::nullopt);
+  const at::MemoryFormat format =
+      at::native::_determine_backend_memory_format(input, weight, backend);
+  return {format, weight_gradient_format(weight, groups, backend, format)};
+}
+
 Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::Tensor& input,
                                        const at::Tensor& weight,
                                        at::OptionalIntArrayRef bias_sizes,
@@ -130,18 +146,13 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
   auto& [grad_input, grad_weight, grad_bias] = grads;
   if (input_by_us || weight_by_us) {
     // Ours are laid out as aten's backend lays out its results.
-    const at::native::ConvBackend backend = at::native::select_conv_backend(
-        input, weight, std::nullopt, c10::fromIntArrayRefSlow(stride),
-        c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), transposed,
-        c10::fromIntArrayRefSlow(output_padding), groups,
-        bias_sizes ? std::optional<c10::SymIntArrayRef>(c10::fromIntArrayRefSlow(*bias_sizes))
-                   : std::nullopt);
-    const at::MemoryFormat format =
-        at::native::_determine_backend_memory_format(input, weight, backend);
-    if (input_by_us) grad_input = in_layout(compute_grad_input(*plan, grad_output, weight), format);
+    const GradientFormats formats = aten_gradient_formats(input, weight, bias_sizes, stride,
+                                                          padding, dilation, groups);
+    if (input_by_us) {
+      grad_input = in_layout(compute_grad_input(*plan, grad_output, weight), formats.input);
+    }
     if (weight_by_us) {
-      grad_weight = in_layout(compute_grad_weight(*plan, grad_output, input),
-                              weight_gradient_format(weight, groups, backend, format));
+      grad_weight = in_layout(compute_grad_weight(*plan, grad_output, input), formats.weight);
     }
   }
   if (aten_mask[0]) count_served(Gradient::input, plan->input);

@@ -10,6 +10,16 @@
 
 namespace bwdconv::ops {
 
+// The layouts aten's backend gives the input and weight gradients of a
+// (non-transposed) convolution of these real operands.
+struct GradientFormats {
+  at::MemoryFormat input, weight;
+};
+GradientFormats aten_gradient_formats(const at::Tensor& input, const at::Tensor& weight,
+                                      at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride,
+                                      at::IntArrayRef padding, at::IntArrayRef dilation,
+                                      int64_t groups);
+
 // aten::convolution_backward planned by bwdconv: the scope's kernel. The
 // gradients planned for aten and the bias gradient come from aten's own
 // kernel with these arguments; the ones bwdconv computes are laid out as

@@ -14,6 +14,7 @@
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
 #include "ops/calls.h"
+#include "ops/geometry.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -46,18 +47,15 @@ bool plain_tensor(const at::Tensor& t) {
                                          c10::DispatchKey::PythonTLSSnapshot,
                                          c10::DispatchKey::Functionalize,
                                          c10::DispatchKey::FuncTorchBatched,
-                                         c10::DispatchKey::BatchedNestedTensor,
                                          c10::DispatchKey::FuncTorchGradWrapper});
   return t.defined() && t.layout() == at::kStrided && (t.is_cpu() || t.is_cuda()) &&
          !t.key_set().has_any(kTraced);
 }
 
-// A backward that records no graph (no create_graph), on plain tensors, with
-// no dispatch mode watching: it can be exactly aten's backward.
-bool first_order_eager(const at::Tensor& grad, const at::Tensor& input,
-                       const at::Tensor& weight) {
-  return !at::GradMode::is_enabled() && !c10::impl::dispatch_mode_enabled() &&
-         plain_tensor(grad) && plain_tensor(input) && plain_tensor(weight);
+// A backward on plain tensors with no dispatch mode watching: eager, not traced.
+bool eager(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight) {
+  return !c10::impl::dispatch_mode_enabled() && plain_tensor(grad) && plain_tensor(input) &&
+         plain_tensor(weight);
 }
 
 class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction> {
@@ -80,17 +78,20 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
     const at::Tensor& grad = grads[0];
     // needs_input_grad counts only the tensors passed: the bias is edge 2 if present.
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
-    if (first_order_eager(grad, input, weight)) {
-      // What PyTorch's own autograd runs (aten::convolution_backward with the
-      // forward's operands), so the gradients aten computes, the bias's
-      // included, are aten's bit for bit and stride for stride.
+    const bool is_eager = eager(grad, input, weight);
+    const std::vector<int64_t> bias_sizes{weight.size(0)};
+    const at::OptionalIntArrayRef bias_sizes_if_any =
+        has_bias ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef();
+    if (is_eager && !at::GradMode::is_enabled()) {
+      // No graph to record: what PyTorch's own autograd runs
+      // (aten::convolution_backward with the forward's operands), so the
+      // gradients aten computes, the bias's included, are aten's bit for bit
+      // and stride for stride.
       const std::vector<int64_t> no_output_padding(p.stride.size(), 0);
-      const std::vector<int64_t> bias_sizes{weight.size(0)};
       at::AutoDispatchBelowADInplaceOrView guard;  // as aten's kernel runs
       auto [gi, gw, gb] = planned_convolution_backward(
-          grad, input, weight,
-          has_bias ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), p.stride,
-          p.padding, p.dilation, /*transposed=*/false, no_output_padding, p.groups,
+          grad, input, weight, bias_sizes_if_any, p.stride, p.padding, p.dilation,
+          /*transposed=*/false, no_output_padding, p.groups,
           {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
            has_bias && ctx->needs_input_grad(2)});
       return {gi, gw, gb, {}, {}, {}, {}};
@@ -108,6 +109,14 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
                                          p.dilation, p.groups);
     }
     if (has_bias && ctx->needs_input_grad(2)) grad_bias = compute_grad_bias(grad);
+    if (is_eager) {
+      // create_graph: the ops' results (laid out by PyTorch's meta rule, as
+      // traced graphs expect) restrided, differentiably, as aten lays them out.
+      const GradientFormats formats = aten_gradient_formats(
+          input, weight, bias_sizes_if_any, p.stride, p.padding, p.dilation, p.groups);
+      if (grad_input.defined()) grad_input = in_layout(grad_input, formats.input);
+      if (grad_weight.defined()) grad_weight = in_layout(grad_weight, formats.weight);
+    }
     return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}};
   }
 };
