@@ -12,8 +12,8 @@ namespace bwdconv::hip {
 constexpr int kThreadsPerBlock = 256;
 constexpr int64_t kMaxBlocks = 65535;
 
-// Calls f(int32_t{}) when a walk's divisions may all be narrow (index.h,
-// "divide"), f(int64_t{}) otherwise: the index type a kernel is instantiated with.
+// Calls f(int32_t{}) when a walk's element offsets all stay below 2^31,
+// f(int64_t{}) otherwise: the index type a kernel is instantiated with.
 template <typename F>
 void visit_index(bool narrow, F&& f) {
   if (narrow) {

@@ -9,32 +9,20 @@ namespace bwdconv::hip {
 constexpr int kMaxTensorDims = 5;
 constexpr int kMaxSpatialDims = 3;
 
-// A positive divisor that kernels divide by on every element (a stride, a
-// size, a channel count): its shift when it is a power of two (-1 otherwise),
-// and for values below 2^31 the multiplier and shift of narrow division
-// (index.h, "narrow_quotient"). Built by make_step (layout.h).
-struct Step {
-  int64_t value = 1;
-  int shift = 0;
-  uint32_t magic = 0;
-  int magic_shift = 0;
-};
-
 // A strided view of a tensor: sizes and element strides in logical
-// (N, C, spatial...) order, and the order in which a kernel walks the dims
-// (order[0] outermost); walking in memory order keeps neighbouring threads on
-// neighbouring addresses for NCHW and channels_last alike. size_steps holds
-// the sizes as divisors for unravel_offset (set_size_steps, layout.h).
+// (N, C, spatial...) order.
 struct TensorView {
   int64_t sizes[kMaxTensorDims] = {};
   int64_t strides[kMaxTensorDims] = {};
-  int order[kMaxTensorDims] = {0, 1, 2, 3, 4};
   int dims = 0;
-  Step size_steps[kMaxTensorDims];
 };
 
-// A divisor below 2^31 with the constants of narrow division (index.h,
-// "narrow_quotient"); built by make_divisor (layout.h).
+// A divisor below 2^31 with the constants of narrow division: with
+// shift = ceil(log2(value)) and magic = floor(2^32 * (2^shift - value) / value) + 1,
+// v / value = (mulhi(v, magic) + v) >> shift for every v < 2^31 (Granlund and
+// Montgomery, "Division by invariant integers using multiplication", PLDI 1994;
+// the sum stays below 2^32 because v < 2^31). Built by make_divisor (layout.h),
+// used by divide_position (row_index.h).
 struct Divisor {
   uint32_t value = 1;
   uint32_t magic = 1;

@@ -4,8 +4,6 @@
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 
-#include "hip/layout.h"
-
 namespace bwdconv::ops {
 
 hip::TensorView kernel_view(const at::Tensor& t) {
@@ -15,8 +13,6 @@ hip::TensorView kernel_view(const at::Tensor& t) {
     view.sizes[d] = t.size(d);
     view.strides[d] = t.stride(d);
   }
-  hip::walk_in_memory_order(view);
-  hip::set_size_steps(view);
   return view;
 }
 

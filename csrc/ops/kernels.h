@@ -11,7 +11,7 @@
 
 namespace bwdconv::ops {
 
-// Sizes and strides of `t` in logical order, walked in memory order.
+// Sizes and strides of `t` in logical order.
 hip::TensorView kernel_view(const at::Tensor& t);
 
 // How CPU tensors use the csrc/hip kernels (bwdconv.kernels_on_host, set and

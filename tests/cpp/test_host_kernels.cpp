@@ -52,8 +52,6 @@ TensorView view_of(const std::vector<int64_t>& sizes, bool channels_last, int64_
     view.sizes[d] = sizes[d];
     view.strides[d] = strides[d];
   }
-  walk_in_memory_order(view);
-  set_size_steps(view);
   return view;
 }
 

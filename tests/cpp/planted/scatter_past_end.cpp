@@ -34,8 +34,6 @@ int main() {
     view->sizes[2] = size;
     view->strides[0] = view->strides[1] = size;
     view->strides[2] = 1;
-    walk_in_memory_order(*view);
-    set_size_steps(*view);
   }
   const int64_t stride[1] = {2}, lead[1] = {0};
   ScatterParams p;
