@@ -466,13 +466,12 @@ TEST(HostLaunch, RefusesParametersWithoutAnInstantiation) {
   for (const unsigned char b : dst) EXPECT_EQ(b, 0);
 }
 
-// splitk's reduce on the host grid: random fp32 (fp64) partials, several
-// blocks' worth of elements; the result is the chunks added in chunk order
-// (the float sum written with a plain loop, bit for bit) on every launch.
-template <typename T>
-std::vector<T> reduce_on_host(const std::vector<T>& partials, int64_t chunks, ElementType element) {
+// splitk's reduce on the host grid: `chunks` partials of T into a weight
+// gradient of Out (`element`).
+template <typename T, typename Out = T>
+std::vector<Out> reduce_on_host(const std::vector<T>& partials, int64_t chunks, ElementType element) {
   const int64_t elements = static_cast<int64_t>(partials.size()) / chunks;
-  std::vector<T> weight(elements);
+  std::vector<Out> weight(elements);
   SplitKParams p;
   p.partials = partials.data();
   p.grad_weight = weight.data();
@@ -483,6 +482,9 @@ std::vector<T> reduce_on_host(const std::vector<T>& partials, int64_t chunks, El
   return weight;
 }
 
+// Random fp32 (fp64) partials, several blocks' worth of elements: the result
+// is the chunks added in chunk order (the float sum written with a plain
+// loop, bit for bit) on every launch.
 template <typename T>
 void expect_in_order_sums(ElementType element) {
   std::mt19937 rng(20261123);
@@ -512,14 +514,8 @@ TEST(HostSplitKReduce, RoundsTheFloat32SumToBFloat16) {
   const int64_t chunks = 3, elements = 1000;
   std::vector<float> partials(chunks * elements);
   for (float& v : partials) v = normal(rng);
-  std::vector<BFloat16> weight(elements);
-  SplitKParams p;
-  p.partials = partials.data();
-  p.grad_weight = weight.data();
-  p.elements = elements;
-  p.chunks = chunks;
-  p.element = static_cast<int>(ElementType::BFloat16);
-  ASSERT_EQ(launch_splitk_reduce<Target::host>(p, nullptr), nullptr);
+  const std::vector<BFloat16> weight =
+      reduce_on_host<float, BFloat16>(partials, chunks, ElementType::BFloat16);
   for (int64_t e = 0; e < elements; ++e) {
     const float sum = partials[e] + partials[elements + e] + partials[2 * elements + e];
     uint32_t bits = static_cast<uint32_t>(weight[e].bits) << 16;
