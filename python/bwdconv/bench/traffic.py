@@ -104,6 +104,20 @@ def record_distinct_stores(record, launches):
     return sum(launch["store"]["distinct_bytes"] for launch in launches)
 
 
+def strategy_rows(case, explanation, direction, call, minimum):
+    """Rows of every kernel strategy for `direction` that serves the case,
+    each forced in turn; minimum(forced, kernel) is the (store, load) bytes
+    rows_for divides by."""
+    gradient = "input" if direction == BACKWARD_DATA else "weight"
+    rows = []
+    for name, fn, forced in forced_entries(explanation, direction, call,
+                                           kernel_strategies(gradient)):
+        with forcing(forced):
+            record = recorded(fn)
+        rows += rows_for(case.label(), name, record, lambda kernel: minimum(forced, kernel))
+    return rows
+
+
 def measure(case):
     x, w, dy, (stride, padding, dilation, groups) = make_operands(case, torch.device("cpu"))
     explanation = bwdconv.explain(x, w, stride, padding, dilation, groups)
@@ -111,27 +125,17 @@ def measure(case):
     element_size = dy.element_size()
     rows = []
     if case.directions & BACKWARD_DATA:
-        def call():
-            torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), stride, padding,
-                                                          dilation, groups)
-
-        for name, fn, forced in forced_entries(explanation, BACKWARD_DATA, call,
-                                               kernel_strategies("input")):
-            with forcing(forced):
-                record = recorded(fn)
-            minimum = data_movement_minimum(*forced, plan, case, element_size)
-            rows += rows_for(case.label(), name, record, lambda kernel: minimum)
+        rows += strategy_rows(
+            case, explanation, BACKWARD_DATA,
+            lambda: torch.ops.bwdconv.convolution_backward_input(
+                dy, w, list(x.shape), stride, padding, dilation, groups),
+            lambda forced, kernel: data_movement_minimum(*forced, plan, case, element_size))
     if case.directions & BACKWARD_WEIGHT:
-        def call():
-            torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), stride, padding,
-                                                           dilation, groups)
-
-        for name, fn, forced in forced_entries(explanation, BACKWARD_WEIGHT, call,
-                                               kernel_strategies("weight")):
-            with forcing(forced):
-                record = recorded(fn)
-            rows += rows_for(case.label(), name, record,
-                             lambda kernel: splitk_minimum(kernel, case, plan, element_size))
+        rows += strategy_rows(
+            case, explanation, BACKWARD_WEIGHT,
+            lambda: torch.ops.bwdconv.convolution_backward_weight(
+                dy, x, list(w.shape), stride, padding, dilation, groups),
+            lambda forced, kernel: splitk_minimum(kernel, case, plan, element_size))
     return rows
 
 
