@@ -74,16 +74,7 @@ BWDCONV_HOST_DEVICE inline uint16_t float_to_bfloat16(float value) {
   return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
-// Loads as the accumulator type, stores from it.
-template <typename Acc>
-BWDCONV_HOST_DEVICE inline Acc to_accumulator(float v) { return static_cast<Acc>(v); }
-template <typename Acc>
-BWDCONV_HOST_DEVICE inline Acc to_accumulator(double v) { return static_cast<Acc>(v); }
-template <typename Acc>
-BWDCONV_HOST_DEVICE inline Acc to_accumulator(Half v) { return half_to_float(v.bits); }
-template <typename Acc>
-BWDCONV_HOST_DEVICE inline Acc to_accumulator(BFloat16 v) { return bfloat16_to_float(v.bits); }
-
+// Stores from the accumulator type.
 template <typename T>
 struct FromAccumulator {
   template <typename Acc>
