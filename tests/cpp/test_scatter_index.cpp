@@ -46,16 +46,6 @@ TEST(ScatterIndex, SourcePositionMatchesZeroInsertion) {
   }
 }
 
-TEST(ScatterIndex, DividePositionIsExactBelow2To31) {
-  std::mt19937 rng(5);
-  for (int trial = 0; trial < 20000; ++trial) {
-    const int64_t divisor = 1 + rng() % (trial % 2 ? 100 : (int64_t{1} << 31) - 1);
-    const int64_t value = rng() % (int64_t{1} << 31);
-    ASSERT_EQ(divide_position(static_cast<Position>(value), make_divisor(divisor)), value / divisor)
-        << value << " / " << divisor;
-  }
-}
-
 // Cursors moved by advance() agree with cursors computed by division, for
 // every stride, lead and advance a walk can have.
 TEST(ScatterIndex, RowCursorAdvancesLikeDivision) {
