@@ -3,6 +3,7 @@
 import pytest
 import torch
 from torch import nn
+from torch._dynamo.utils import counters
 
 import bwdconv
 
@@ -51,6 +52,30 @@ def test_compiled_fullgraph_functional_scope(dynamic):
         expected2 = gradients(model, x2)
         bwdconv.enable()
         assert_all_close(gradients(compiled, x2), expected2)
+
+
+def test_dynamic_weight_sizes_in_the_functional_scope():
+    """Weights passed as inputs get symbolic sizes in a dynamic graph; the
+    traced backward must not read them as integers (that specialises the
+    graph: one compilation per output channel count)."""
+    def loss(x, w, b):
+        return torch.nn.functional.conv2d(x, w, b, stride=2, padding=1).square().sum()
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(loss, backend="aot_eager", dynamic=True, fullgraph=True)
+    for batch, out_channels in ((2, 4), (3, 6)):
+        torch.manual_seed(batch)
+        operands = [torch.randn(batch, 3, 9 + batch, 9), torch.randn(out_channels, 3, 3, 3),
+                    torch.randn(out_channels)]
+        operands = [t.requires_grad_() for t in operands]
+        expected = torch.autograd.grad(loss(*operands), operands)
+        bwdconv.reset_served()
+        with bwdconv.enabled():
+            ours = torch.autograd.grad(compiled(*operands), operands)
+        assert bwdconv.served()["weight"]["aten"] == 1
+        assert_all_close(ours, expected)
+    assert counters["stats"]["unique_graphs"] == 1
 
 
 def test_compiled_graph_contains_bwdconv_ops():

@@ -79,7 +79,8 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
     // needs_input_grad counts only the tensors passed: the bias is edge 2 if present.
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
     const bool is_eager = eager(grad, input, weight);
-    const std::vector<int64_t> bias_sizes{weight.size(0)};
+    // Only read on plain tensors (a traced weight's sizes can be symbolic).
+    const std::vector<int64_t> bias_sizes{is_eager ? weight.size(0) : 0};
     const at::OptionalIntArrayRef bias_sizes_if_any =
         has_bias ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef();
     if (is_eager && !at::GradMode::is_enabled()) {
