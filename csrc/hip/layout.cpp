@@ -126,6 +126,22 @@ bool dense_in_walk_order(const std::vector<Dim>& outer, const Dim& row) {
   return true;
 }
 
+// Takes the walk's row out of `dims`: dst's stride-1 dim, or a size-1 dim
+// when every dim has size 1. False when there is neither. Dim: WalkDim or
+// InterleaveDim.
+template <typename Dim>
+bool take_row(std::vector<Dim>& dims, Dim* row) {
+  auto at = std::find_if(dims.begin(), dims.end(),
+                         [](const Dim& d) { return d.dst_stride == 1 && d.size > 1; });
+  if (at == dims.end()) {
+    at = std::find_if(dims.begin(), dims.end(), [](const Dim& d) { return d.size == 1; });
+    if (at == dims.end()) return false;
+  }
+  *row = *at;
+  dims.erase(at);
+  return true;
+}
+
 }  // namespace
 
 bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64_t* stride,
@@ -136,15 +152,8 @@ bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64
     dims.push_back({dst.sizes[d], dst.strides[d], src.strides[d], spatial ? lead[d - 2] : 0,
                     spatial ? stride[d - 2] : 1, src.sizes[d]});
   }
-  // The row: dst's stride-1 dim, or a size-1 dim when every dim has size 1.
-  auto row = std::find_if(dims.begin(), dims.end(),
-                          [](const WalkDim& d) { return d.dst_stride == 1 && d.size > 1; });
-  if (row == dims.end()) {
-    row = std::find_if(dims.begin(), dims.end(), [](const WalkDim& d) { return d.size == 1; });
-    if (row == dims.end()) return false;
-  }
-  const WalkDim row_dim = *row;
-  dims.erase(row);
+  WalkDim row_dim;
+  if (!take_row(dims, &row_dim)) return false;
   const std::vector<WalkDim> outer = outer_walk(dims);
   const int64_t lanes = 16 / element_bytes;
   if (outer.size() > static_cast<size_t>(kOuterDims) ||
@@ -289,15 +298,8 @@ bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p) {
   InterleaveLaunch l = launch;
   std::vector<InterleaveDim> dims = interleave_dims(l);
   if (!interleave_positions_fit(dims)) return false;
-  // The row: dx's stride-1 dim, or a size-1 dim when every dim has size 1.
-  auto row = std::find_if(dims.begin(), dims.end(),
-                          [](const InterleaveDim& d) { return d.dst_stride == 1 && d.size > 1; });
-  if (row == dims.end()) {
-    row = std::find_if(dims.begin(), dims.end(), [](const InterleaveDim& d) { return d.size == 1; });
-    if (row == dims.end()) return false;
-  }
-  const InterleaveDim row_dim = *row;
-  dims.erase(row);
+  InterleaveDim row_dim;
+  if (!take_row(dims, &row_dim)) return false;
   std::vector<InterleaveDim> outer;
   for (const InterleaveDim& d : dims) {
     if (d.size == 1) {
