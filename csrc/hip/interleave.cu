@@ -27,6 +27,8 @@ template <typename Bits, typename Index, int kStep, int kOuter>
 struct RowSources {
   RowSource<Bits, Index> fixed[kStep > 0 ? kStep : 1];
 
+  RowSources() = default;
+
   __device__ RowSources(const InterleaveParams& p, const RowOrigin<kOuter, Index>& origin) {
     if constexpr (kStep > 0) {
       for (int r = 0; r < kStep; ++r) fixed[r] = row_source<Bits, Index, kOuter>(p, origin, r);
@@ -210,16 +212,37 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
+// The row a dense walk's thread stands in: its origin, its residues'
+// sources and where its interior ends (row_interior), carried from chunk to
+// chunk while the thread's chunks stay in the row.
+template <typename Bits, typename Index, int kStep, int kOuter>
+struct DenseRow {
+  Position row = 0;
+  RowOrigin<kOuter, Index> origin;
+  RowSources<Bits, Index, kStep, kOuter> sources;
+  Position interior_end = 0;
+
+  // Sets up row `row_index`: two divisions per outer dim, the sources.
+  __device__ void set_up(const InterleaveParams& p, Position row_index, Position step) {
+    row = row_index;
+    origin = row_origin<kOuter, Index>(p, row);
+    sources = RowSources<Bits, Index, kStep, kOuter>(p, origin);
+    interior_end = row_interior(p, origin, sources, step).end;
+  }
+};
+
 // dx dense in walk order (rows back to back) as 16-byte chunks of its
-// memory, one chunk per thread in turn, the lanes of a warp on consecutive
-// chunks. A chunk may hold the end of one row and the start of the next, so
-// short rows, rows off a 16-byte boundary and the zeros past a result's
-// values all go out in whole 16-byte stores; a chunk goes out lane by lane
-// only at dx's ends or where another writer owns some of its elements
-// (`keep`). A chunk pays its row's divisions and source lookups. With a
-// fixed step (1, 2) and up to four outer dims, a chunk inside its row's
-// interior goes as in the row walk (a 16-byte copy where its source is an
-// aligned stride-1 run of values); other chunks go element by element, a
+// memory, in runs (DenseRun): the lanes of a warp on consecutive chunks,
+// each thread kRunLanes chunks on from pass to pass. A chunk may hold the
+// end of one row and the start of the next, so short rows, rows off a
+// 16-byte boundary and the zeros past a result's values all go out in whole
+// 16-byte stores; a chunk goes out lane by lane only at dx's ends or where
+// another writer owns some of its elements (`keep`). A thread carries its
+// row and row cursor from chunk to chunk by additions and pays a row's
+// divisions and source lookups only where its chunk starts in a later row.
+// With a fixed step (1, 2) and up to four outer dims, a chunk inside its
+// row's interior goes as in the row walk (a 16-byte copy where its source is
+// an aligned stride-1 run of values); other chunks go element by element, a
 // source choice, a comparison and additions each, and pay the next row's
 // divisions where they reach it.
 template <typename Bits, typename Index, int kStep, int kOuter>
@@ -230,27 +253,36 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const Position size = static_cast<Position>(p.row.size.value);
   const Position step = kStep ? kStep : static_cast<Position>(p.row.step.value);
   const Position lead = -p.row.padding;
-  // One position further: a quotient and remainder by step.
-  const Position next_quotient = step == 1, next_remainder = step != 1;
+  // One position further, one chunk further, and from past one chunk to the
+  // thread's next: quotients and remainders by step.
+  const RowMove element_move = row_move<kStep>(1, p.row.step);
+  const RowMove chunk_move = row_move<kStep>(kLanes, p.row.step);
+  const RowMove hop = row_move<kStep>((kRunLanes - 1) * kLanes, p.row.step);
   // Chunk c holds dx elements c * kLanes - head ... + kLanes - 1.
   const Position head = row_head(dst);
   const Position chunks = (total + head + kLanes - 1) / kLanes;
-  for (Position chunk = blockIdx.x * kThreadsPerBlock + threadIdx.x; chunk < chunks;
-       chunk += gridDim.x * kThreadsPerBlock) {
-    const Position first = chunk * kLanes - head;
+  DenseRow<Bits, Index, kStep, kOuter> state;
+  // Past the thread's last chunk in state.row: none yet, so the first pass sets up.
+  RowCursor at{size, 0, 0};
+  for (DenseRun run(p.passes, chunks); run.chunk < run.end; run.next()) {
+    const Position first = run.chunk * kLanes - head;
     const Position begin = first < 0 ? 0 : first;  // the chunk's first element inside dx
-    Position row = divide_position(begin, p.row.size);
-    RowOrigin<kOuter, Index> origin = row_origin<kOuter, Index>(p, row);
-    RowSources<Bits, Index, kStep, kOuter> sources(p, origin);
-    RowCursor at = row_cursor(begin - row * size, lead, p.row.step, p.walk);
+    at.advance(hop, step);
+    if (at.first >= size) {  // the chunk starts in a later row
+      const Position row = divide_position(begin, p.row.size);
+      state.set_up(p, row, step);
+      at = row_cursor(begin - row * size, lead, p.row.step, p.walk);
+    }
     if constexpr (kStep > 0 && kOuter < kInterleaveOuterDims) {
       // A chunk inside its row's interior: as in the row walk (not with five
       // outer dims: the two paths' state then spills on sm_90).
-      if (first >= 0 && at.first + kLanes <= row_interior(p, origin, sources, step).end) {
-        const LaneSources<Bits, Index, kStep, kOuter> lane_sources(sources, at.r);
-        store_chunk(dst + first, lane_sources.copies_from(at.o)
-                                     ? load_chunk(lane_sources.source[0].row + at.o)
-                                     : gather(p, origin, sources, lane_sources, at, step));
+      if (first >= 0 && at.first + kLanes <= state.interior_end) {
+        const LaneSources<Bits, Index, kStep, kOuter> lane_sources(state.sources, at.r);
+        store_chunk(dst + first,
+                    lane_sources.copies_from(at.o)
+                        ? load_chunk(lane_sources.source[0].row + at.o)
+                        : gather(p, state.origin, state.sources, lane_sources, at, step));
+        at.advance(chunk_move, step);
         continue;
       }
     }
@@ -260,15 +292,14 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     for (int e = 0; e < kLanes; ++e) {
       const Position element = first + e;
       if (element < begin || element >= total) continue;
-      const RowSource<Bits, Index> source = sources.at(p, origin, at.r);
+      const RowSource<Bits, Index> source = state.sources.at(p, state.origin, at.r);
       if (!source.keep) {
         written |= 1u << e;
         put_lane(half, e, value_at(source, at.o));
       }
-      at.advance(1, next_quotient, next_remainder, step);
+      at.advance(element_move, step);
       if (at.first == size && element + 1 < total) {
-        origin = row_origin<kOuter, Index>(p, ++row);
-        sources = RowSources<Bits, Index, kStep, kOuter>(p, origin);
+        state.set_up(p, state.row + 1, step);
         at = row_cursor(0, lead, p.row.step, p.walk);
       }
     }
@@ -283,8 +314,11 @@ template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const InterleaveParams& p, NativeStream stream) {
   if (p.dense) {
     const int64_t total = p.rows * p.row.size.value;
+    const int64_t chunks = dense_chunks(total, Chunk<Bits>::kLanes);
+    InterleaveParams run = p;
+    run.passes = dense_passes(chunks, p.passes);
     launch_kernel({"interleave"}, interleave_dense_kernel<Bits, Index, kStep, kOuter>,
-                  blocks_for(total / Chunk<Bits>::kLanes + 1), kThreadsPerBlock, stream, p,
+                  dense_blocks(chunks, run.passes), kThreadsPerBlock, stream, run,
                   static_cast<Position>(total));
   } else {
     launch_kernel({"interleave"}, interleave_kernel<Bits, Index, kStep, kOuter>,

@@ -52,6 +52,38 @@ bool visit_constant(int value, F&& f) {
 // any other (read at run time).
 inline int fixed_step(int64_t step) { return step == 1 || step == 2 ? static_cast<int>(step) : 0; }
 
+// The dense walks' runs (row_chunks.h, DenseRun): groups of kRunLanes
+// consecutive threads (an AMD wavefront, two NVIDIA warps) take runs of
+// consecutive 16-byte chunks, `passes` chunks per thread. With about
+// kRunGroups groups every current GPU is full; more passes carry a thread's
+// row set-up over more chunks.
+constexpr int kRunLanes = 64;
+constexpr int64_t kRunGroups = 16384;
+constexpr int kMaxRunPasses = 64;
+
+// Chunks of a dense walk over `total` elements, at least (its first chunk
+// may start up to a chunk before dst: row_chunks.h, row_head).
+inline int64_t dense_chunks(int64_t total, int lanes) { return (total + lanes - 1) / lanes + 1; }
+
+// Passes per thread of a dense walk over `chunks` chunks: `requested` where
+// positive (tests), else enough for about kRunGroups groups, 1 to
+// kMaxRunPasses; never fewer than the grid's block limit needs.
+inline int dense_passes(int64_t chunks, int requested) {
+  const int64_t per_group = kRunLanes * kRunGroups;
+  int64_t passes = (chunks + per_group - 1) / per_group;
+  passes = passes < 1 ? 1 : (passes > kMaxRunPasses ? kMaxRunPasses : passes);
+  if (requested > 0) passes = requested;
+  const int64_t grid = kMaxBlocks * kThreadsPerBlock;
+  const int64_t fit = (chunks + grid - 1) / grid;
+  return static_cast<int>(passes > fit ? passes : fit);
+}
+
+// Blocks of a dense walk's grid: every chunk in some thread's run.
+inline unsigned dense_blocks(int64_t chunks, int passes) {
+  const int64_t per_block = int64_t{kThreadsPerBlock} * passes;
+  return static_cast<unsigned>((chunks + per_block - 1) / per_block);
+}
+
 // Blocks for a grid-stride loop over `total` elements.
 inline unsigned blocks_for(int64_t total) {
   int64_t blocks = (total + kThreadsPerBlock - 1) / kThreadsPerBlock;

@@ -84,6 +84,7 @@ struct ScatterParams {
   int element_bytes = 4;
   bool wide_offsets = false;  // element offsets may reach 2^31
   bool dense = false;         // the chunks of dst's memory, not rows
+  int passes = 0;             // dense: chunks per thread (0: launch.h, dense_passes)
 };
 
 // What the interleave pass does with the dx slots of one phase.
@@ -150,6 +151,7 @@ struct InterleaveParams {
   int element_bytes = 4;
   bool wide_offsets = false;  // element offsets may reach 2^31
   bool dense = false;         // the chunks of dx's memory, not rows
+  int passes = 0;             // dense: chunks per thread (0: launch.h, dense_passes)
 };
 
 // splitk (docs/DESIGN.md, "splitk"): `chunks` partial weight gradients of

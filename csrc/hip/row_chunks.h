@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "bits.h"
+#include "launch.h"
 #include "portability.h"
 #include "row_index.h"
 
@@ -31,6 +32,26 @@ __device__ inline void store_chunk(Bits* at, const Chunk<Bits>& chunk) {  // at:
   memcpy(&bits, &chunk, sizeof bits);
   global_store(reinterpret_cast<Bits128*>(at), bits);
 }
+
+// The chunks one thread of a dense walk takes: its group of kRunLanes
+// consecutive threads takes `passes` x kRunLanes consecutive chunks, lane l
+// the chunks l, l + kRunLanes, ..., so on every pass the lanes of a warp
+// store consecutive chunks, and a thread's next chunk lies kRunLanes chunks
+// on (the row cursor gets there by additions, row_index.h RowMove).
+struct DenseRun {
+  Position chunk;  // this pass's
+  Position end;    // past the thread's last chunk
+
+  __device__ DenseRun(Position passes, Position chunks) {
+    const Position thread = blockIdx.x * kThreadsPerBlock + threadIdx.x;
+    const Position group_first = thread / kRunLanes * kRunLanes * passes;
+    const Position group_end = group_first + kRunLanes * passes;
+    chunk = group_first + thread % kRunLanes;
+    end = group_end < chunks ? group_end : chunks;
+  }
+
+  __device__ void next() { chunk += kRunLanes; }
+};
 
 // Puts `value` into lane e of a chunk held as two 64-bit halves: shifts, not
 // an array indexed at run time, so a loop over the lanes need not be

@@ -19,6 +19,24 @@ BWDCONV_HOST_DEVICE inline Position divide_position(Position value, const Diviso
   return static_cast<Position>((multiply_high(v, divisor.magic) + v) >> divisor.shift);
 }
 
+// A move along a row by `positions` = quotient * step + remainder, with
+// 0 <= remainder < step.
+struct RowMove {
+  Position positions, quotient, remainder;
+};
+
+// The move by `positions` (>= 0): a fixed step (kStep 1, 2) divides at
+// compile time, any other (kStep 0) by `step`.
+template <int kStep>
+BWDCONV_HOST_DEVICE inline RowMove row_move(Position positions, const Divisor& step) {
+  if constexpr (kStep > 0) {
+    return {positions, positions / kStep, positions % kStep};
+  } else {
+    const Position quotient = divide_position(positions, step);
+    return {positions, quotient, positions - quotient * static_cast<Position>(step.value)};
+  }
+}
+
 // A position along the row and its source position o and remainder r:
 // first - lead = o * step + r with 0 <= r < step.
 struct RowCursor {
@@ -33,6 +51,11 @@ struct RowCursor {
     const bool carry = r >= step;
     r = carry ? r - step : r;
     o += carry;
+  }
+
+  // Moves on by `move` (row_move).
+  BWDCONV_HOST_DEVICE void advance(const RowMove& move, Position step) {
+    advance(move.positions, move.quotient, move.remainder, step);
   }
 
   // Moves on by the walk's threads per row times a chunk.

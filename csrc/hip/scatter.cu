@@ -157,15 +157,35 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
+// The row a dense walk's thread stands in: where it starts and its
+// interior, carried from chunk to chunk while the thread's chunks stay in
+// the row.
+template <typename Index, int kOuter>
+struct DenseRow {
+  Position row = 0;
+  RowStart<Index> start{0, 0, false};
+  RowSpan interior{0, 0};
+
+  // Sets up row `row_index`: one division per outer dim.
+  __device__ void set_up(const ScatterParams& p, Position row_index, Position step) {
+    row = row_index;
+    start = row_start<Index, kOuter>(p, row);
+    interior = row_interior(p, start.live, step);
+  }
+};
+
 // dst dense in walk order (rows back to back) as 16-byte chunks of its
-// memory, one chunk per thread in turn, the lanes of a warp on consecutive
-// chunks. A chunk may hold the end of one row and the start of the next, so
-// short rows, rows off a 16-byte boundary and the zeros around a row's
-// values all go out in whole 16-byte stores; only the buffer's first and
-// last chunk can be partial. A chunk pays its row's divisions; one inside its
-// row's interior goes as in the row walk (a 16-byte copy where the source is
-// an aligned stride-1 run), others element by element, a comparison and
-// additions each, paying the next row's divisions where they reach it.
+// memory, in runs (DenseRun): the lanes of a warp on consecutive chunks,
+// each thread kRunLanes chunks on from pass to pass. A chunk may hold the
+// end of one row and the start of the next, so short rows, rows off a
+// 16-byte boundary and the zeros around a row's values all go out in whole
+// 16-byte stores; only the buffer's first and last chunk can be partial. A
+// thread carries its row and row cursor from chunk to chunk by additions and
+// pays a row's divisions only where its chunk starts in a later row. A
+// chunk inside its row's interior goes as in the row walk (a 16-byte copy
+// where the source is an aligned stride-1 run), others element by element,
+// a comparison and additions each, paying the next row's divisions where
+// they reach it.
 template <typename Bits, typename Index, int kStep, int kOuter>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     scatter_dense_kernel(ScatterParams p, Position total) {
@@ -177,28 +197,36 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const Position step = kStep ? kStep : static_cast<Position>(p.row.step.value);
   const Position src_size = p.row.src_size;
   const Index src_stride = static_cast<Index>(p.row.src_stride);
-  // One position further: a quotient and remainder by step.
-  const Position next_quotient = step == 1, next_remainder = step != 1;
+  // One position further, one chunk further, and from past one chunk to the
+  // thread's next: quotients and remainders by step.
+  const RowMove element_move = row_move<kStep>(1, p.row.step);
+  const RowMove chunk_move = row_move<kStep>(kLanes, p.row.step);
+  const RowMove hop = row_move<kStep>((kRunLanes - 1) * kLanes, p.row.step);
   // Chunk c holds dst elements c * kLanes - head ... + kLanes - 1.
   const Position head = row_head(dst);
   const Position chunks = (total + head + kLanes - 1) / kLanes;
-  for (Position chunk = blockIdx.x * kThreadsPerBlock + threadIdx.x; chunk < chunks;
-       chunk += gridDim.x * kThreadsPerBlock) {
-    const Position first = chunk * kLanes - head;
+  DenseRow<Index, kOuter> state;
+  // Past the thread's last chunk in state.row: none yet, so the first pass sets up.
+  RowCursor at{size, 0, 0};
+  for (DenseRun run(p.passes, chunks); run.chunk < run.end; run.next()) {
+    const Position first = run.chunk * kLanes - head;
     const Position begin = first < 0 ? 0 : first;  // the chunk's first element inside dst
-    Position row = divide_position(begin, p.row.size);
-    RowStart<Index> start = row_start<Index, kOuter>(p, row);
-    RowCursor at = row_cursor(begin - row * size, lead, p.row.step, p.walk);
-    const RowSpan interior = row_interior(p, start.live, step);
-    if (first >= 0 && at.first >= interior.begin && at.first + kLanes <= interior.end) {
-      const Bits* src_row = src + start.src_offset;
+    at.advance(hop, step);
+    if (at.first >= size) {  // the chunk starts in a later row
+      const Position row = divide_position(begin, p.row.size);
+      state.set_up(p, row, step);
+      at = row_cursor(begin - row * size, lead, p.row.step, p.walk);
+    }
+    if (first >= 0 && at.first >= state.interior.begin && at.first + kLanes <= state.interior.end) {
+      const Bits* src_row = src + state.start.src_offset;
       Chunk<Bits> values{};
-      if (kStep == 1 && start.live && src_stride == 1 && row_head(src_row + at.o) == 0) {
+      if (kStep == 1 && state.start.live && src_stride == 1 && row_head(src_row + at.o) == 0) {
         values = load_chunk(src_row + at.o);
-      } else if (start.live) {
+      } else if (state.start.live) {
         values = gather<kStep, true, Bits, Index>(src_row, src_stride, src_size, at.o, at.r, step);
       }
       store_chunk(dst + first, values);
+      at.advance(chunk_move, step);
       continue;
     }
     uint64_t half[2] = {0, 0};
@@ -208,12 +236,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       const Position element = first + e;
       if (element < begin || element >= total) continue;
       written |= 1u << e;
-      if (start.live && at.r == 0 && at.o >= 0 && at.o < src_size) {
-        put_lane(half, e, global_load(src + start.src_offset + at.o * src_stride));
+      if (state.start.live && at.r == 0 && at.o >= 0 && at.o < src_size) {
+        put_lane(half, e, global_load(src + state.start.src_offset + at.o * src_stride));
       }
-      at.advance(1, next_quotient, next_remainder, step);
+      at.advance(element_move, step);
       if (at.first == size && element + 1 < total) {
-        start = row_start<Index, kOuter>(p, ++row);
+        state.set_up(p, state.row + 1, step);
         at = row_cursor(0, lead, p.row.step, p.walk);
       }
     }
@@ -231,8 +259,11 @@ void launch_walk(const ScatterParams& p, NativeStream stream) {
   if constexpr (kStep != 1 || kOuter < kOuterDims) {
     if (p.dense) {
       const int64_t total = p.rows * p.row.size.value;
+      const int64_t chunks = dense_chunks(total, Chunk<Bits>::kLanes);
+      ScatterParams run = p;
+      run.passes = dense_passes(chunks, p.passes);
       launch_kernel({"scatter"}, scatter_dense_kernel<Bits, Index, kStep, kOuter>,
-                    blocks_for(total / Chunk<Bits>::kLanes + 1), kThreadsPerBlock, stream, p,
+                    dense_blocks(chunks, run.passes), kThreadsPerBlock, stream, run,
                     static_cast<Position>(total));
     } else {
       launch_kernel({"scatter"}, scatter_kernel<Bits, Index, kStep, kOuter>,

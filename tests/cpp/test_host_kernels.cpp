@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hip/element.h"
+#include "hip/launch.h"
 #include "hip/host_grid.h"
 #include "hip/interleave.h"
 #include "hip/layout.h"
@@ -123,21 +124,26 @@ std::vector<unsigned char> reference_scatter(const std::vector<unsigned char>& s
 
 // Random 1-3D buffers (strides 1-4, leads -1..3, crops), 2-, 4- and 8-byte
 // elements, NCHW and channels_last, base addresses off 16-byte boundaries,
-// dense (the dense walk) or with gaps after each row (the row walk): every
-// byte of the buffer as the reference has it, nothing written outside.
+// dense (the dense walk, 1-6 chunks per thread) or with gaps after each row
+// (the row walk): every byte of the buffer as the reference has it, nothing
+// written outside.
 TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
   std::mt19937 rng(2026);
   int walks[2] = {0, 0};  // row walks, dense walks
+  int carried = 0;        // dense walks whose rows span more than a run's pass
   for (int trial = 0; trial < 600; ++trial) {
     const int spatial = 1 + static_cast<int>(rng() % 3);
     const bool channels_last = rng() % 2;
     const int element_bytes = 2 << (rng() % 3);
+    // one spatial dim: rows long enough, at times, that a dense walk's thread
+    // stays in a row from one of its chunks to the next (kRunLanes chunks on)
+    const bool long_rows = spatial == 1 && rng() % 2;
     std::vector<int64_t> src_sizes{1 + static_cast<int64_t>(rng() % 3),
-                                   1 + static_cast<int64_t>(rng() % 9)},
+                                   1 + static_cast<int64_t>(rng() % (long_rows && channels_last ? 1200 : 9))},
         dst_sizes(src_sizes);
     int64_t stride[3], lead[3];
     for (int i = 0; i < spatial; ++i) {
-      const int64_t outputs = 1 + rng() % 9;
+      const int64_t outputs = 1 + rng() % (long_rows && !channels_last ? 400 : 9);
       stride[i] = 1 + rng() % 4;
       lead[i] = static_cast<int64_t>(rng() % 5) - 1;
       const int64_t trail = static_cast<int64_t>(rng() % 5) - 1;
@@ -159,8 +165,10 @@ TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
     p.src = src_storage.data() + src_shift;
     p.dst = dst_storage.data() + dst_shift;
     ASSERT_TRUE(make_scatter_walk(src_view, dst_view, stride, lead, element_bytes, &p));
+    p.passes = static_cast<int>(rng() % 7);  // a dense walk's chunks per thread (0: the launcher's)
     ASSERT_EQ(launch_scatter<Target::host>(p, nullptr), nullptr);
     ++walks[p.dense];
+    carried += p.dense && p.row.size.value > kRunLanes * 16 / element_bytes;
     const std::vector<unsigned char> expected =
         reference_scatter(src, src_view, dst_view, stride, lead, element_bytes, 0xab);
     const std::string where = "trial " + std::to_string(trial);
@@ -171,6 +179,7 @@ TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
   }
   EXPECT_GE(walks[0], 150);
   EXPECT_GE(walks[1], 350);
+  EXPECT_GE(carried, 20);
 }
 
 
@@ -269,13 +278,16 @@ InterleaveCase random_interleave(std::mt19937& rng) {
   c.gap = rng() % 3 == 0 ? 1 + static_cast<int64_t>(rng() % 3) : 0;
   c.element_bytes = 2 << (rng() % 3);
   c.groups = 1 + rng() % 3;
-  c.per_group = 1 + rng() % (c.channels_last ? 24 : 4);
+  // one spatial dim: rows long enough, at times, that a dense walk's thread
+  // stays in a row from one of its chunks to the next (kRunLanes chunks on)
+  const bool long_rows = spatial == 1 && rng() % 2;
+  c.per_group = 1 + rng() % (c.channels_last ? (long_rows ? 400 : 24) : 4);
   c.stacked = c.groups > 1 ? 1 + rng() % 3 : 1;
   c.dx_sizes = {static_cast<int64_t>(1 + rng() % 3), c.groups * c.per_group};
   int phases = 1;
   for (int i = 0; i < spatial; ++i) {
     const bool row = i == spatial - 1 && !c.channels_last;
-    c.dx_sizes.push_back(1 + rng() % (row ? 40 : 7));
+    c.dx_sizes.push_back(1 + rng() % (row ? (long_rows ? 1200 : 40) : 7));
     c.stride[i] = 1 + rng() % (spatial == 3 ? 4 : 3);
     c.padding[i] = rng() % 4;
     phases *= static_cast<int>(c.stride[i]);
@@ -389,12 +401,13 @@ std::vector<unsigned char> reference_interleave(const InterleaveCase& c,
 
 // Random 1-3D interleaves (strides 1-4, up to 64 phases over launches of up
 // to 32 phases or split at random, groups, 2-, 4- and 8-byte elements, NCHW
-// and channels_last, dense (the dense walk) or with gaps after each row (the
-// row walk), 32- and 64-bit offsets): every byte of dx as the reference has
+// and channels_last, dense (the dense walk, 1-6 chunks per thread) or with
+// gaps after each row (the row walk), 32- and 64-bit offsets): every byte of dx as the reference has
 // it, gaps and everything outside dx untouched.
 TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
   std::mt19937 rng(1123);
   int launches = 0, chunked = 0, dense = 0;
+  int carried = 0;  // dense launches whose rows span more than a run's pass
   for (int trial = 0; trial < 600; ++trial) {
     const InterleaveCase c = random_interleave(rng);
     const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
@@ -413,11 +426,13 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
       const int count = rng() % 2 ? most : 1 + static_cast<int>(rng() % most);
       InterleaveParams p;
       ASSERT_TRUE(make_interleave_walk(interleave_launch(c, dx, first, count, wide), &p)) << where;
+      p.passes = static_cast<int>(rng() % 7);  // a dense walk's chunks per thread (0: the launcher's)
       ASSERT_EQ(launch_interleave<Target::host>(p, nullptr), nullptr) << where;
       // a gap after each row makes dx not dense, unless it has one row
       ASSERT_TRUE(p.dense || c.gap > 0) << where;
       chunked += p.walk.chunks_per_row > 2;
       dense += p.dense;
+      carried += p.dense && p.row.size.value > kRunLanes * 16 / c.element_bytes;
       ++launches;
       first += count;
     }
@@ -433,6 +448,7 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
   EXPECT_GT(chunked, 200);
   EXPECT_GT(dense, launches / 2);
   EXPECT_GT(launches - dense, launches / 5);
+  EXPECT_GE(carried, 20);
 }
 
 // Parameters no instantiation serves (an element width no walk moves, outer
