@@ -143,6 +143,29 @@ __device__ inline Chunk<Bits> gather(const InterleaveParams& p,
   return values;
 }
 
+// The lanes of `mask` of a chunk whose lane 0 stands at slot `o` (cursor at
+// a row position, or before the row's start when the chunk's first lanes
+// belong to the row before), with a fixed step as `lane` says: zeros past a
+// source's values and in the other lanes. Adds to *written the lanes of
+// `mask` whose residue this launch writes.
+template <typename Bits, typename Index, int kStep, int kOuter>
+__device__ inline Chunk<Bits> gather_piece(const LaneSources<Bits, Index, kStep, kOuter>& lane,
+                                           Position o, unsigned mask, unsigned* written) {
+  constexpr int kLanes = Chunk<Bits>::kLanes;
+  Chunk<Bits> values;
+  for (int j = 0; j < kStep; ++j) {
+    const RowSource<Bits, Index>& source = lane.source[j];
+    for (int m = 0; m < kLanes / kStep; ++m) {
+      const int e = j + kStep * m;
+      const Position q = o + lane.slot_shift[j] + m;
+      const bool in = (mask >> e) & 1;
+      values.lane[e] = in && q < source.extent ? global_load(source.row + q * source.stride) : Bits{};
+      *written |= in && !source.keep ? 1u << e : 0u;
+    }
+  }
+  return values;
+}
+
 // Rows of dx's stride-1 dim, 2^lane_shift threads per row (grid-stride over
 // rows). A row's origin costs two divisions per outer dim; its interior
 // chunks (whole in dx, every lane inside its source's values) take one
@@ -271,7 +294,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     if (at.first >= size) {  // the chunk starts in a later row
       const Position row = divide_position(begin, p.row.size);
       state.set_up(p, row, step);
-      at = row_cursor(begin - row * size, lead, p.row.step, p.walk);
+      // lane 0's position, before the row for dx's first chunk
+      at = row_cursor(first - row * size, lead, p.row.step, p.walk);
     }
     if constexpr (kStep > 0 && kOuter < kInterleaveOuterDims) {
       // A chunk inside its row's interior: as in the row walk (not with five
@@ -286,14 +310,37 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         continue;
       }
     }
+    if constexpr (kStep > 0 && kOuter < kInterleaveOuterDims) {
+      // A chunk of at most two rows (rows of a chunk or longer): each row's
+      // piece gathered as an interior chunk is, lanes outside it masked.
+      if (size >= kLanes) {
+        const Position split = size - at.first;  // lanes [0, split) lie in this row
+        const unsigned lanes = ((1u << kLanes) - 1) & (~0u << (begin - first)) &
+                               (total - first < kLanes ? (1u << (total - first)) - 1 : ~0u);
+        const unsigned here = split < kLanes ? lanes & ((1u << split) - 1) : lanes;
+        unsigned written = 0;  // bit e: lane e is an element of dx this launch writes
+        Chunk<Bits> values = gather_piece(
+            LaneSources<Bits, Index, kStep, kOuter>(state.sources, at.r), at.o, here, &written);
+        if (here != lanes) {  // the rest of the chunk starts the next row
+          state.set_up(p, state.row + 1, step);
+          at = row_cursor(-split, lead, p.row.step, p.walk);
+          const Chunk<Bits> next = gather_piece(
+              LaneSources<Bits, Index, kStep, kOuter>(state.sources, at.r), at.o, lanes & ~here,
+              &written);
+          for (int e = 0; e < kLanes; ++e) values.lane[e] |= next.lane[e];
+        }
+        store_lanes(dst, first, values, written);
+        at.advance(chunk_move, step);
+        continue;
+      }
+    }
     uint64_t half[2] = {0, 0};
     unsigned written = 0;  // bit e: lane e is an element of dx this launch writes
     BWDCONV_NO_UNROLL
     for (int e = 0; e < kLanes; ++e) {
       const Position element = first + e;
-      if (element < begin || element >= total) continue;
       const RowSource<Bits, Index> source = state.sources.at(p, state.origin, at.r);
-      if (!source.keep) {
+      if (element >= begin && element < total && !source.keep) {
         written |= 1u << e;
         put_lane(half, e, value_at(source, at.o));
       }

@@ -43,6 +43,21 @@ __device__ inline Chunk<Bits> gather(const Bits* src_row, Index src_stride, Posi
   return values;
 }
 
+// The lanes of `mask` of a chunk whose lane 0 stands at source position o
+// and remainder r of a row (at or before its start when the chunk's first
+// lanes belong to the row before), zeros in the other lanes and where the
+// row holds no values (`live` false).
+template <int kStep, typename Bits, typename Index>
+__device__ inline Chunk<Bits> gather_piece(const Bits* src_row, bool live, Index src_stride,
+                                           Position src_size, Position o, Position r,
+                                           Position step, unsigned mask) {
+  constexpr int kLanes = Chunk<Bits>::kLanes;
+  Chunk<Bits> values{};
+  if (live) values = gather<kStep, false, Bits, Index>(src_row, src_stride, src_size, o, r, step);
+  for (int e = 0; e < kLanes; ++e) values.lane[e] = (mask >> e) & 1 ? values.lane[e] : Bits{};
+  return values;
+}
+
 // Where row `row` of the walk starts (one division per outer dim): its
 // offsets in dst and src, and whether its outer coordinates hold source
 // values (else the whole row is zeros). kOuter: outer dims in use; with four,
@@ -215,7 +230,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     if (at.first >= size) {  // the chunk starts in a later row
       const Position row = divide_position(begin, p.row.size);
       state.set_up(p, row, step);
-      at = row_cursor(begin - row * size, lead, p.row.step, p.walk);
+      // lane 0's position, before the row for dst's first chunk
+      at = row_cursor(first - row * size, lead, p.row.step, p.walk);
     }
     if (first >= 0 && at.first >= state.interior.begin && at.first + kLanes <= state.interior.end) {
       const Bits* src_row = src + state.start.src_offset;
@@ -229,14 +245,35 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       at.advance(chunk_move, step);
       continue;
     }
+    // bit e: lane e is an element of dst
+    const unsigned lanes = ((1u << kLanes) - 1) & (~0u << (begin - first)) &
+                           (total - first < kLanes ? (1u << (total - first)) - 1 : ~0u);
+    if (size >= kLanes) {
+      // A chunk of at most two rows (rows of a chunk or longer): each row's
+      // piece gathered as a row walk's end chunk is, lanes outside it masked.
+      const Position split = size - at.first;  // lanes [0, split) lie in this row
+      const unsigned here = split < kLanes ? lanes & ((1u << split) - 1) : lanes;
+      Chunk<Bits> values =
+          gather_piece<kStep>(src + state.start.src_offset, state.start.live, src_stride, src_size,
+                              at.o, at.r, step, here);
+      if (here != lanes) {  // the rest of the chunk starts the next row
+        state.set_up(p, state.row + 1, step);
+        at = row_cursor(-split, lead, p.row.step, p.walk);
+        const Chunk<Bits> next =
+            gather_piece<kStep>(src + state.start.src_offset, state.start.live, src_stride,
+                                src_size, at.o, at.r, step, lanes & ~here);
+        for (int e = 0; e < kLanes; ++e) values.lane[e] |= next.lane[e];
+      }
+      store_lanes(dst, first, values, lanes);
+      at.advance(chunk_move, step);
+      continue;
+    }
     uint64_t half[2] = {0, 0};
-    unsigned written = 0;  // bit e: lane e is an element of dst
     BWDCONV_NO_UNROLL
     for (int e = 0; e < kLanes; ++e) {
       const Position element = first + e;
-      if (element < begin || element >= total) continue;
-      written |= 1u << e;
-      if (state.start.live && at.r == 0 && at.o >= 0 && at.o < src_size) {
+      if (element >= begin && element < total && state.start.live && at.r == 0 && at.o >= 0 &&
+          at.o < src_size) {
         put_lane(half, e, global_load(src + state.start.src_offset + at.o * src_stride));
       }
       at.advance(element_move, step);
@@ -247,7 +284,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     }
     Chunk<Bits> values;
     memcpy(&values, half, sizeof values);
-    store_lanes(dst, first, values, written);
+    store_lanes(dst, first, values, lanes);
   }
 }
 
