@@ -46,15 +46,22 @@ __device__ inline Chunk<Bits> gather(const Bits* src_row, Index src_stride, Posi
 // The lanes of `mask` of a chunk whose lane 0 stands at source position o
 // and remainder r of a row (at or before its start when the chunk's first
 // lanes belong to the row before), zeros in the other lanes and where the
-// row holds no values (`live` false).
+// row holds no values (`live` false). kStep fixes the step (1, 2) or is 0
+// (`step` holds it).
 template <int kStep, typename Bits, typename Index>
 __device__ inline Chunk<Bits> gather_piece(const Bits* src_row, bool live, Index src_stride,
                                            Position src_size, Position o, Position r,
                                            Position step, unsigned mask) {
   constexpr int kLanes = Chunk<Bits>::kLanes;
-  Chunk<Bits> values{};
-  if (live) values = gather<kStep, false, Bits, Index>(src_row, src_stride, src_size, o, r, step);
-  for (int e = 0; e < kLanes; ++e) values.lane[e] = (mask >> e) & 1 ? values.lane[e] : Bits{};
+  Chunk<Bits> values;
+  for (int e = 0; e < kLanes; ++e) {
+    // only the lanes that hold a source element load it
+    const bool holds = live && ((mask >> e) & 1) && r == 0 && o >= 0 && o < src_size;
+    values.lane[e] = holds ? global_load(src_row + o * src_stride) : Bits{};
+    const bool wrap = ++r == step;
+    r = wrap ? 0 : r;
+    o += wrap;
+  }
   return values;
 }
 
