@@ -16,12 +16,12 @@ What it does:
   the instructions) and for gfx90a and gfx940 (hipcc --cuda-device-only -S: the
   AMDGPU metadata gives VGPR/SGPR/AGPR counts, LDS, scratch and spills);
 - finds each data-movement kernel's per-element loop: for a dense walk
-  (`*_dense_kernel`: one aligned 16-byte chunk of dst's memory per thread and
-  pass, running on across row ends) its chunk loop, counted as the heaviest
-  path that stores 16 bytes and sets up no second row (`chunk`: a division for
-  the chunk's row, the row setup's divisions, per element a test, a load where
-  a source value lies and the cursor's additions, the store) plus, per row end
-  inside the chunk, the cost of one conditional row setup (`crossing`), see
+  (`*_dense_kernel`: runs of aligned 16-byte chunks of dst's memory, 64
+  chunks apart per thread, the row's set-up and cursor carried from chunk to
+  chunk) the paths through its chunk loop: the row set-up, a chunk inside its
+  row's interior (gathered or copied), a chunk of one or two row pieces, a
+  chunk whose elements are walked one by one, and the next row's set-up
+  inside that walk, see
   dense_chunk_loop; for other kernels the innermost natural
   loop (a back-edge branch to a block that dominates it) that holds a global
   store, and counts the instructions on the longest path through it (one
@@ -38,10 +38,8 @@ What it does:
   the seed lines (benchmarks/suites/seeds.txt), each on the walk the host
   launches for it: the dense walk for a dense dst (dx and the scatter buffer
   always are) where the kernel has one, else the row walk (instantiation_for).
-  A dense walk's warp (wave) takes consecutive chunks and issues per pass the
-  `chunk` path once plus the `crossing` path once per element position at
-  which any of its lanes' chunks ends a row (dense_walk_cost,
-  chunk_shares).
+  A dense walk's warp (wave) takes consecutive chunks and issues per pass
+  each path one of its lanes takes, once (dense_walk_cost, run_shares).
 
 The rules of --check (issue 15): no spill anywhere; stack frame / scratch 0 in
 the data-movement kernels; no LDS the compiler made in a kernel beyond the
@@ -383,14 +381,15 @@ def longest_path(code, blocks, header, body, latches, keep) -> tuple[int, int, i
 
 
 def heaviest_path(code, blocks, header, body, latches, keep, weight_of=None,
-                  require=None, forbid=None, sites=frozenset(), times=0) -> dict[str, int] | None:
+                  require=None, forbid=None, sites=frozenset(), times=0,
+                  path_out: list | None = None) -> dict[str, int] | None:
     """Opcode histogram of the heaviest path header -> latch through `body` with
     its retreating edges removed (inner loops counted once, or not at all when
     weight_of gives their blocks 0). The path passes through a block that
     `require` accepts and through none that `forbid` accepts (each a predicate
     on a block's instructions or a set of blocks), and enters the
     blocks `sites` (from a block outside them) exactly `times` times;
-    None if no such path. A longest-path pass over the acyclic graph with that
+    None if no such path. `path_out`, when given, receives the path's blocks. A longest-path pass over the acyclic graph with that
     state per block: O((blocks + edges) x (times + 1)) whatever the branching."""
     order, retreating = depth_first(blocks, header, body)
     # a predicate on a block's instructions, or a set of blocks
@@ -426,6 +425,8 @@ def heaviest_path(code, blocks, header, body, latches, keep, weight_of=None,
     hist: dict[str, int] = {}
     while node is not None:  # prev follows the topological order back: no cycle
         k = node[0]
+        if path_out is not None:
+            path_out.append(k)
         if weight[k]:
             for ins in code[blocks[k].start:blocks[k].end]:
                 if keep(ins):
@@ -491,83 +492,127 @@ def per_element_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
 
 
 def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_load, is_division,
-                     cycles, lanes: int) -> dict | None:
+                     cycles, lanes: int, narrow_load) -> dict | None:
     """The chunk loop of a dense walk (scatter_dense_kernel, interleave_dense_kernel):
-    a grid-stride loop in which each thread takes one aligned 16-byte chunk of
-    dst's memory, finds the row of its first element (one division), sets the
-    row up (one division per outer dim, the row cursor's, and for the
-    interleave the row's sources), walks the chunk's `lanes` elements (a test,
-    a load where a source value lies, the cursor's additions) and stores it
-    with one 16-byte store. An element that ends a row sets up the next one: a
-    conditional block of divisions, the crossing site. Both kernels send a
-    chunk inside one row's interior past the element loop instead, to the row
-    walk's gather, or a copy by one 16-byte load where the source is an
-    aligned stride-1 run.
+    each thread takes `passes` aligned 16-byte chunks of dst's memory, 64 chunks
+    apart, carrying its row's set-up and cursor from chunk to chunk. A pass
+    advances the cursor; where the chunk starts in a later row it runs the
+    set-up site (a conditional block of divisions: the row, its outer
+    coordinates, the interleave's sources). Then one of:
+    - `interior`: a chunk inside its row's interior, gathered as in the row
+      walk and stored by one 16-byte store; `copy`: the same by one 16-byte
+      load (a stride-1, aligned source);
+    - `pieces`: any other chunk of rows at least a chunk long: the row's piece
+      gathered with the other lanes masked and stored through the lane mask
+      (store_lanes: one 16-byte store when every lane is written, else lane
+      by lane); `rowend`: what a chunk that holds a row end adds to it: the
+      next row's set-up (the set-up site again) and its piece;
+    - `chunk`: a chunk of rows shorter than a chunk (or of a kernel without
+      the two paths above) walks its elements in a kept loop
+      (BWDCONV_NO_UNROLL): `chunk` counts the chunk loop through that loop
+      without its crossing sites plus `lanes` times the loop's heaviest pass
+      without them, `crossing` what a crossing site (the next row's set-up
+      after an element that ends a row) adds to a pass.
+    `setup` is what the set-up site adds to a pass.
 
-    Returns `chunk`: the heaviest path through the chunk loop that stores 16
-    bytes, loads no 16 bytes, stores nothing narrower (the lane-by-lane store
-    serves dst's first and last chunk, and the interleave's chunks another
-    writer shares) and enters no crossing site; `crossing`: what entering one
-    crossing site adds to it; `interior` and `copy` (where the element loop
-    is kept): the heaviest paths to the 16-byte store that skip it, without
-    and with a 16-byte load; `crossing_sites`: the blocks of divisions in the
-    loop that do not run on every pass. Where the element loop stays a loop
-    (BWDCONV_NO_UNROLL; its site is inside), `chunk` is the chunk loop through
-    that loop, counted without it, plus `lanes` times the loop's heaviest pass
-    without the site, and `crossing` the site's share of a pass. Unrolled (as
-    scatter's first dense kernel was), every path to the store passes the
-    elements' row-end tests and there is one site per element position but the
-    last (whose row setup is dead: the next chunk divides anew)."""
+    The paths are told apart by their blocks: the element loop (an inner
+    loop without stores); the set-up sites (conditional blocks with
+    divisions outside it); store_lanes (a block within two edges of a narrow
+    store decides between the 16-byte and the lane-by-lane stores); the
+    interior and copy regions (the blocks of their heaviest paths that not
+    every pass runs). Each path is counted without the others' regions, so a
+    warp (wave) whose lanes take several issues each once."""
     blocks, dom, loops = loops_with_stores(code, is_store)
     holds = lambda test, k: any(test(code[i]) for i in range(blocks[k].start, blocks[k].end))
     chunk_loops = [l for l in loops if any(holds(wide_store, k) for k in l[1])]
     if not chunk_loops:
         return None
     header, body, latches = chunk_loops[0]
-    crossing = {k for k in body if holds(is_division, k) and not all(dom.dominates(k, l) for l in latches)}
-    # the blocks that decide whether an element ends a row
-    gate = {p for k in crossing for p in blocks[k].pred if p not in crossing}
-    stores16 = lambda b: any(wide_store(i) for i in b)
-    loads16 = lambda b: any(wide_load(i) for i in b)
-    narrow = lambda b: any(is_store(i) and not wide_store(i) for i in b)
-    narrow_or_copy = lambda b: narrow(b) or loads16(b)
+    every_pass = lambda k: all(dom.dominates(k, l) for l in latches)
     inner = [l for l in natural_loops(blocks, dom)
              if l[1] < body and not any(holds(is_store, k) for k in l[1])]
     element_body = inner[0][1] if inner else set()
+    outside = body - element_body
+    # set-up sites: a conditional block of divisions and every block it dominates
+    # short of the blocks every pass runs (its diamonds, and a row end's second piece)
+    entries = {k for k in outside if holds(is_division, k) and not every_pass(k)}
+    setups = {k for k in outside if not every_pass(k) and any(dom.dominates(d, k) for d in entries)}
+    narrow = {k for k in body if holds(lambda i: is_store(i) and not wide_store(i), k)}
+    near_narrow = {k for k in body
+                   if any(s in narrow or any(t in narrow for t in blocks[s].succ) for s in blocks[k].succ)}
+    loads16 = {k for k in body if holds(wide_load, k)}
+    narrow_loads = {k for k in body if holds(narrow_load, k)}
+    stores16 = {k for k in body if holds(wide_store, k)}
     path = lambda **kw: heaviest_path(code, blocks, header, body, latches, keep, **kw)
+    facts = {"element_loop": bool(inner)}
+
+    def region(required: set[int], **kw) -> tuple[dict | None, set[int]]:
+        """A path through one of `required` and its region: the blocks on it that
+        the first block not every pass runs, among those dominating the required
+        block it passes, dominates (on AMD, where a region's skip edges let one
+        path run on through the next regions, only its own)."""
+        on: list[int] = []
+        hist = path(path_out=on, require=required, **kw)
+        if hist is None:
+            return None, set()
+        on.reverse()  # header first
+        hit = next(k for k in on if k in required)
+        top = next(k for k in on if not every_pass(k) and dom.dominates(k, hit))
+        return hist, {k for k in on if dom.dominates(top, k)}
+
+    def clear_of(blocks_of: set[int], required: set[int]) -> set[int]:
+        """Another region's blocks less those a path through `required` may need:
+        the blocks that dominate one of them and the blocks after them (joins)."""
+        after, stack = set(), list(required)
+        while stack:
+            for t in blocks[stack.pop()].succ:
+                if t in body and t != header and t not in after:
+                    after.add(t)
+                    stack.append(t)
+        return {k for k in blocks_of - after if not any(dom.dominates(k, r) for r in required)}
+
+    kinds = {"interior": dict(required=stores16, forbid=narrow | near_narrow | loads16 | element_body),
+             "copy": dict(required=loads16, forbid=narrow | near_narrow | element_body | narrow_loads)}
+    own: set[int] = set()  # the blocks of the interior and copy regions
+    for name, kw in kinds.items():
+        hist, blocks_of = region(sites=setups, times=0, **kw)
+        if hist is not None:
+            facts[name] = cost(hist, cycles)
+            own |= blocks_of
+    # the set-up site on the interior (else copy) path: what entering it adds
+    base = "interior" if "interior" in facts else "copy" if "copy" in facts else None
+    with_setup = region(sites=setups, times=1, **kinds[base])[0] if base else None
+    if with_setup is not None:
+        one = cost(with_setup, cycles)
+        facts["setup"] = {key: one[key] - facts[base][key] for key in one}
+    piece_forbid = clear_of(own, near_narrow) | element_body | loads16 | narrow
+    pieces, pieces_blocks = region(near_narrow, forbid=piece_forbid, sites=setups, times=0)
+    if pieces is not None:
+        facts["pieces"] = cost(pieces, cycles)
+        # the row end's set-up site lies in the pieces' region, the pass's own before it
+        row_end = setups & pieces_blocks | {k for k in setups if any(dom.dominates(t, k) for t in pieces_blocks)}
+        rowend = region(near_narrow, forbid=piece_forbid | (setups - row_end), sites=row_end, times=1)[0]
+        if rowend is not None:
+            one = cost(rowend, cycles)
+            facts["rowend"] = {key: one[key] - facts["pieces"][key] for key in one}
     if inner:
         e_header, e_body, e_latches = inner[0]
+        crossing = {k for k in e_body if holds(is_division, k)}
         weight = lambda k: 0 if k in e_body else block_weight(code, blocks[k], keep)
-        setup = path(weight_of=weight, require=stores16, forbid=narrow_or_copy, sites=e_body, times=1)
+        walk_forbid = clear_of(own | pieces_blocks, {e_header}) | loads16 | narrow
+        walk = [path(weight_of=weight, require={e_header}, forbid=walk_forbid, sites=setups, times=t)
+                for t in (0, 1)]
         element = [heaviest_path(code, blocks, e_header, e_body, e_latches, keep,
                                  sites=crossing, times=t) for t in (0, 1)]
-        if setup is None or element[0] is None:
-            return None
-        paths = [add_histograms(setup, element[0], lanes)]
-        if element[1] is not None:
-            paths.append(add_histograms(paths[0], element[1], 1, element[0]))
-    else:  # unrolled: through the elements' row-end tests
-        paths = [path(require=gate or stores16, forbid=narrow_or_copy, sites=crossing, times=t)
-                 for t in (0, 1)]
-        if paths[0] is None:
-            return None
-    chunk = cost(paths[0], cycles)
-    facts = {"chunk": chunk, "crossing_sites": len({k for k in crossing
-                                                    if not any(p in crossing for p in blocks[k].pred)}),
-             "element_loop": bool(inner)}
-    if len(paths) > 1 and paths[1] is not None:
-        one = cost(paths[1], cycles)
-        facts["crossing"] = {key: one[key] - chunk[key] for key in chunk}
-    # a chunk inside one row's interior, past the element loop: gathered, or
-    # copied by one 16-byte load (unrolled, a path past every element's test
-    # skips them all: a chunk outside dst, not an interior one)
-    if inner:
-        walking = element_body | crossing
-        interior = path(require=stores16, forbid=narrow_or_copy, sites=walking, times=0)
-        copy = path(require=loads16, forbid=narrow, sites=walking, times=0)
-        for name, hist in (("interior", interior), ("copy", copy)):
-            if hist is not None:
-                facts[name] = cost(hist, cycles)
+        if walk[0] is not None and element[0] is not None:
+            chunk = add_histograms(walk[0], element[0], lanes)
+            facts["chunk"] = cost(chunk, cycles)
+            if element[1] is not None:
+                one = cost(add_histograms(chunk, element[1], 1, element[0]), cycles)
+                facts["crossing"] = {key: one[key] - facts["chunk"][key] for key in one}
+            if "setup" not in facts and walk[1] is not None:  # a kernel whose chunks all walk
+                one, none = cost(walk[1], cycles), cost(walk[0], cycles)
+                facts["setup"] = {key: one[key] - none[key] for key in one}
     return facts
 
 
@@ -907,8 +952,10 @@ def nv_code_facts(code: list[Instruction], role: str, dense: int | None = None) 
     wide_load = lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and i.opcode.endswith(".128")
     cycles = lambda h: sass_cycles_per_iteration(h)[0]
     if role == "data_movement" and dense:
+        narrow_load = lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and not i.opcode.endswith(".128")
         facts["dense_loop"] = dense_chunk_loop(code, sass_is_store, sass_keep, wide_store, wide_load,
-                                               lambda i: i.opcode.startswith("IMAD.HI"), cycles, dense)
+                                               lambda i: i.opcode.startswith("IMAD.HI"), cycles, dense,
+                                               narrow_load)
     elif role == "data_movement":
         facts["loop"] = per_element_loop(code, sass_is_store, sass_keep, wide_store, wide_load, cycles)
     return facts
@@ -923,9 +970,10 @@ def amd_code_facts(code: list[Instruction], role: str, dense: int | None = None)
     wide_load = lambda i: re.match(r"(global|buffer|flat)_load_dwordx4", i.opcode) is not None
     cycles = lambda h: amd_cycles_per_iteration(h)[0]
     if role == "data_movement" and dense:
+        narrow_load = lambda i: re.match(r"(global|buffer|flat)_load_(?!dwordx4)", i.opcode) is not None
         facts["dense_loop"] = dense_chunk_loop(code, amd_is_store, amd_keep, wide_store, wide_load,
                                                lambda i: i.opcode.startswith(("v_mul_hi_u32", "s_mul_hi_u32")),
-                                               cycles, dense)
+                                               cycles, dense, narrow_load)
     elif role == "data_movement":
         facts["loop"] = per_element_loop(code, amd_is_store, amd_keep, wide_store, wide_load, cycles)
     return facts
@@ -1043,72 +1091,104 @@ def row_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float,
     return instructions, cycles, lanes_per_warp / lanes * config["row_length"]
 
 
+RUN_LANES = 64            # launch.h kRunLanes: a thread's next chunk lies this many chunks on
+RUN_GROUPS = 16384        # launch.h kRunGroups
+MAX_RUN_PASSES = 64       # launch.h kMaxRunPasses
+
+
+def dense_passes(chunks: int) -> int:
+    """Chunks per thread of a dense walk over `chunks` chunks (launch.h, dense_passes)."""
+    return min(max(-(-chunks // (RUN_LANES * RUN_GROUPS)), 1), MAX_RUN_PASSES)
+
+
 def dense_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
-    """The same for a dense walk (dense_chunk_loop): a warp's lanes take
-    consecutive chunks. A chunk that holds a row end before its last element
-    walks its elements (the `chunk` path, and the `crossing` path at each row
-    end it holds); any other chunk takes the `interior` path (the `copy` path
-    for channels_last rows whose bytes are a multiple of 16) where the kernel
-    has one, else walks its elements too. Per pass a warp issues each path
-    that one of its lanes takes once, and the crossing path once per element
-    position at which one of its walking lanes ends a row (SIMT: a branch one
-    lane takes is issued for the warp); averaged over the warps of dst. A row's
+    """The same for a dense walk (dense_chunk_loop): per pass a warp (wave) issues
+    each path one of its lanes takes once (SIMT): `setup` where a lane's chunk
+    starts in a later row than its last one left it in (every lane on a
+    thread's first pass), `interior` (`copy` for channels_last rows whose bytes
+    are a multiple of 16), `pieces` and `rowend`, `chunk` and `crossing` once
+    per element position at which a walking lane ends a row (run_shares),
+    averaged over the passes of the buffer (dst 16-byte aligned). A row's
     interior is taken as the whole row but for scatter's NCHW rows that hold
     values (row_head, row_tail: the zeros before the first and after the last);
-    the interleave's may end earlier where a result's values do."""
+    the interleave's may end earlier where a result's values do. Paths whose
+    regions several lanes of a warp take are each counted whole (their shared
+    loop overhead twice)."""
     lanes = 16 // config["element_bytes"]
     copies = config["row_step"] == 1 and config["rows_aligned"]
     interior = loop.get("copy") if copies and "copy" in loop else loop.get("interior")
-    # unrolled, the site after a chunk's last element is gone (the next chunk
-    # starts over from a division); a kept element loop has it on every pass
-    sites = lanes if loop["element_loop"] else min(loop["crossing_sites"], lanes)
-    shares = chunk_shares(config["row_length"], lanes, lanes_per_warp, sites, interior is not None)
+    passes = dense_passes(-(-config["written"] // lanes))
+    shares = run_shares(config["row_length"], lanes, lanes_per_warp, passes, interior is not None,
+                        "pieces" in loop)
     if config.get("row_head") or config.get("row_tail"):
         # rows that hold values have an interior short of their ends (scatter):
         # the warps over them, mixed in by their share of the rows
         live = config["live_rows"]
-        edged = chunk_shares(config["row_length"], lanes, lanes_per_warp, sites, interior is not None,
-                             config["row_head"], config["row_tail"])
+        edged = run_shares(config["row_length"], lanes, lanes_per_warp, passes, interior is not None,
+                           "pieces" in loop, config["row_head"], config["row_tail"])
         shares = {key: live * edged[key] + (1 - live) * shares[key] for key in shares}
-    chunk, crossing = loop["chunk"], loop.get("crossing", {"instructions": 0, "cycles": 0})
-    total = lambda key: (shares["walking"] * chunk[key] + shares["crossings"] * crossing[key]
-                         + (shares["interior"] * interior[key] if interior else 0))
+    paths = {"setup": loop.get("setup"), "interior": interior, "pieces": loop.get("pieces"),
+             "rowend": loop.get("rowend"), "walking": loop.get("chunk"), "crossings": loop.get("crossing")}
+    missing = [name for name, path in paths.items() if path is None and shares[name] > 0]
+    if missing:
+        raise ValueError(f"no {', '.join(missing)} path found for a walk that takes it")
+    total = lambda key: sum(shares[name] * path[key] for name, path in paths.items() if path)
     return total("instructions"), total("cycles"), lanes_per_warp * lanes
 
 
-def chunk_shares(row_length: int, lanes: int, width: int, sites: int, interior: bool,
-                 head: int = 0, tail: int = 0, samples: int = 4096) -> dict[str, float]:
-    """Over the warps (waves) of `width` consecutive chunks of a dense dst (16-byte
-    aligned, as the caching allocators give it; chunk c holds elements c * lanes
-    ... c * lanes + lanes - 1; rows start at the elements m * row_length): the
-    share of warps with a lane on the interior path (`interior`: the kernel has
-    one, for chunks inside a row's interior, which leaves out the row's first
-    `head` and last `tail` elements), the share with a lane walking its elements
-    (`walking`: every chunk when the kernel has no interior path), and the mean
-    number of element positions e < sites at which a walking lane ends a row
-    (`crossings`). The pattern repeats after row_length / gcd(row_length,
-    width x lanes) warps; longer periods are sampled evenly."""
+def run_shares(row_length: int, lanes: int, width: int, passes: int, interior: bool, pieces: bool,
+               head: int = 0, tail: int = 0, samples: int = 4096) -> dict[str, float]:
+    """Over the passes of warps (waves) of `width` consecutive chunks of a dense
+    dst in runs (16-byte aligned, as the caching allocators give it; chunk c
+    holds elements c * lanes ... c * lanes + lanes - 1; rows start at the
+    elements m * row_length; a lane's previous chunk lies RUN_LANES chunks
+    back): the share of passes in which some lane takes each path, and the
+    mean number of element positions at which a walking lane ends a row
+    (`crossings`). A chunk is `interior` (the kernel has that path) when it
+    lies inside a row's interior (which leaves out the row's first `head` and
+    last `tail` elements), else `pieces` (the kernel has that path, rows at
+    least a chunk long), `rowend` too when it runs past its row's end, else it
+    walks. A lane sets up (`setup`) where its chunk's first element lies in
+    another row than its previous chunk left it in (an interior chunk: its own
+    row; pieces: the row of its last element; a walked chunk: the row of the
+    element after it), and on a thread's first pass (1 / passes of them). The
+    pattern repeats after row_length / gcd(row_length, width x lanes) warps;
+    longer periods are sampled evenly."""
+    L = row_length
     span = width * lanes
-    period = row_length // math.gcd(row_length, span)
+    period = L // math.gcd(L, span)
     warps = range(period) if period <= samples else [i * period // samples for i in range(samples)]
-    shares = {"interior": 0.0, "walking": 0.0, "crossings": 0.0}
+    skip = -(-RUN_LANES // width) * period  # whole periods: every previous chunk lies in dst
+
+    def chunk(c: int) -> tuple[str, int, int]:
+        """The path chunk c takes, its first element's row and the row it leaves."""
+        first = c * lanes
+        row, at = divmod(first, L)
+        if interior and at >= head and at + lanes <= L - tail:
+            return "interior", row, row
+        if pieces and L >= lanes:
+            return ("rowend" if at + lanes > L else "pieces"), row, row + (at + lanes > L)
+        return "walking", row, (first + lanes) // L
+
+    names = ("setup", "interior", "pieces", "rowend", "walking", "crossings")
+    shares = dict.fromkeys(names, 0.0)
     for w in warps:
-        first, last = w * width, (w + 1) * width  # the warp's chunks
-        walking, ends = set(), []
-        # the row starts b whose row end (b - 1) or whose tail and head fall in the warp
-        b = max((first * lanes - tail) // row_length, 0) * row_length
-        while b - max(tail, 1) < last * lanes:
-            if b:
-                ends.append(b - 1)
-            walking.update(range((b - tail) // lanes, -(-(b + head) // lanes)))
-            if b % lanes:  # the row end lies before its chunk's last element
-                walking.add(b // lanes)
-            b += row_length
-        walking = {c for c in walking if first <= c < last} if interior else set(range(first, last))
-        shares["walking"] += bool(walking)
-        shares["interior"] += interior and len(walking) < width
-        shares["crossings"] += len({e % lanes for e in ends if e // lanes in walking and e % lanes < sites})
-    return {key: value / len(warps) for key, value in shares.items()}
+        base = (skip + w) * width
+        taken = [chunk(c) for c in range(base, base + width)]
+        before = [chunk(c - RUN_LANES) for c in range(base, base + width)]
+        paths = {path for path, _, _ in taken}
+        shares["setup"] += any(row != left for (_, row, _), (_, _, left) in zip(taken, before))
+        shares["interior"] += "interior" in paths
+        shares["pieces"] += bool(paths & {"pieces", "rowend"})
+        shares["rowend"] += "rowend" in paths
+        shares["walking"] += "walking" in paths
+        ends = {e for c, (path, _, _) in zip(range(base, base + width), taken) if path == "walking"
+                for e in range(lanes) if (c * lanes + e + 1) % L == 0}
+        shares["crossings"] += len(ends)
+    shares = {key: value / len(warps) for key, value in shares.items()}
+    # a thread's first pass sets every lane up
+    shares["setup"] = (1 + (passes - 1) * shares["setup"]) / passes
+    return shares
 
 
 def element_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
@@ -1159,7 +1239,7 @@ def model_configuration(config: dict, kernels: dict[str, dict]) -> dict:
             out[device["name"]] = None
             continue
         width = device["lanes_per_scheduler"] if device is H100 else device["wave"]
-        kind = "dense" if "chunk" in loop else "rows" if "row_overhead" in loop else "elements"
+        kind = "dense" if t.get("dense_loop") else "rows" if "row_overhead" in loop else "elements"
         out["walk"] = kind
         walk = {"dense": dense_walk_cost, "rows": row_walk_cost, "elements": element_walk_cost}[kind]
         instructions, cycles, elements = walk(config, loop, width)
@@ -1471,27 +1551,29 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
                        f"{cell(loop.get('row_overhead'))} | {cell(loop.get('end_chunk'))} | "
                        f"{loop['inner_loops']} |")
     out += ["", "## Chunk loop of the dense walks", "",
-            "A dense walk's threads each take one aligned 16-byte chunk of dst's memory per pass of",
-            "its grid-stride loop. `chunk`: the heaviest path through that loop that stores the",
-            "chunk with one 16-byte store and sets up no row after the first (its divisions, the",
-            "row setup, every element's test, load and cursor update, the store); `crossing`: what",
-            "setting up the next row after an element that ends one adds; `sites`: the",
-            "conditional blocks of divisions that do that (one per element position but the last,",
-            "whose row setup the compilers drop: the next chunk divides anew; one, inside the element",
-            "loop, where that loop is kept and `chunk` counts `lanes` passes of it); `interior`: a",
-            "chunk inside one row's interior that skips the element loop (gathered as in the row walk),",
-            "`copy` the same copied by one 16-byte load. Instructions / modelled cycles as above.", "",
-            "| kernel | target | chunk | crossing | sites | element loop kept | interior | copy |",
-            "|---|---|---|---|---|---|---|---|"]
+            "A dense walk's threads each take `passes` aligned 16-byte chunks of dst's memory, 64",
+            "chunks apart, carrying the row's set-up and cursor from chunk to chunk. Paths through",
+            "the chunk loop (dense_chunk_loop), each without the others' regions: `setup`, what the",
+            "row set-up adds to a pass (where a chunk starts in a later row than the thread's last",
+            "one left it in); `interior`, a chunk inside its row's interior gathered as in the row",
+            "walk, `copy` the same by one 16-byte load; `pieces`, a chunk of rows at least a chunk",
+            "long that is not interior: its row's piece gathered with the other lanes masked and",
+            "stored through the lane mask; `rowend`, what such a chunk adds when it holds a row end",
+            "(the next row's set-up and piece); `chunk`, a chunk whose elements are walked one by",
+            "one (rows shorter than a chunk, or a kernel without the paths above), the kept element",
+            "loop counted `lanes` times, and `crossing`, what the next row's set-up inside that",
+            "loop adds. Instructions / modelled cycles as above.", "",
+            "| kernel | target | setup | interior | copy | pieces | rowend | chunk | crossing |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for k in kernels:
         for arch in NV_ARCHS + AMD_ARCHS:
             loop = k["targets"].get(arch, {}).get("dense_loop")
             if not loop:
                 continue
             cell = lambda c: f"{c['instructions']} / {c['cycles']}" if c else "-"
-            out.append(f"| {k['kernel']} | {arch} | {cell(loop['chunk'])} | {cell(loop.get('crossing'))} | "
-                       f"{loop['crossing_sites']} | {'yes' if loop['element_loop'] else 'no'} | "
-                       f"{cell(loop.get('interior'))} | {cell(loop.get('copy'))} |")
+            out.append(f"| {k['kernel']} | {arch} | " + " | ".join(
+                cell(loop.get(name)) for name in ("setup", "interior", "copy", "pieces", "rowend",
+                                                  "chunk", "crossing")) + " |")
     out += ["", "## Theoretical occupancy (modelled, 256-thread blocks)", "",
             "sm_90: blocks/SM = min(65536 / (ceil(regs*32/256)*256 * warps), 228 KiB / (smem + 1 KiB), 64 / warps, 32);",
             "occupancy = blocks * warps / 64. gfx940: waves/SIMD = min(8, 512 / ceil8(VGPR) (+ AGPRs),",
@@ -1510,10 +1592,12 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             "(channels_last rows whose bytes are a multiple of 16) or the `gather` path, and the",
             "`partial` path twice when rows are not 16-byte aligned. An element-walk kernel issues its",
             "`any` path per element or channel packet. A dense walk (dst dense: the scatter buffer and",
-            "dx always are, when the kernel has one) gives a warp's lanes consecutive chunks: per pass",
-            "it issues the `chunk` path once and the `crossing` path once per element position at which",
-            "some lane's chunk ends a row (averaged over the warps of the buffer, dst 16-byte aligned),",
-            "or the `copy` path alone for channels_last rows whose bytes are a multiple of 16.",
+            "dx always are, when the kernel has one) gives a warp's lanes consecutive chunks, each",
+            "thread `passes` chunks 64 apart (launch.h: about 16384 groups of 64 threads, 1 to 64",
+            "passes): per pass a warp issues each path one of its lanes takes once, `setup` on every",
+            "thread's first pass, `crossing` once per element position at which a walking lane's",
+            "chunk ends a row (averaged over the passes of the buffer, dst 16-byte aligned), `copy`",
+            "instead of `interior` for channels_last rows whose bytes are a multiple of 16.",
             "H100 cycles: max(instructions issued, 2 x 32-bit",
             "integer instructions); MI300X cycles: max(4 x VALU (16 for quarter-rate multiplies),",
             "4 x instructions of any other one class). Elements/s = issuers x clock x elements per warp /",

@@ -275,197 +275,197 @@ def test_splitk_model_of_seed_001_on_an_h100():
 # ends a row (0x60..0x70: a division on a conditional block), element 1 (no
 # site after the last element), then either one 16-byte store or, for the
 # buffer's first and last chunk, an element store.
-DENSE = """\
+
+# A dense walk's chunk loop (0x30..0x2c0) as the kernels lay it out: the pass's
+# cursor hop, a conditional row set-up (two blocks of divisions, one behind a
+# branch of its own), then an interior chunk gathered (0xa0) or copied by one
+# 16-byte load (0xe0), a chunk of row pieces (0x120, the next row's set-up and
+# piece at 0x140 where it holds a row end) stored through the lane mask, or a
+# walked chunk (the element loop 0x1e0..0x230, its crossing site 0x200) stored
+# the same way.
+DENSE_RUN = """\
 \t\tFunction : _Z1kv
         /*0000*/                   S2R R0, SR_TID.X ;
         /*0010*/                   ISETP.GE.AND P0, PT, R0, c[0x0][0x10], PT ;
         /*0020*/               @P0 EXIT ;
-        /*0030*/                   IMAD.HI.U32 R1, R0, R2, RZ ;
-        /*0040*/                   IADD3 R3, R1, 0x1, RZ ;
-        /*0050*/               @P1 BRA 0x80 ;
-        /*0060*/                   IMAD.HI.U32 R4, R3, R2, RZ ;
-        /*0070*/                   IADD3 R5, R4, 0x1, RZ ;
-        /*0080*/                   IADD3 R6, R3, 0x2, RZ ;
-        /*0090*/               @P2 BRA 0xc0 ;
-        /*00a0*/                   STG.E.128 desc[UR4][R8.64], R4 ;
-        /*00b0*/                   BRA 0xd0 ;
-        /*00c0*/                   STG.E.U16 desc[UR4][R8.64], R4 ;
-        /*00d0*/                   IADD3 R0, R0, 0x100, RZ ;
-        /*00e0*/                   ISETP.LT.AND P3, PT, R0, 0x10, PT ;
-        /*00f0*/               @P3 BRA 0x30 ;
-        /*0100*/                   EXIT ;
+        /*0030*/                   IADD3 R3, R3, 0x1f8, RZ ;
+        /*0040*/               @P1 BRA 0x80 ;
+        /*0050*/                   IMAD.HI.U32 R1, R0, R2, RZ ;
+        /*0060*/               @P2 BRA 0x80 ;
+        /*0070*/                   IMAD.HI.U32 R1, R1, R2, RZ ;
+        /*0080*/               @P3 BRA 0x110 ;
+        /*0090*/               @P4 BRA 0xe0 ;
+        /*00a0*/                   LDG.E.U16 R4, desc[UR4][R10.64] ;
+        /*00b0*/                   LDG.E.U16 R5, desc[UR4][R12.64] ;
+        /*00c0*/                   STG.E.128 desc[UR4][R8.64], R4 ;
+        /*00d0*/                   BRA 0x2a0 ;
+        /*00e0*/                   LDG.E.128 R4, desc[UR4][R10.64] ;
+        /*00f0*/                   STG.E.128 desc[UR4][R8.64], R4 ;
+        /*0100*/                   BRA 0x2a0 ;
+        /*0110*/               @P5 BRA 0x1d0 ;
+        /*0120*/                   LDG.E.U16 R4, desc[UR4][R10.64] ;
+        /*0130*/               @P6 BRA 0x160 ;
+        /*0140*/                   IMAD.HI.U32 R1, R3, R2, RZ ;
+        /*0150*/                   LDG.E.U16 R5, desc[UR4][R12.64] ;
+        /*0160*/               @P0 BRA 0x190 ;
+        /*0170*/                   STG.E.U16 desc[UR4][R8.64], R4 ;
+        /*0180*/                   BRA 0x2a0 ;
+        /*0190*/                   STG.E.128 desc[UR4][R8.64], R4 ;
+        /*01a0*/                   BRA 0x2a0 ;
+        /*01b0*/                   NOP ;
+        /*01c0*/                   NOP ;
+        /*01d0*/                   MOV R7, RZ ;
+        /*01e0*/                   IADD3 R3, R3, 0x1, RZ ;
+        /*01f0*/               @P1 BRA 0x210 ;
+        /*0200*/                   IMAD.HI.U32 R4, R3, R2, RZ ;
+        /*0210*/                   IADD3 R7, R7, 0x1, RZ ;
+        /*0220*/                   ISETP.LT.AND P4, PT, R7, 0x2, PT ;
+        /*0230*/               @P4 BRA 0x1e0 ;
+        /*0240*/               @P0 BRA 0x270 ;
+        /*0250*/                   STG.E.U16 desc[UR4][R8.64], R4 ;
+        /*0260*/                   BRA 0x2a0 ;
+        /*0270*/                   STG.E.128 desc[UR4][R8.64], R4 ;
+        /*0280*/                   BRA 0x2a0 ;
+        /*0290*/                   NOP ;
+        /*02a0*/                   IADD3 R0, R0, 0x100, RZ ;
+        /*02b0*/                   ISETP.LT.AND P3, PT, R0, 0x10, PT ;
+        /*02c0*/               @P3 BRA 0x30 ;
+        /*02d0*/                   EXIT ;
 """
 
 
-def test_dense_chunk_loop():
-    code = kr.parse_sass(DENSE)["_Z1kv"]
+def test_dense_chunk_loop_paths():
+    code = kr.parse_sass(DENSE_RUN)["_Z1kv"]
     loop = kr.dense_chunk_loop(code, kr.sass_is_store, kr.sass_keep,
                                lambda i: kr.sass_is_store(i) and i.opcode.endswith(".128"),
                                lambda i: i.opcode.startswith("LDG") and i.opcode.endswith(".128"),
                                lambda i: i.opcode.startswith("IMAD.HI"),
-                               lambda h: kr.sass_cycles_per_iteration(h)[0], 2)
-    # IMAD.HI, IADD3, BRA, IADD3, BRA, STG.128, BRA, IADD3, ISETP, BRA: 5 on the
-    # half-rate integer pipe, so 10 cycles either way
-    assert loop["chunk"] == {"instructions": 10, "cycles": 10}
-    # the site adds IMAD.HI and IADD3: 12 issued, 7 integer -> 14 cycles
-    assert loop["crossing"] == {"instructions": 2, "cycles": 4}
-    assert loop["crossing_sites"] == 1 and not loop["element_loop"]
-    assert kr.dense_lanes("scatter_dense_kernel<unsigned short, int, 2>") == 8
+                               lambda h: kr.sass_cycles_per_iteration(h)[0], 2,
+                               lambda i: i.opcode.startswith("LDG") and not i.opcode.endswith(".128"))
+    # interior: IADD3, BRA, BRA, BRA, LDG, LDG, STG.128, BRA, IADD3, ISETP, BRA
+    # (3 integer: 6 cycles < 11 issued)
+    assert loop["interior"] == {"instructions": 11, "cycles": 11}
+    # copy: the same with one LDG.128 for the two LDG
+    assert loop["copy"] == {"instructions": 10, "cycles": 10}
+    # the set-up: both blocks of divisions (IMAD.HI, BRA, IMAD.HI)
+    assert loop["setup"] == {"instructions": 3, "cycles": 3}
+    # pieces: IADD3, BRA, BRA, BRA, LDG, BRA, BRA, STG.128, BRA, IADD3, ISETP, BRA
+    assert loop["pieces"] == {"instructions": 12, "cycles": 12}
+    # a row end adds the next row's set-up and piece (IMAD.HI, LDG), not the pass's set-up
+    assert loop["rowend"] == {"instructions": 2, "cycles": 2}
+    # walked: IADD3, BRA, BRA, BRA, MOV, BRA, STG.128, BRA, IADD3, ISETP, BRA and two
+    # element passes of IADD3, BRA, IADD3, ISETP, BRA: 21 issued, 4 + 2 x 3 integer
+    assert loop["chunk"] == {"instructions": 21, "cycles": 21}
+    assert loop["crossing"] == {"instructions": 1, "cycles": 1}
+    assert loop["element_loop"]
+    assert kr.dense_lanes("scatter_dense_kernel<unsigned short, int, 2, 2>") == 8
     assert kr.dense_lanes("scatter_kernel<unsigned short, int, 2, 2>") is None
 
 
-def chunk_shares_by_walking(row_length, lanes, width, sites, interior, warps, head=0, tail=0):
-    """Every chunk of `warps` warps in turn, each element asked whether it ends a row
-    or lies in a row's first `head` or last `tail` elements."""
-    shares = {"interior": 0, "walking": 0, "crossings": 0}
-    edge = lambda i: i % row_length < head or i % row_length >= row_length - tail
-    for w in range(warps):
-        firsts = [(w * width + c) * lanes for c in range(width)]
-        chunks = [[e for e in range(lanes) if (f + e + 1) % row_length == 0] for f in firsts]
-        edges = [any(edge(f + e) for e in range(lanes)) for f in firsts]
-        walks = [ends for ends, at_edge in zip(chunks, edges)
-                 if any(e < lanes - 1 for e in ends) or at_edge or not interior]
-        shares["walking"] += bool(walks)
-        shares["interior"] += interior and len(walks) < width
-        shares["crossings"] += len({e for ends in walks for e in ends if e < sites})
-    return {key: value / warps for key, value in shares.items()}
+def run_shares_by_simulation(row_length, lanes, width, passes, interior, pieces, groups,
+                             head=0, tail=0):
+    """Every warp of `groups` runs of 64 threads, pass after pass, each thread
+    keeping the row its last chunk left it in, as the kernels do."""
+    names = ("setup", "interior", "pieces", "rowend", "walking", "crossings")
+    totals, count = dict.fromkeys(names, 0), 0
+    for g in range(groups):
+        left = [None] * 64  # the row each lane's state holds
+        for i in range(passes):
+            taken = []
+            for lane in range(64):
+                first = (g * 64 * passes + lane + 64 * i) * lanes
+                row, at = first // row_length, first % row_length
+                inside = head <= at and at + lanes <= row_length - tail
+                if interior and inside:
+                    path, after = "interior", row
+                elif pieces and row_length >= lanes:
+                    path = "rowend" if at + lanes > row_length else "pieces"
+                    after = row + 1 if path == "rowend" else row
+                else:
+                    path, after = "walking", (first + lanes) // row_length
+                ends = {e for e in range(lanes) if (first + e + 1) % row_length == 0}
+                taken.append((path, left[lane] != row, ends))
+                left[lane] = after
+            for w in range(0, 64, width):
+                warp = taken[w:w + width]
+                paths = {p for p, _, _ in warp}
+                totals["setup"] += any(s for _, s, _ in warp)
+                totals["interior"] += "interior" in paths
+                totals["pieces"] += bool(paths & {"pieces", "rowend"})
+                totals["rowend"] += "rowend" in paths
+                totals["walking"] += "walking" in paths
+                totals["crossings"] += len({e for p, _, ends in warp if p == "walking" for e in ends})
+                count += 1
+    return {key: value / count for key, value in totals.items()}
 
 
-@pytest.mark.parametrize("row_length, lanes, width, sites", [
-    (50, 8, 32, 7), (91, 8, 64, 8), (3, 4, 32, 3), (2016, 8, 32, 7), (1452, 4, 64, 4),
-    (256, 8, 32, 7), (7, 8, 32, 8), (100, 2, 32, 1)])
-@pytest.mark.parametrize("interior", [False, True])
-def test_chunk_shares(row_length, lanes, width, sites, interior):
-    warps = row_length // math.gcd(row_length, width * lanes) * 2  # two whole periods
-    shares = kr.chunk_shares(row_length, lanes, width, sites, interior)
-    expected = chunk_shares_by_walking(row_length, lanes, width, sites, interior, warps)
-    assert shares == pytest.approx(expected)
+@pytest.mark.parametrize("row_length, lanes, width, passes", [
+    (50, 8, 32, 6), (91, 8, 64, 4), (3, 4, 32, 3), (2016, 8, 32, 8), (1452, 4, 64, 5),
+    (256, 8, 32, 2), (7, 8, 32, 1), (725, 2, 64, 8)])
+@pytest.mark.parametrize("interior, pieces", [(False, False), (True, True), (True, False)])
+def test_run_shares(row_length, lanes, width, passes, interior, pieces):
+    shares = kr.run_shares(row_length, lanes, width, passes, interior, pieces)
+    groups = max(4 * row_length // math.gcd(row_length, 64 * lanes * passes), 8)
+    expected = run_shares_by_simulation(row_length, lanes, width, passes, interior, pieces,
+                                        min(groups, 400))
+    assert shares == pytest.approx(expected, abs=0.03)
 
 
 @pytest.mark.parametrize("row_length, lanes, head, tail", [
     (202, 8, 1, 2), (1452, 8, 1, 2), (1452, 4, 1, 2), (50, 8, 0, 9), (725, 8, 17, 0), (31, 4, 3, 3)])
-def test_chunk_shares_with_row_edges(row_length, lanes, head, tail):
-    warps = row_length // math.gcd(row_length, 32 * lanes) * 2
-    shares = kr.chunk_shares(row_length, lanes, 32, lanes, True, head, tail)
+def test_run_shares_with_row_edges(row_length, lanes, head, tail):
+    shares = kr.run_shares(row_length, lanes, 32, 4, True, True, head, tail)
+    groups = min(max(4 * row_length // math.gcd(row_length, 64 * lanes * 4), 8), 400)
     assert shares == pytest.approx(
-        chunk_shares_by_walking(row_length, lanes, 32, lanes, True, warps, head, tail))
+        run_shares_by_simulation(row_length, lanes, 32, 4, True, True, groups, head, tail), abs=0.03)
+
+
+def test_long_rows_set_up_once_per_row():
+    # rows of 20000 2-byte elements: a lane moves 512 elements a pass, so a warp
+    # of 32 sets up where one of its lanes crossed a row start: about
+    # (512 + 256) / 20000 of the passes, plus every lane's first pass
+    shares = kr.run_shares(20000, 8, 32, 16, True, True)
+    assert shares["setup"] == pytest.approx(1 / 16 + 15 / 16 * 768 / 20000, rel=0.05)
+    assert shares["interior"] == pytest.approx(1, abs=0.02)
+    # rows shorter than a pass: every pass sets up
+    assert kr.run_shares(100, 8, 32, 16, True, True)["setup"] == 1
+
+
+def test_dense_passes():
+    assert kr.dense_passes(1) == 1
+    assert kr.dense_passes(64 * 16384) == 1 and kr.dense_passes(64 * 16384 + 1) == 2
+    assert kr.dense_passes(2 ** 31) == 64
 
 
 def test_dense_configurations_take_the_dense_walk():
     line = kr.read_seeds()[2]  # rows of 50
     scatter = next(c for c in kr.kernel_configurations(line, 2, "nchw") if c["kernel"] == "scatter")
     assert scatter["dense"]
-    names = {"scatter_dense_kernel<unsigned short, int, 2>": {},
+    names = {"scatter_dense_kernel<unsigned short, int, 2, 2>": {},
              "scatter_kernel<unsigned short, int, 2, 2>": {}}
-    assert kr.instantiation_for(scatter, names) == "scatter_dense_kernel<unsigned short, int, 2>"
+    assert kr.instantiation_for(scatter, names) == "scatter_dense_kernel<unsigned short, int, 2, 2>"
     assert kr.instantiation_for({**scatter, "dense": False}, names) == \
         "scatter_kernel<unsigned short, int, 2, 2>"
     interleave = next(c for c in kr.kernel_configurations(line, 2, "nchw") if c["kernel"] == "interleave")
     assert kr.instantiation_for(interleave, {"interleave_dense_kernel<unsigned short, int, 2, 2>": {}}) == \
         "interleave_dense_kernel<unsigned short, int, 2, 2>"
-    loop = {"chunk": {"instructions": 300, "cycles": 500},
-            "crossing": {"instructions": 40, "cycles": 80}, "crossing_sites": 7, "element_loop": False}
-    # rows of 50 against 256 elements per warp: every warp walks, each row end a crossing
-    instructions, cycles, elements = kr.dense_walk_cost(scatter, loop, 32)
-    shares = chunk_shares_by_walking(50, 8, 32, 7, False, 50)
-    assert elements == 256 and cycles == pytest.approx(500 + 80 * shares["crossings"])
-    assert instructions == pytest.approx(300 + 40 * shares["crossings"])
-    # with an interior path, warps with a chunk off any row end issue it as well
-    interior = {**loop, "interior": {"instructions": 30, "cycles": 40}}
-    shares = chunk_shares_by_walking(50, 8, 32, 7, True, 50)
-    assert kr.dense_walk_cost(scatter, interior, 32)[1] == pytest.approx(
-        500 * shares["walking"] + 80 * shares["crossings"] + 40 * shares["interior"])
-    assert 0 < shares["interior"] <= 1 and shares["walking"] == 1
+    # interleave rows of 50 (no row head or tail): each path's cost by its share of passes
+    cost = lambda n: {"instructions": n, "cycles": 2 * n}
+    loop = {"setup": cost(100), "interior": cost(30), "pieces": cost(60), "rowend": cost(90),
+            "chunk": cost(300), "crossing": cost(40)}
+    passes = kr.dense_passes(-(-interleave["written"] // 8))
+    shares = run_shares_by_simulation(50, 8, 32, passes, True, True, 50)
+    instructions, cycles, elements = kr.dense_walk_cost(interleave, loop, 32)
+    expected = (100 * shares["setup"] + 30 * shares["interior"] + 60 * shares["pieces"]
+                + 90 * shares["rowend"])
+    assert elements == 256 and instructions == pytest.approx(expected, rel=0.03)
+    assert cycles == pytest.approx(2 * instructions)
+    assert shares["walking"] == 0 and shares["setup"] == 1
+    # a path the walk takes but the kernel lacks is an error, not a free pass
+    with pytest.raises(ValueError):
+        kr.dense_walk_cost(interleave, {**loop, "rowend": None}, 32)
     # 3x3, padding 1, stride 2 over W = 200: buffer rows of 202, values at 1, 3, ... 199
     line = kr.read_seeds()[5]
     scatter = next(c for c in kr.kernel_configurations(line, 2, "nchw") if c["kernel"] == "scatter")
     assert (scatter["row_length"], scatter["row_head"], scatter["row_tail"]) == (202, 1, 2)
     assert scatter["live_rows"] == pytest.approx(100 / 202)
-
-
-# The same walk with the element loop kept (0x50..0xa0, two passes) and its
-# row setup inside it.
-DENSE_ROLLED = """\
-\t\tFunction : _Z1kv
-        /*0000*/                   S2R R0, SR_TID.X ;
-        /*0010*/                   ISETP.GE.AND P0, PT, R0, c[0x0][0x10], PT ;
-        /*0020*/               @P0 EXIT ;
-        /*0030*/                   IMAD.HI.U32 R1, R0, R2, RZ ;
-        /*0040*/                   MOV R7, RZ ;
-        /*0050*/                   IADD3 R3, R3, 0x1, RZ ;
-        /*0060*/               @P1 BRA 0x80 ;
-        /*0070*/                   IMAD.HI.U32 R4, R3, R2, RZ ;
-        /*0080*/                   IADD3 R7, R7, 0x1, RZ ;
-        /*0090*/                   ISETP.LT.AND P4, PT, R7, 0x2, PT ;
-        /*00a0*/               @P4 BRA 0x50 ;
-        /*00b0*/                   STG.E.128 desc[UR4][R8.64], R4 ;
-        /*00c0*/                   IADD3 R0, R0, 0x100, RZ ;
-        /*00d0*/                   ISETP.LT.AND P3, PT, R0, 0x10, PT ;
-        /*00e0*/               @P3 BRA 0x30 ;
-        /*00f0*/                   EXIT ;
-"""
-
-
-def test_dense_chunk_loop_with_the_element_loop_kept():
-    code = kr.parse_sass(DENSE_ROLLED)["_Z1kv"]
-    loop = kr.dense_chunk_loop(code, kr.sass_is_store, kr.sass_keep,
-                               lambda i: kr.sass_is_store(i) and i.opcode.endswith(".128"),
-                               lambda i: i.opcode.startswith("LDG") and i.opcode.endswith(".128"),
-                               lambda i: i.opcode.startswith("IMAD.HI"),
-                               lambda h: kr.sass_cycles_per_iteration(h)[0], 2)
-    # the chunk loop without the element loop: IMAD.HI, MOV, STG.128, IADD3,
-    # ISETP, BRA; two element passes: IADD3, BRA, IADD3, ISETP, BRA each.
-    # 16 issued, 4 + 2 x 3 integer -> 20 cycles
-    assert loop["chunk"] == {"instructions": 16, "cycles": 20}
-    assert loop["crossing"] == {"instructions": 1, "cycles": 2}
-    assert loop["crossing_sites"] == 1 and loop["element_loop"]
-
-
-# The kept element loop (0xe0..0x130) behind a branch: a chunk inside its
-# row's interior skips it, copied by one 16-byte load (0x60) or gathered
-# element by element (0x90), as the interleave's dense walk does.
-DENSE_INTERIOR = """\
-\t\tFunction : _Z1kv
-        /*0000*/                   S2R R0, SR_TID.X ;
-        /*0010*/                   ISETP.GE.AND P0, PT, R0, c[0x0][0x10], PT ;
-        /*0020*/               @P0 EXIT ;
-        /*0030*/                   IMAD.HI.U32 R1, R0, R2, RZ ;
-        /*0040*/               @P5 BRA 0xd0 ;
-        /*0050*/               @P6 BRA 0x90 ;
-        /*0060*/                   LDG.E.128 R4, desc[UR4][R10.64] ;
-        /*0070*/                   STG.E.128 desc[UR4][R8.64], R4 ;
-        /*0080*/                   BRA 0x150 ;
-        /*0090*/                   LDG.E.U16 R4, desc[UR4][R10.64] ;
-        /*00a0*/                   LDG.E.U16 R5, desc[UR4][R12.64] ;
-        /*00b0*/                   STG.E.128 desc[UR4][R8.64], R4 ;
-        /*00c0*/                   BRA 0x150 ;
-        /*00d0*/                   MOV R7, RZ ;
-        /*00e0*/                   IADD3 R3, R3, 0x1, RZ ;
-        /*00f0*/               @P1 BRA 0x110 ;
-        /*0100*/                   IMAD.HI.U32 R4, R3, R2, RZ ;
-        /*0110*/                   IADD3 R7, R7, 0x1, RZ ;
-        /*0120*/                   ISETP.LT.AND P4, PT, R7, 0x2, PT ;
-        /*0130*/               @P4 BRA 0xe0 ;
-        /*0140*/                   STG.E.128 desc[UR4][R8.64], R4 ;
-        /*0150*/                   IADD3 R0, R0, 0x100, RZ ;
-        /*0160*/                   ISETP.LT.AND P3, PT, R0, 0x10, PT ;
-        /*0170*/               @P3 BRA 0x30 ;
-        /*0180*/                   EXIT ;
-"""
-
-
-def test_dense_chunk_loop_interior_and_copy_paths():
-    code = kr.parse_sass(DENSE_INTERIOR)["_Z1kv"]
-    loop = kr.dense_chunk_loop(code, kr.sass_is_store, kr.sass_keep,
-                               lambda i: kr.sass_is_store(i) and i.opcode.endswith(".128"),
-                               lambda i: i.opcode.startswith("LDG") and i.opcode.endswith(".128"),
-                               lambda i: i.opcode.startswith("IMAD.HI"),
-                               lambda h: kr.sass_cycles_per_iteration(h)[0], 2)
-    # IMAD.HI, BRA, MOV, STG.128, IADD3, ISETP, BRA and two passes of IADD3,
-    # BRA, IADD3, ISETP, BRA: 17 issued, 10 integer -> 20 cycles
-    assert loop["chunk"] == {"instructions": 17, "cycles": 20}
-    assert loop["crossing"] == {"instructions": 1, "cycles": 2}
-    # IMAD.HI, BRA, BRA, two LDG.U16, STG.128, BRA, IADD3, ISETP, BRA
-    assert loop["interior"] == {"instructions": 10, "cycles": 10}
-    # IMAD.HI, BRA, BRA, LDG.128, STG.128, BRA, IADD3, ISETP, BRA
-    assert loop["copy"] == {"instructions": 9, "cycles": 9}
