@@ -152,16 +152,19 @@ template <typename Bits, typename Index, int kStep, int kOuter>
 __device__ inline Chunk<Bits> gather_piece(const LaneSources<Bits, Index, kStep, kOuter>& lane,
                                            Position o, unsigned mask, unsigned* written) {
   constexpr int kLanes = Chunk<Bits>::kLanes;
+  // the lanes j, j + kStep, ... of a chunk
+  constexpr unsigned kEvery = kStep == 1 ? 0xffffu : 0x5555u;
   Chunk<Bits> values;
   for (int j = 0; j < kStep; ++j) {
     const RowSource<Bits, Index>& source = lane.source[j];
     for (int m = 0; m < kLanes / kStep; ++m) {
       const int e = j + kStep * m;
       const Position q = o + lane.slot_shift[j] + m;
-      const bool in = (mask >> e) & 1;
-      values.lane[e] = in && q < source.extent ? global_load(source.row + q * source.stride) : Bits{};
-      *written |= in && !source.keep ? 1u << e : 0u;
+      values.lane[e] = ((mask >> e) & 1) && q < source.extent
+                           ? global_load(source.row + q * source.stride)
+                           : Bits{};
     }
+    *written |= source.keep ? 0u : mask & (kEvery << j) & ((1u << kLanes) - 1);
   }
   return values;
 }

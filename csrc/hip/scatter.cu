@@ -53,14 +53,29 @@ __device__ inline Chunk<Bits> gather_piece(const Bits* src_row, bool live, Index
                                            Position src_size, Position o, Position r,
                                            Position step, unsigned mask) {
   constexpr int kLanes = Chunk<Bits>::kLanes;
+  // only the lanes that hold a source element load it
+  const auto value = [&](int e, Position at) {
+    const bool holds = live && ((mask >> e) & 1) && at >= 0 && at < src_size;
+    return holds ? global_load(src_row + at * src_stride) : Bits{};
+  };
   Chunk<Bits> values;
-  for (int e = 0; e < kLanes; ++e) {
-    // only the lanes that hold a source element load it
-    const bool holds = live && ((mask >> e) & 1) && r == 0 && o >= 0 && o < src_size;
-    values.lane[e] = holds ? global_load(src_row + o * src_stride) : Bits{};
-    const bool wrap = ++r == step;
-    r = wrap ? 0 : r;
-    o += wrap;
+  if constexpr (kStep == 1) {
+    for (int e = 0; e < kLanes; ++e) values.lane[e] = value(e, o + e);
+  } else if constexpr (kStep == 2) {
+    // as in gather: lane 2m + odd reads o + odd + m
+    const int odd = r != 0;
+    for (int m = 0; m < kLanes / 2; ++m) {
+      const Bits v = value(2 * m + odd, o + odd + m);
+      values.lane[2 * m] = odd ? Bits{} : v;
+      values.lane[2 * m + 1] = odd ? v : Bits{};
+    }
+  } else {
+    for (int e = 0; e < kLanes; ++e) {
+      values.lane[e] = r == 0 ? value(e, o) : Bits{};
+      const bool wrap = ++r == step;
+      r = wrap ? 0 : r;
+      o += wrap;
+    }
   }
   return values;
 }
