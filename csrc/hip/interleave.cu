@@ -362,19 +362,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 // The dense walk where dx allows it (make_interleave_walk), else the row walk.
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const InterleaveParams& p, NativeStream stream) {
-  if (p.dense) {
-    const int64_t total = p.rows * p.row.size.value;
-    const int64_t chunks = dense_chunks(total, Chunk<Bits>::kLanes);
-    InterleaveParams run = p;
-    run.passes = dense_passes(chunks, p.passes);
-    launch_kernel({"interleave"}, interleave_dense_kernel<Bits, Index, kStep, kOuter>,
-                  dense_blocks(chunks, run.passes), kThreadsPerBlock, stream, run,
-                  static_cast<Position>(total));
-  } else {
-    launch_kernel({"interleave"}, interleave_kernel<Bits, Index, kStep, kOuter>,
-                  blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
-                  static_cast<Position>(p.rows));
-  }
+  launch_dense_or_rows<Chunk<Bits>::kLanes>(
+      {"interleave"}, interleave_dense_kernel<Bits, Index, kStep, kOuter>,
+      interleave_kernel<Bits, Index, kStep, kOuter>, p, stream);
 }
 
 }  // namespace

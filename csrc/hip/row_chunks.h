@@ -53,6 +53,26 @@ struct DenseRun {
   __device__ void next() { chunk += kRunLanes; }
 };
 
+// Launches a data-movement walk over p.rows rows of p.row.size elements:
+// `dense` in runs of kLanes-element chunks where dst is dense in walk order
+// (p.dense; p.passes as launch.h's dense_passes takes it), else `rows`, the
+// row walk. Params: ScatterParams or InterleaveParams.
+template <int kLanes, typename Params>
+void launch_dense_or_rows(const KernelLabel& label, void (*dense)(Params, Position),
+                          void (*rows)(Params, Position), const Params& p, NativeStream stream) {
+  if (p.dense) {
+    const int64_t total = p.rows * p.row.size.value;
+    const int64_t chunks = dense_chunks(total, kLanes);
+    Params run = p;
+    run.passes = dense_passes(chunks, p.passes);
+    launch_kernel(label, dense, dense_blocks(chunks, run.passes), kThreadsPerBlock, stream, run,
+                  static_cast<Position>(total));
+  } else {
+    launch_kernel(label, rows, blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream,
+                  p, static_cast<Position>(p.rows));
+  }
+}
+
 // Puts `value` into lane e of a chunk held as two 64-bit halves: shifts, not
 // an array indexed at run time, so a loop over the lanes need not be
 // unrolled to keep the chunk in registers.

@@ -316,19 +316,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const ScatterParams& p, NativeStream stream) {
   if constexpr (kStep != 1 || kOuter < kOuterDims) {
-    if (p.dense) {
-      const int64_t total = p.rows * p.row.size.value;
-      const int64_t chunks = dense_chunks(total, Chunk<Bits>::kLanes);
-      ScatterParams run = p;
-      run.passes = dense_passes(chunks, p.passes);
-      launch_kernel({"scatter"}, scatter_dense_kernel<Bits, Index, kStep, kOuter>,
-                    dense_blocks(chunks, run.passes), kThreadsPerBlock, stream, run,
-                    static_cast<Position>(total));
-    } else {
-      launch_kernel({"scatter"}, scatter_kernel<Bits, Index, kStep, kOuter>,
-                    blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream, p,
-                    static_cast<Position>(p.rows));
-    }
+    launch_dense_or_rows<Chunk<Bits>::kLanes>(
+        {"scatter"}, scatter_dense_kernel<Bits, Index, kStep, kOuter>,
+        scatter_kernel<Bits, Index, kStep, kOuter>, p, stream);
   }
 }
 
