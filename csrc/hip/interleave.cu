@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     const Position c_end_floor = (interior.end + head) / kLanes;
     const Position c_end = c_end_floor > c_begin ? c_end_floor : c_begin;
     Position chunk = first_chunk(dst_row, head, lane, lanes, c_begin);
-    RowCursor at = row_cursor(chunk * kLanes - head, -padding, p.row.step, p.walk);
+    RowCursor at = row_cursor<kStep>(chunk * kLanes - head, -padding, p.row.step, p.walk);
     // Every chunk of the row starts at the same residue (the walk advances
     // by multiples of the chunk, which a fixed step divides).
     const LaneSources<Bits, Index, kStep, kOuter> lane_sources(sources, at.r);
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     const Position ends = c_begin + chunks - c_end;
     for (Position k = lane; k < ends; k += lanes) {
       const Position c = k < c_begin ? k : c_end + (k - c_begin);
-      RowCursor end_at = row_cursor(c * kLanes - head, -padding, p.row.step, p.walk);
+      RowCursor end_at = row_cursor<kStep>(c * kLanes - head, -padding, p.row.step, p.walk);
       for (int e = 0; e < kLanes; ++e) {
         // with a fixed step, lane e reads as in an interior chunk
         const RowSource<Bits, Index> source =
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       const Position row = divide_position(begin, p.row.size);
       state.set_up(p, row, step);
       // lane 0's position, before the row for dx's first chunk
-      at = row_cursor(first - row * size, lead, p.row.step, p.walk);
+      at = row_cursor<kStep>(first - row * size, lead, p.row.step, p.walk);
     }
     if constexpr (kStep > 0 && kOuter < kInterleaveOuterDims) {
       // A chunk inside its row's interior: as in the row walk (not with five
@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
             LaneSources<Bits, Index, kStep, kOuter>(state.sources, at.r), at.o, here, &written);
         if (here != lanes) {  // the rest of the chunk starts the next row
           state.set_up(p, state.row + 1, step);
-          at = row_cursor(-split, lead, p.row.step, p.walk);
+          at = row_cursor<kStep>(-split, lead, p.row.step, p.walk);
           const Chunk<Bits> next = gather_piece(
               LaneSources<Bits, Index, kStep, kOuter>(state.sources, at.r), at.o, lanes & ~here,
               &written);
@@ -350,7 +350,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       at.advance(element_move, step);
       if (at.first == size && element + 1 < total) {
         state.set_up(p, state.row + 1, step);
-        at = row_cursor(0, lead, p.row.step, p.walk);
+        at = row_cursor<kStep>(0, lead, p.row.step, p.walk);
       }
     }
     Chunk<Bits> values;

@@ -65,13 +65,15 @@ struct RowCursor {
   }
 };
 
-// The cursor at `first` (first - lead + walk.bias >= 0): one division.
+// The cursor at `first` (first - lead + walk.bias >= 0): one division, at
+// compile time for a fixed step (kStep 1, 2; 0: any, by `step`).
+template <int kStep = 0>
 BWDCONV_HOST_DEVICE inline RowCursor row_cursor(Position first, Position lead, const Divisor& step,
                                                 const RowWalk& walk) {
   const Position biased = first - lead + static_cast<Position>(walk.bias);
-  const Position o = divide_position(biased, step);
-  return {first, o - static_cast<Position>(walk.bias_quotient),
-          biased - o * static_cast<Position>(step.value)};
+  const Position o = kStep > 0 ? biased / kStep : divide_position(biased, step);
+  const Position size = kStep > 0 ? kStep : static_cast<Position>(step.value);
+  return {first, o - static_cast<Position>(walk.bias_quotient), biased - o * size};
 }
 
 }  // namespace bwdconv::hip

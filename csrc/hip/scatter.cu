@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     const Position c_end_floor = (interior.end + head) / kLanes;
     const Position c_end = c_end_floor > c_begin ? c_end_floor : c_begin;
     Position chunk = first_chunk(dst_row, head, lane, lanes, c_begin);
-    RowCursor at = row_cursor(chunk * kLanes - head, lead, p.row.step, p.walk);
+    RowCursor at = row_cursor<kStep>(chunk * kLanes - head, lead, p.row.step, p.walk);
     const auto advance = [&] { at.advance(p.walk, kLanes, step); };
     // A step-1 row whose source chunks are 16-byte aligned too is a copy.
     const bool copies = kStep == 1 && live && src_stride == 1 && chunks_align(src_row, dst_row, -lead);
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     // The end chunks: positions past the row's ends are not written, source
     // positions past them read as zeros.
     const auto write_end_chunk = [&](Position c) {
-      const RowCursor end_at = row_cursor(c * kLanes - head, lead, p.row.step, p.walk);
+      const RowCursor end_at = row_cursor<kStep>(c * kLanes - head, lead, p.row.step, p.walk);
       Chunk<Bits> values{};
       if (live) {
         values = gather<kStep, false, Bits, Index>(src_row, src_stride, src_size, end_at.o,
@@ -253,7 +253,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       const Position row = divide_position(begin, p.row.size);
       state.set_up(p, row, step);
       // lane 0's position, before the row for dst's first chunk
-      at = row_cursor(first - row * size, lead, p.row.step, p.walk);
+      at = row_cursor<kStep>(first - row * size, lead, p.row.step, p.walk);
     }
     if (first >= 0 && at.first >= state.interior.begin && at.first + kLanes <= state.interior.end) {
       const Bits* src_row = src + state.start.src_offset;
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
                               at.o, at.r, step, here);
       if (here != lanes) {  // the rest of the chunk starts the next row
         state.set_up(p, state.row + 1, step);
-        at = row_cursor(-split, lead, p.row.step, p.walk);
+        at = row_cursor<kStep>(-split, lead, p.row.step, p.walk);
         const Chunk<Bits> next =
             gather_piece<kStep>(src + state.start.src_offset, state.start.live, src_stride,
                                 src_size, at.o, at.r, step, lanes & ~here);
@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       at.advance(element_move, step);
       if (at.first == size && element + 1 < total) {
         state.set_up(p, state.row + 1, step);
-        at = row_cursor(0, lead, p.row.step, p.walk);
+        at = row_cursor<kStep>(0, lead, p.row.step, p.walk);
       }
     }
     Chunk<Bits> values;
