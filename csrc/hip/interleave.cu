@@ -123,22 +123,18 @@ __device__ inline Chunk<Bits> gather(const InterleaveParams& p,
       if (source.extent > 0) {
         const Bits* from = source.row + (at.o + lane.slot_shift[j]) * source.stride;
         for (int m = 0; m < kLanes / kStep; ++m) {
-          values.lane[j + kStep * m] = global_load(from + m * source.stride);
+          values.put(j + kStep * m, global_load(from + m * source.stride));
         }
-      } else {
-        for (int m = 0; m < kLanes / kStep; ++m) values.lane[j + kStep * m] = Bits{};
       }
     }
   } else {
-    // Any step: each lane looks its source up (put_lane: the loop stays
+    // Any step: each lane looks its source up (Chunk::put: the loop stays
     // rolled; unrolled, the lookups spill).
-    uint64_t half[2] = {0, 0};
     BWDCONV_NO_UNROLL
     for (int e = 0; e < kLanes; ++e) {
-      put_lane(half, e, value_at(sources.at(p, origin, at.r), at.o));
+      values.put(e, value_at(sources.at(p, origin, at.r), at.o));
       at.advance(1, 0, 1, step);
     }
-    memcpy(&values, half, sizeof values);
   }
   return values;
 }
@@ -157,12 +153,15 @@ __device__ inline Chunk<Bits> gather_piece(const LaneSources<Bits, Index, kStep,
   Chunk<Bits> values;
   for (int j = 0; j < kStep; ++j) {
     const RowSource<Bits, Index>& source = lane.source[j];
+    // lane j + kStep * m reads slot q0 + m (a lane of `mask` has q0 + m >= 0)
+    const Position q0 = o + lane.slot_shift[j];
+    const Position held = source.extent - q0;  // slots from q0 on that hold values
+    const Index offset = q0 * source.stride;
     for (int m = 0; m < kLanes / kStep; ++m) {
       const int e = j + kStep * m;
-      const Position q = o + lane.slot_shift[j] + m;
-      values.lane[e] = ((mask >> e) & 1) && q < source.extent
-                           ? global_load(source.row + q * source.stride)
-                           : Bits{};
+      if (((mask >> e) & 1) && m < held) {
+        values.put(e, global_load(source.row + (offset + m * source.stride)));
+      }
     }
     *written |= source.keep ? 0u : mask & (kEvery << j) & ((1u << kLanes) - 1);
   }
@@ -330,14 +329,14 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
           const Chunk<Bits> next = gather_piece(
               LaneSources<Bits, Index, kStep, kOuter>(state.sources, at.r), at.o, lanes & ~here,
               &written);
-          for (int e = 0; e < kLanes; ++e) values.lane[e] |= next.lane[e];
+          values.merge(next);
         }
         store_lanes(dst, first, values, written);
         at.advance(chunk_move, step);
         continue;
       }
     }
-    uint64_t half[2] = {0, 0};
+    Chunk<Bits> values;
     unsigned written = 0;  // bit e: lane e is an element of dx this launch writes
     BWDCONV_NO_UNROLL
     for (int e = 0; e < kLanes; ++e) {
@@ -345,7 +344,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       const RowSource<Bits, Index> source = state.sources.at(p, state.origin, at.r);
       if (element >= begin && element < total && !source.keep) {
         written |= 1u << e;
-        put_lane(half, e, value_at(source, at.o));
+        values.put(e, value_at(source, at.o));
       }
       at.advance(element_move, step);
       if (at.first == size && element + 1 < total) {
@@ -353,8 +352,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         at = row_cursor<kStep>(0, lead, p.row.step, p.walk);
       }
     }
-    Chunk<Bits> values;
-    memcpy(&values, half, sizeof values);
     store_lanes(dst, first, values, written);
   }
 }

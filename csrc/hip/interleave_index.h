@@ -8,9 +8,13 @@
 
 namespace bwdconv::hip {
 
+// A phase's entry in InterleaveParams::phases is kept as a byte offset into
+// that array, so finding a phase costs an addition, not a multiply.
+constexpr int kPhaseBytes = sizeof(PhaseSource);
+
 // Where a row of dx starts: its element offset, the launch's entry of the
-// row's phase at row residue 0 (phase - first_phase), and the slot of every
-// outer dim.
+// row's phase at row residue 0 ((phase - first_phase) * kPhaseBytes), and the
+// slot of every outer dim.
 template <int kOuter, typename Index>
 struct RowOrigin {
   Index dst_offset = 0;
@@ -20,14 +24,14 @@ struct RowOrigin {
 
 // dx position j of a dim is slot q = (j + p) div s of residue
 // r = (j + p) mod s, since j = s*q + r - p (docs/DESIGN.md, "Geometry"): one
-// division per outer dim for the coordinate, one for the slot. With every
-// outer dim in use, the outermost is a batch or channel dim (q = j, r = 0;
-// make_interleave_walk).
+// division per outer dim for the coordinate, one for the slot. The
+// outermost is always a batch or channel dim (q = j, r = 0;
+// make_interleave_walk), whose coordinate is what the others leave.
 template <int kOuter, typename Index>
 BWDCONV_HOST_DEVICE inline RowOrigin<kOuter, Index> row_origin(const InterleaveParams& p,
                                                                Position row) {
   RowOrigin<kOuter, Index> origin;
-  origin.entry = -p.first_phase;
+  origin.entry = -p.first_phase * kPhaseBytes;
   Position rest = row;
   for (int k = kOuter - 1; k >= 0; --k) {
     const InterleaveWalkDim& dim = p.outer[k];
@@ -35,12 +39,13 @@ BWDCONV_HOST_DEVICE inline RowOrigin<kOuter, Index> row_origin(const InterleaveP
     const Position next = k == 0 ? 0 : divide_position(rest, dim.size);
     const Position j = rest - next * static_cast<Position>(dim.size.value);
     rest = next;
-    if (kOuter == kInterleaveOuterDims && k == 0) {
+    if (k == 0) {
       origin.slot[k] = j;
     } else {
       const Position shifted = j + dim.padding;
       const Position q = divide_position(shifted, dim.step);
-      origin.entry += (shifted - q * static_cast<Position>(dim.step.value)) * dim.phase_weight;
+      origin.entry +=
+          (shifted - q * static_cast<Position>(dim.step.value)) * (dim.phase_weight * kPhaseBytes);
       origin.slot[k] = q;
     }
     origin.dst_offset += j * static_cast<Index>(dim.dst_stride);
@@ -60,29 +65,28 @@ struct RowSource {
   bool keep = false;
 };
 
+// Every field of the phase is read whatever it writes (an entry outside the
+// launch reads entry 0 and is kept), so the lookup has no branches of its
+// own.
 template <typename Bits, typename Index, int kOuter>
 BWDCONV_HOST_DEVICE inline RowSource<Bits, Index> row_source(const InterleaveParams& p,
                                                              const RowOrigin<kOuter, Index>& origin,
                                                              Position residue) {
-  RowSource<Bits, Index> source;
-  const int entry = origin.entry + residue * p.row.phase_weight;
-  if (entry < 0 || entry >= p.phase_count) {
-    source.keep = true;
-    return source;
-  }
-  const PhaseSource& phase = p.phases[entry];
-  source.keep = phase.write == PhaseWrite::Keep;
-  bool live = phase.write == PhaseWrite::Copy;
+  const int entry = origin.entry + residue * (p.row.phase_weight * kPhaseBytes);
+  const bool inside = entry >= 0 && entry < p.phase_count * kPhaseBytes;
+  const PhaseSource& phase = *reinterpret_cast<const PhaseSource*>(
+      reinterpret_cast<const char*>(p.phases) + (inside ? entry : 0));
+  bool live = inside & (phase.write == PhaseWrite::Copy);
   Index offset = 0;
   for (int k = 0; k < kOuter; ++k) {
-    live = live && origin.slot[k] < phase.extent[k];
+    live = live & (origin.slot[k] < phase.extent[k]);
     offset += origin.slot[k] * static_cast<Index>(phase.strides[k]);
   }
-  if (live) {
-    source.row = static_cast<const Bits*>(phase.data) + offset;
-    source.stride = static_cast<Index>(phase.row_stride);
-    source.extent = phase.row_extent;
-  }
+  RowSource<Bits, Index> source;
+  source.keep = !inside | (phase.write == PhaseWrite::Keep);
+  source.row = live ? static_cast<const Bits*>(phase.data) + offset : nullptr;
+  source.stride = live ? static_cast<Index>(phase.row_stride) : 0;
+  source.extent = live ? phase.row_extent : 0;
   return source;
 }
 

@@ -154,11 +154,12 @@ bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64
   }
   WalkDim row_dim;
   if (!take_row(dims, &row_dim)) return false;
-  const std::vector<WalkDim> outer = outer_walk(dims);
+  std::vector<WalkDim> outer = outer_walk(dims);
   const int64_t lanes = 16 / element_bytes;
-  if (outer.size() > static_cast<size_t>(kOuterDims) ||
-      (outer.size() == static_cast<size_t>(kOuterDims) && !outer.front().one_to_one()) ||
-      !positions_fit(outer, row_dim, lanes)) {
+  // The kernel maps the outermost dim one to one (no division for its
+  // source position): one of size 1 goes first where the outermost is not.
+  if (!outer.front().one_to_one()) outer.insert(outer.begin(), {1, 0, 0, 0, 1, 1});
+  if (outer.size() > static_cast<size_t>(kOuterDims) || !positions_fit(outer, row_dim, lanes)) {
     return false;
   }
   ScatterParams q;
@@ -322,13 +323,13 @@ bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p) {
       merged.push_back(d);
     }
   }
-  if (merged.size() == static_cast<size_t>(kInterleaveOuterDims) && !merged.front().plain()) {
-    return false;  // the kernel takes the outermost of five dims as plain
+  // The kernel takes the outermost dim as plain (no division for its slot):
+  // one of size 1 goes first where the outermost is not, or there is none.
+  if (merged.empty() || !merged.front().plain()) {
+    merged.insert(merged.begin(), InterleaveDim{});
+    std::fill(merged.front().extent, merged.front().extent + kMaxPhasesPerLaunch, 1);
   }
-  if (merged.empty()) {  // one row: an outer dim of size 1
-    merged.push_back(InterleaveDim{});
-    std::fill(merged.back().extent, merged.back().extent + kMaxPhasesPerLaunch, 1);
-  }
+  if (merged.size() > static_cast<size_t>(kInterleaveOuterDims)) return false;
   InterleaveParams q;
   q.dst = l.dst;
   q.rows = 1;

@@ -21,8 +21,8 @@ RowWalk make_row_walk(int64_t size, int64_t lead, int64_t step, int element_byte
 // dropped, one-to-one neighbours (lead 0, step 1, whole) merged, dst's
 // stride-1 dim as the row; `dense` when dst is dense in that order and below
 // 2^31 elements. False (p untouched) when dst has no stride-1 dim,
-// a position would reach 2^31, or more than kOuterDims dims remain (or four
-// whose outermost is not one-to-one).
+// a position would reach 2^31, or more than kOuterDims dims remain (with a
+// one-to-one dim of size 1 put first where the outermost is not one-to-one).
 bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64_t* stride,
                        const int64_t* lead, int element_bytes, ScatterParams* p);
 
@@ -58,8 +58,9 @@ struct InterleaveLaunch {
 // the others ordered by decreasing dx stride, neighbouring batch and channel
 // dims merged where dx and every result step over them alike, dx's stride-1
 // dim as the row. False (p untouched) when a position, slot or row index
-// would reach 2^31, dx has no stride-1 dim, or five outer dims remain whose
-// outermost is spatial (a dense dx keeps batch outermost).
+// would reach 2^31, dx has no stride-1 dim, or more than five outer dims
+// remain (with a batch-like dim of size 1 put first where the outermost is
+// spatial; a dense dx keeps batch outermost).
 bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p);
 
 }  // namespace bwdconv::hip

@@ -2,8 +2,6 @@
 // (global_load and global_store come from portability.h's target).
 #pragma once
 
-#include <cstring>
-
 #include "bits.h"
 #include "launch.h"
 #include "portability.h"
@@ -11,26 +9,82 @@
 
 namespace bwdconv::hip {
 
-// 16 bytes of a row: kLanes elements.
+// 16 bytes of a row: kLanes elements, held as four 32-bit words that lanes
+// go into and out of by shifts and selects, so a chunk stays in registers
+// whatever path built it, even for a lane chosen at run time (an array of
+// lanes copied through memcpy does not: the compilers split it into bytes
+// where two paths' chunks meet).
 template <typename Bits>
 struct Chunk {
   static constexpr int kLanes = 16 / sizeof(Bits);
-  Bits lane[kLanes];
+  static constexpr int kLaneBits = 8 * sizeof(Bits);
+  static constexpr int kWords = 4;
+  uint32_t word[kWords] = {0, 0, 0, 0};
+
+  // Puts `value` into lane e, which holds zeros.
+  __device__ void put(int e, Bits value) {
+    if constexpr (kLaneBits == 64) {
+      for (int w = 0; w < kWords; ++w) {
+        word[w] |= e == w / 2 ? static_cast<uint32_t>(value >> (w % 2 * 32)) : 0;
+      }
+    } else {
+      constexpr int kPerWord = 32 / kLaneBits;
+      const uint32_t shifted = static_cast<uint32_t>(value) << (e % kPerWord * kLaneBits);
+      for (int w = 0; w < kWords; ++w) word[w] |= e / kPerWord == w ? shifted : 0;
+    }
+  }
+
+  __device__ Bits get(int e) const {
+    if constexpr (kLaneBits == 64) {
+      const int w = 2 * e;
+      const uint32_t low = w == 0 ? word[0] : word[2];
+      const uint32_t high = w == 0 ? word[1] : word[3];
+      return static_cast<Bits>(static_cast<uint64_t>(high) << 32 | low);
+    } else {
+      constexpr int kPerWord = 32 / kLaneBits;
+      const int w = e / kPerWord;
+      const uint32_t held = w == 0 ? word[0] : w == 1 ? word[1] : w == 2 ? word[2] : word[3];
+      return static_cast<Bits>(held >> (e % kPerWord * kLaneBits));
+    }
+  }
+
+  // The lanes of `other` too (where this chunk holds zeros).
+  __device__ void merge(const Chunk& other) {
+    for (int w = 0; w < kWords; ++w) word[w] |= other.word[w];
+  }
+
+  // Every lane moved one lane up where `up`: lane e + 1 takes lane e. Only
+  // for chunks whose odd lanes hold zeros.
+  __device__ void shift_odd(bool up) {
+    if constexpr (kLaneBits == 16) {
+      for (int w = 0; w < kWords; ++w) word[w] = up ? word[w] << 16 : word[w];
+    } else {
+      constexpr int kStride = kLaneBits / 32;  // words per lane
+      for (int w = kWords - 1; w >= 0; --w) {
+        const bool from_below = w / kStride % 2 == 1;  // an odd lane's word
+        word[w] = up ? (from_below ? word[w - kStride] : 0) : word[w];
+      }
+    }
+  }
 };
 
 template <typename Bits>
 __device__ inline Chunk<Bits> load_chunk(const Bits* at) {  // at: 16-byte aligned
   const Bits128 bits = global_load(reinterpret_cast<const Bits128*>(at));
   Chunk<Bits> chunk;
-  memcpy(&chunk, &bits, sizeof chunk);
+  chunk.word[0] = static_cast<uint32_t>(bits.low);
+  chunk.word[1] = static_cast<uint32_t>(bits.low >> 32);
+  chunk.word[2] = static_cast<uint32_t>(bits.high);
+  chunk.word[3] = static_cast<uint32_t>(bits.high >> 32);
   return chunk;
 }
 
 template <typename Bits>
 __device__ inline void store_chunk(Bits* at, const Chunk<Bits>& chunk) {  // at: 16-byte aligned
-  Bits128 bits;
-  memcpy(&bits, &chunk, sizeof bits);
-  global_store(reinterpret_cast<Bits128*>(at), bits);
+  const auto pair = [&](int w) {
+    return static_cast<uint64_t>(chunk.word[w + 1]) << 32 | chunk.word[w];
+  };
+  global_store(reinterpret_cast<Bits128*>(at), Bits128{pair(0), pair(2)});
 }
 
 // The chunks one thread of a dense walk takes: its group of kRunLanes
@@ -73,17 +127,6 @@ void launch_dense_or_rows(const KernelLabel& label, void (*dense)(Params, Positi
   }
 }
 
-// Puts `value` into lane e of a chunk held as two 64-bit halves: shifts, not
-// an array indexed at run time, so a loop over the lanes need not be
-// unrolled to keep the chunk in registers.
-template <typename Bits>
-__device__ inline void put_lane(uint64_t* half, int e, Bits value) {
-  const int bit = e * static_cast<int>(sizeof(Bits)) * 8;
-  const uint64_t shifted = static_cast<uint64_t>(value) << (bit % 64);
-  half[0] |= bit < 64 ? shifted : 0;
-  half[1] |= bit < 64 ? 0 : shifted;
-}
-
 // Stores lane e of `values` at dst[first + e] where bit e of `written` is
 // set: one 16-byte store when every bit is (dst + first is then a 16-byte
 // aligned chunk of dst), else lane by lane.
@@ -96,7 +139,7 @@ __device__ inline void store_lanes(Bits* dst, Position first, const Chunk<Bits>&
     return;
   }
   for (int e = 0; e < kLanes; ++e) {
-    if ((written >> e) & 1) global_store(dst + first + e, values.lane[e]);
+    if ((written >> e) & 1) global_store(dst + first + e, values.get(e));
   }
 }
 

@@ -22,19 +22,16 @@ __device__ inline Chunk<Bits> gather(const Bits* src_row, Index src_stride, Posi
   };
   Chunk<Bits> values;
   if constexpr (kStep == 1) {
-    for (int e = 0; e < kLanes; ++e) values.lane[e] = source(o + e);
+    for (int e = 0; e < kLanes; ++e) values.put(e, source(o + e));
   } else if constexpr (kStep == 2) {
     // Lane e reads where e + r is even: with r = 0 lane 2m reads o + m, with
     // r = 1 lane 2m + 1 reads o + 1 + m; each source element once.
     const bool odd = r != 0;
-    for (int m = 0; m < kLanes / 2; ++m) {
-      const Bits value = source(o + odd + m);
-      values.lane[2 * m] = odd ? Bits{} : value;
-      values.lane[2 * m + 1] = odd ? value : Bits{};
-    }
+    for (int m = 0; m < kLanes / 2; ++m) values.put(2 * m, source(o + odd + m));
+    values.shift_odd(odd);
   } else {
     for (int e = 0; e < kLanes; ++e) {
-      values.lane[e] = r == 0 ? source(o) : Bits{};
+      if (r == 0) values.put(e, source(o));
       const bool wrap = ++r == step;
       r = wrap ? 0 : r;
       o += wrap;
@@ -60,18 +57,22 @@ __device__ inline Chunk<Bits> gather_piece(const Bits* src_row, bool live, Index
   };
   Chunk<Bits> values;
   if constexpr (kStep == 1) {
-    for (int e = 0; e < kLanes; ++e) values.lane[e] = value(e, o + e);
+    for (int e = 0; e < kLanes; ++e) values.put(e, value(e, o + e));
   } else if constexpr (kStep == 2) {
-    // as in gather: lane 2m + odd reads o + odd + m
+    // as in gather: lane 2m + odd reads o + odd + m, at an offset of m
+    // strides from the first (no multiply per lane)
     const int odd = r != 0;
+    const Position first = o + odd;
+    const Index offset = first * src_stride;
     for (int m = 0; m < kLanes / 2; ++m) {
-      const Bits v = value(2 * m + odd, o + odd + m);
-      values.lane[2 * m] = odd ? Bits{} : v;
-      values.lane[2 * m + 1] = odd ? v : Bits{};
+      const Position at = first + m;
+      const bool holds = live && ((mask >> (2 * m + odd)) & 1) && at >= 0 && at < src_size;
+      if (holds) values.put(2 * m, global_load(src_row + (offset + m * src_stride)));
     }
+    values.shift_odd(odd);
   } else {
     for (int e = 0; e < kLanes; ++e) {
-      values.lane[e] = r == 0 ? value(e, o) : Bits{};
+      if (r == 0) values.put(e, value(e, o));
       const bool wrap = ++r == step;
       r = wrap ? 0 : r;
       o += wrap;
@@ -82,8 +83,8 @@ __device__ inline Chunk<Bits> gather_piece(const Bits* src_row, bool live, Index
 
 // Where row `row` of the walk starts (one division per outer dim): its
 // offsets in dst and src, and whether its outer coordinates hold source
-// values (else the whole row is zeros). kOuter: outer dims in use; with four,
-// the outermost maps one to one (make_scatter_walk).
+// values (else the whole row is zeros). kOuter: outer dims in use; the
+// outermost maps one to one (make_scatter_walk).
 template <typename Index>
 struct RowStart {
   Index dst_offset, src_offset;
@@ -100,7 +101,7 @@ __device__ inline RowStart<Index> row_start(const ScatterParams& p, Position row
     const Position next = k == 0 ? 0 : divide_position(rest, dim.size);
     const Position j = rest - next * static_cast<Position>(dim.size.value);
     rest = next;
-    const Position o = kOuter == kOuterDims && k == 0 ? j : source_position(j, dim, &start.live);
+    const Position o = k == 0 ? j : source_position(j, dim, &start.live);
     start.dst_offset += j * static_cast<Index>(dim.dst_stride);
     start.src_offset += o * static_cast<Index>(dim.src_stride);
   }
@@ -166,7 +167,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
       }
     } else {
       for (; chunk < c_end; chunk += lanes, advance()) {
-        Chunk<Bits> values{};
+        Chunk<Bits> values;
         if (live) {
           values = gather<kStep, true, Bits, Index>(src_row, src_stride, src_size, at.o, at.r, step);
         }
@@ -177,14 +178,14 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     // positions past them read as zeros.
     const auto write_end_chunk = [&](Position c) {
       const RowCursor end_at = row_cursor<kStep>(c * kLanes - head, lead, p.row.step, p.walk);
-      Chunk<Bits> values{};
+      Chunk<Bits> values;
       if (live) {
         values = gather<kStep, false, Bits, Index>(src_row, src_stride, src_size, end_at.o,
                                                    end_at.r, step);
       }
       for (int e = 0; e < kLanes; ++e) {
         const Position j = end_at.first + e;
-        if (j >= 0 && j < size) global_store(dst_row + j, values.lane[e]);
+        if (j >= 0 && j < size) global_store(dst_row + j, values.get(e));
       }
     };
     for (chunk = lane; chunk < c_begin; chunk += lanes) write_end_chunk(chunk);
@@ -257,7 +258,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     }
     if (first >= 0 && at.first >= state.interior.begin && at.first + kLanes <= state.interior.end) {
       const Bits* src_row = src + state.start.src_offset;
-      Chunk<Bits> values{};
+      Chunk<Bits> values;
       if (kStep == 1 && state.start.live && src_stride == 1 && row_head(src_row + at.o) == 0) {
         values = load_chunk(src_row + at.o);
       } else if (state.start.live) {
@@ -284,19 +285,19 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         const Chunk<Bits> next =
             gather_piece<kStep>(src + state.start.src_offset, state.start.live, src_stride,
                                 src_size, at.o, at.r, step, lanes & ~here);
-        for (int e = 0; e < kLanes; ++e) values.lane[e] |= next.lane[e];
+        values.merge(next);
       }
       store_lanes(dst, first, values, lanes);
       at.advance(chunk_move, step);
       continue;
     }
-    uint64_t half[2] = {0, 0};
+    Chunk<Bits> values;
     BWDCONV_NO_UNROLL
     for (int e = 0; e < kLanes; ++e) {
       const Position element = first + e;
       if (element >= begin && element < total && state.start.live && at.r == 0 && at.o >= 0 &&
           at.o < src_size) {
-        put_lane(half, e, global_load(src + state.start.src_offset + at.o * src_stride));
+        values.put(e, global_load(src + state.start.src_offset + at.o * src_stride));
       }
       at.advance(element_move, step);
       if (at.first == size && element + 1 < total) {
@@ -304,8 +305,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
         at = row_cursor<kStep>(0, lead, p.row.step, p.walk);
       }
     }
-    Chunk<Bits> values;
-    memcpy(&values, half, sizeof values);
     store_lanes(dst, first, values, lanes);
   }
 }

@@ -416,6 +416,29 @@ TEST(InterleaveWalk, ChannelsLastStackedGroupsWalkRowsOfAGroupsChannels) {
   EXPECT_TRUE(p.dense);  // groups, then W, H and N, each spanning the dims inside it
 }
 
+// The kernel takes the outermost dim as plain: with a batch of one (folded)
+// channels_last leaves H outermost, so a plain size-1 dim goes first.
+TEST(InterleaveWalk, PutsAPlainDimFirstWhereTheOutermostIsSpatial) {
+  InterleaveLaunch l = launch_over({1, 8, 5, 4}, {160, 1, 32, 8}, 4);
+  l.stride[0] = l.stride[1] = 2;
+  l.channels_per_group = 8;
+  l.phase_count = 4;
+  const float data[1] = {};
+  for (int e = 0; e < 4; ++e) copy_phase(l, e, data, {1, 8, 3, 2}, {48, 1, 16, 8});
+  InterleaveParams p;
+  ASSERT_TRUE(make_interleave_walk(l, &p));
+  EXPECT_EQ(p.outer_dims, 3);  // [1, H, W]
+  EXPECT_EQ(p.outer[0].size.value, 1u);
+  EXPECT_EQ(p.outer[0].step.value, 1u);
+  EXPECT_EQ(p.outer[0].phase_weight, 0);
+  EXPECT_EQ(p.phases[0].extent[0], 1);
+  EXPECT_EQ(p.outer[1].size.value, 5u);
+  EXPECT_EQ(p.outer[1].step.value, 2u);
+  EXPECT_EQ(p.row.size.value, 8u);
+  EXPECT_EQ(p.rows, 20);
+  EXPECT_TRUE(p.dense);
+}
+
 // A size-1 dim is folded into the phases: its residue moves the first
 // phase, its slot the data, a slot past a result makes the phase a zero.
 TEST(InterleaveWalk, FoldsSizeOneDimsIntoThePhases) {

@@ -117,6 +117,24 @@ TEST(ScatterWalk, ChannelsLastWalksRowsOfChannels) {
   EXPECT_EQ(p.walk.advance_remainder, 0);
 }
 
+// The kernel maps the outermost dim one to one: with batch and channels of
+// size 1 (dropped) the stepped H would be outermost, so a size-1 dim goes first.
+TEST(ScatterWalk, PutsAOneToOneDimFirstWhereTheOutermostIsStepped) {
+  const int64_t stride[2] = {2, 2}, lead[2] = {1, 1};
+  ScatterParams p;
+  ASSERT_TRUE(make_scatter_walk(dense_view({1, 1, 4, 5}, false), dense_view({1, 1, 9, 11}, false),
+                                stride, lead, 2, &p));
+  EXPECT_EQ(p.outer_dims, 2);  // [1, H]
+  EXPECT_EQ(p.outer[0].size.value, 1u);
+  EXPECT_EQ(p.outer[0].step.value, 1u);
+  EXPECT_EQ(p.outer[0].lead, 0);
+  EXPECT_EQ(p.outer[0].src_size, 1);
+  EXPECT_EQ(p.outer[1].size.value, 9u);
+  EXPECT_EQ(p.outer[1].step.value, 2u);
+  EXPECT_EQ(p.rows, 9);
+  EXPECT_TRUE(p.dense);
+}
+
 TEST(ScatterWalk, KeepsASizeOneDimThatHoldsNoSource) {
   // W: buffer size 1, lead 1: position 0 is a zero, so the whole buffer is.
   const int64_t stride[2] = {1, 1}, lead[2] = {0, 1};
