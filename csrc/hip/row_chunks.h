@@ -58,12 +58,16 @@ struct Chunk {
   __device__ void shift_odd(bool up) {
     if constexpr (kLaneBits == 16) {
       for (int w = 0; w < kWords; ++w) word[w] = up ? word[w] << 16 : word[w];
-    } else {
-      constexpr int kStride = kLaneBits / 32;  // words per lane
-      for (int w = kWords - 1; w >= 0; --w) {
-        const bool from_below = w / kStride % 2 == 1;  // an odd lane's word
-        word[w] = up ? (from_below ? word[w - kStride] : 0) : word[w];
-      }
+    } else if constexpr (kLaneBits == 32) {  // lanes 1 and 3 take lanes 0 and 2
+      word[3] = up ? word[2] : word[3];
+      word[2] = up ? 0 : word[2];
+      word[1] = up ? word[0] : word[1];
+      word[0] = up ? 0 : word[0];
+    } else {  // 64 bits: lane 1 (words 2, 3) takes lane 0 (words 0, 1)
+      word[3] = up ? word[1] : word[3];
+      word[2] = up ? word[0] : word[2];
+      word[1] = up ? 0 : word[1];
+      word[0] = up ? 0 : word[0];
     }
   }
 };
