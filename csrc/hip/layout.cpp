@@ -44,7 +44,10 @@ ScatterWalkDim walk_dim(const WalkDim& d) {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Outer dims in walk order: dropped where they change nothing, merged where
-// both tensors step over a one-to-one dim whole.
+// both tensors step over a one-to-one dim whole. The kernel maps the
+// outermost one to one (no division for its source position), so a
+// one-to-one dim of size 1 goes first where the outermost is not, or there
+// is none.
 std::vector<WalkDim> outer_walk(std::vector<WalkDim> dims) {
   dims.erase(std::remove_if(dims.begin(), dims.end(),
                             [](const WalkDim& d) { return d.size == 1 && d.reads_origin(); }),
@@ -63,7 +66,7 @@ std::vector<WalkDim> outer_walk(std::vector<WalkDim> dims) {
       outer.push_back(d);
     }
   }
-  if (outer.empty()) outer.push_back({1, 0, 0, 0, 1, 1});
+  if (outer.empty() || !outer.front().one_to_one()) outer.insert(outer.begin(), {1, 0, 0, 0, 1, 1});
   return outer;
 }
 
@@ -154,11 +157,8 @@ bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64
   }
   WalkDim row_dim;
   if (!take_row(dims, &row_dim)) return false;
-  std::vector<WalkDim> outer = outer_walk(dims);
+  const std::vector<WalkDim> outer = outer_walk(dims);
   const int64_t lanes = 16 / element_bytes;
-  // The kernel maps the outermost dim one to one (no division for its
-  // source position): one of size 1 goes first where the outermost is not.
-  if (!outer.front().one_to_one()) outer.insert(outer.begin(), {1, 0, 0, 0, 1, 1});
   if (outer.size() > static_cast<size_t>(kOuterDims) || !positions_fit(outer, row_dim, lanes)) {
     return false;
   }

@@ -51,9 +51,11 @@ __device__ inline Chunk<Bits> gather_piece(const Bits* src_row, bool live, Index
                                            Position step, unsigned mask) {
   constexpr int kLanes = Chunk<Bits>::kLanes;
   // only the lanes that hold a source element load it
+  const auto holds = [&](int e, Position at) {
+    return live && ((mask >> e) & 1) && at >= 0 && at < src_size;
+  };
   const auto value = [&](int e, Position at) {
-    const bool holds = live && ((mask >> e) & 1) && at >= 0 && at < src_size;
-    return holds ? global_load(src_row + at * src_stride) : Bits{};
+    return holds(e, at) ? global_load(src_row + at * src_stride) : Bits{};
   };
   Chunk<Bits> values;
   if constexpr (kStep == 1) {
@@ -65,9 +67,9 @@ __device__ inline Chunk<Bits> gather_piece(const Bits* src_row, bool live, Index
     const Position first = o + odd;
     const Index offset = first * src_stride;
     for (int m = 0; m < kLanes / 2; ++m) {
-      const Position at = first + m;
-      const bool holds = live && ((mask >> (2 * m + odd)) & 1) && at >= 0 && at < src_size;
-      if (holds) values.put(2 * m, global_load(src_row + (offset + m * src_stride)));
+      if (holds(2 * m + odd, first + m)) {
+        values.put(2 * m, global_load(src_row + (offset + m * src_stride)));
+      }
     }
     values.shift_odd(odd);
   } else {
