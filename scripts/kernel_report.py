@@ -616,6 +616,38 @@ def dense_chunk_loop(code: list[Instruction], is_store, keep, wide_store, wide_l
     return facts
 
 
+def staged_tile_loop(code: list[Instruction], is_store, keep, wide_store, is_barrier,
+                     cycles) -> dict | None:
+    """The tile loop of a staged walk (scatter_staged_kernel, interleave_staged_kernel:
+    staged_walk.h): every warp (wave) of a block passes it once per tile. Before
+    its first barrier, the warps whose threads describe the tile's (row,
+    residue) sources take the `sources` region (the blocks there that not
+    every pass runs); then every warp stages its elements and stores its
+    16-byte chunks. `tile` is the heaviest pass without the sources and
+    without the narrow stores of dst's first and last chunk, `sources` what
+    the sources add to it."""
+    blocks, dom, loops = loops_with_stores(code, is_store)
+    holds = lambda test, k: any(test(code[i]) for i in range(blocks[k].start, blocks[k].end))
+    tile_loops = [l for l in loops if any(holds(wide_store, k) for k in l[1])]
+    if not tile_loops:
+        return None
+    header, body, latches = tile_loops[-1]
+    barriers = [i for k in body for i in range(blocks[k].start, blocks[k].end) if is_barrier(code[i])]
+    if not barriers:
+        return None
+    every_pass = lambda k: all(dom.dominates(k, l) for l in latches)
+    sources = {k for k in body if not every_pass(k) and blocks[k].start < min(barriers)}
+    narrow = {k for k in body if holds(lambda i: is_store(i) and not wide_store(i), k)}
+    path = lambda forbid: heaviest_path(code, blocks, header, body, latches, keep, forbid=forbid)
+    tile, described = path(narrow | sources), path(narrow)
+    if tile is None or described is None:
+        return None
+    facts = {"tile": cost(tile, cycles)}
+    one = cost(described, cycles)
+    facts["sources"] = {key: one[key] - facts["tile"][key] for key in one}
+    return facts
+
+
 def add_histograms(base: dict[str, int], more: dict[str, int], times: int,
                    less: dict[str, int] | None = None) -> dict[str, int]:
     """base + times x (more - less)."""
@@ -924,14 +956,18 @@ def collect(tools: Tools, work: Path, jobs: int) -> list[dict]:
                 entry.update(res)
                 code = r["sass"].get(symbol)
                 if code is not None:
-                    entry.update(nv_code_facts(code, k["role"], dense_lanes(name)))
+                    entry.update(nv_code_facts(code, k["role"], dense_lanes(name), staged_kernel(name)))
             else:
                 entry.update(res)
                 code = r["code"].get(symbol)
                 if code is not None:
-                    entry.update(amd_code_facts(code, k["role"], dense_lanes(name)))
+                    entry.update(amd_code_facts(code, k["role"], dense_lanes(name), staged_kernel(name)))
             k["targets"][arch] = entry
     return list(kernels.values())
+
+
+def staged_kernel(kernel: str) -> bool:
+    return re.match(r"\w+_staged_kernel<", kernel) is not None
 
 
 def dense_lanes(kernel: str) -> int | None:
@@ -942,7 +978,8 @@ def dense_lanes(kernel: str) -> int | None:
     return 16 // bytes_of[m.group(1)] if m and m.group(1) in bytes_of else None
 
 
-def nv_code_facts(code: list[Instruction], role: str, dense: int | None = None) -> dict:
+def nv_code_facts(code: list[Instruction], role: str, dense: int | None = None,
+                  staged: bool = False) -> dict:
     ops = [ins.opcode.split(".")[0] for ins in code]
     facts = {"instructions": sum(1 for ins in code if sass_keep(ins)),
              "tensor_core_instructions": sum(1 for op in ops if op in SASS_TENSOR),
@@ -951,7 +988,10 @@ def nv_code_facts(code: list[Instruction], role: str, dense: int | None = None) 
     # a global load, or a generic one (a pointer read from a parameter array)
     wide_load = lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and i.opcode.endswith(".128")
     cycles = lambda h: sass_cycles_per_iteration(h)[0]
-    if role == "data_movement" and dense:
+    if role == "data_movement" and staged:
+        facts["staged_loop"] = staged_tile_loop(code, sass_is_store, sass_keep, wide_store,
+                                                lambda i: i.opcode.startswith("BAR"), cycles)
+    elif role == "data_movement" and dense:
         narrow_load = lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and not i.opcode.endswith(".128")
         facts["dense_loop"] = dense_chunk_loop(code, sass_is_store, sass_keep, wide_store, wide_load,
                                                lambda i: i.opcode.startswith("IMAD.HI"), cycles, dense,
@@ -961,7 +1001,8 @@ def nv_code_facts(code: list[Instruction], role: str, dense: int | None = None) 
     return facts
 
 
-def amd_code_facts(code: list[Instruction], role: str, dense: int | None = None) -> dict:
+def amd_code_facts(code: list[Instruction], role: str, dense: int | None = None,
+                   staged: bool = False) -> dict:
     facts = {"instructions": sum(1 for ins in code if amd_keep(ins)),
              "mfma_instructions": sum(1 for ins in code if ins.opcode.startswith("v_mfma")),
              "scratch_instructions": sum(1 for ins in code if ins.opcode.startswith("scratch_")
@@ -969,7 +1010,10 @@ def amd_code_facts(code: list[Instruction], role: str, dense: int | None = None)
     wide_store = lambda i: amd_is_store(i) and i.opcode.endswith("dwordx4")
     wide_load = lambda i: re.match(r"(global|buffer|flat)_load_dwordx4", i.opcode) is not None
     cycles = lambda h: amd_cycles_per_iteration(h)[0]
-    if role == "data_movement" and dense:
+    if role == "data_movement" and staged:
+        facts["staged_loop"] = staged_tile_loop(code, amd_is_store, amd_keep, wide_store,
+                                                lambda i: i.opcode == "s_barrier", cycles)
+    elif role == "data_movement" and dense:
         narrow_load = lambda i: re.match(r"(global|buffer|flat)_load_(?!dwordx4)", i.opcode) is not None
         facts["dense_loop"] = dense_chunk_loop(code, amd_is_store, amd_keep, wide_store, wide_load,
                                                lambda i: i.opcode.startswith(("v_mul_hi_u32", "s_mul_hi_u32")),
@@ -1191,6 +1235,34 @@ def run_shares(row_length: int, lanes: int, width: int, passes: int, interior: b
     return shares
 
 
+STAGED_TILE_BYTES = 8192  # launch.h kStagedTileBytes: dst bytes a block stages per tile
+STAGED_SOURCES = 256      # launch.h kStagedSources: (row, residue) sources a tile may span
+
+
+def staged_rows_fit(config: dict) -> bool:
+    """Whether the host stages a dense dst's rows (hip/layout.cpp, staged_rows_fit; the
+    seed lines' sources are dense, so their rows are stride-1 runs)."""
+    size, step = config["row_length"], config["row_step"]
+    tile = STAGED_TILE_BYTES // config["element_bytes"]
+    span = (tile + size - 2) // size + 1
+    return step in (1, 2) and size >= 16 // config["element_bytes"] and span * step <= STAGED_SOURCES
+
+
+def staged_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
+    """The same for a staged walk (staged_tile_loop), per warp (wave) and tile: its
+    `tile` pass, and the `sources` region for the warps whose threads describe
+    the tile's row_length-element rows, `row_step` sources each (one thread
+    per source, so ceil(sources / lanes) warps), averaged over where in its
+    row a tile starts; a warp stages tile / warps per block elements."""
+    tile = STAGED_TILE_BYTES // config["element_bytes"]
+    warps = THREADS_PER_BLOCK // lanes_per_warp
+    size, step = config["row_length"], config["row_step"]
+    describing = sum(math.ceil(((start + tile - 1) // size + 1) * step / lanes_per_warp)
+                     for start in range(size)) / size
+    total = lambda key: loop["tile"][key] + describing / warps * loop["sources"][key]
+    return total("instructions"), total("cycles"), tile / warps
+
+
 def element_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
     """The same for a kernel with one loop over elements (or channel packets)."""
     packet = packet_elements(config)
@@ -1214,6 +1286,10 @@ def instantiation_for(config: dict, kernels: dict[str, dict]) -> str | None:
     the source defines one, else the row walk, else the element walk."""
     index = "int" if config["written"] < 2 ** 31 else "long"
     step = config["row_step"] if config["row_step"] in (1, 2) else 0
+    staged = f"{config['kernel']}_staged_kernel<{BITS_NAMES[config['element_bytes']]}, {index}, " \
+        f"{step}, {config['outer_dims']}>"
+    if config.get("dense") and staged_rows_fit(config) and staged in kernels:
+        return staged
     # scatter's is <Bits, Index, outer dims>, interleave's <Bits, Index, step, outer dims>
     for dense in (f"{config['kernel']}_dense_kernel<{BITS_NAMES[config['element_bytes']]}, {index}, "
                   f"{args}>" for args in (config["outer_dims"], f"{step}, {config['outer_dims']}")):
@@ -1234,14 +1310,16 @@ def model_configuration(config: dict, kernels: dict[str, dict]) -> dict:
     bytes_per_element = config["element_bytes"] * (config["written"] + config["read"]) / config["written"]
     for device in DEVICES:
         t = kernels[name]["targets"].get(device["arch"], {}) if name else {}
-        loop = t.get("dense_loop") or t.get("loop")
+        loop = t.get("staged_loop") or t.get("dense_loop") or t.get("loop")
         if not loop:
             out[device["name"]] = None
             continue
         width = device["lanes_per_scheduler"] if device is H100 else device["wave"]
-        kind = "dense" if t.get("dense_loop") else "rows" if "row_overhead" in loop else "elements"
+        kind = "staged" if t.get("staged_loop") else "dense" if t.get("dense_loop") else \
+            "rows" if "row_overhead" in loop else "elements"
         out["walk"] = kind
-        walk = {"dense": dense_walk_cost, "rows": row_walk_cost, "elements": element_walk_cost}[kind]
+        walk = {"staged": staged_walk_cost, "dense": dense_walk_cost, "rows": row_walk_cost,
+                "elements": element_walk_cost}[kind]
         instructions, cycles, elements = walk(config, loop, width)
         issuers = device["units"] * (device["schedulers_per_unit"] if device is H100
                                      else device["simds_per_unit"])

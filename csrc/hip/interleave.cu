@@ -3,6 +3,7 @@
 #include "interleave_index.h"
 #include "launch.h"
 #include "row_chunks.h"
+#include "staged_walk.h"
 
 namespace bwdconv::hip {
 namespace {
@@ -356,12 +357,39 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
-// The dense walk where dx allows it (make_interleave_walk), else the row walk.
+// dx dense in walk order, staged through shared memory (staged_walk.h):
+// each (row, residue) source of a tile costs its row's origin and the
+// residue's phase lookup once. Rows whose every phase result is a stride-1
+// run and whose slots no other writer keeps (make_interleave_walk); a fixed
+// step (1, 2).
+template <typename Bits, typename Index, int kStep, int kOuter>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    interleave_staged_kernel(InterleaveParams p, Position total) {
+  const Position rows = static_cast<Position>(p.rows);
+  const StagedRow walk{p.row.size, static_cast<Position>(p.walk.bias + p.row.padding),
+                       static_cast<Position>(p.walk.bias_quotient)};
+  staged_walk<Bits, kStep>(
+      static_cast<Bits*>(p.dst), total, walk, [&](Position row, Position residue) {
+        StagedSource<Bits> staged{nullptr, 0};
+        if (row >= 0 && row < rows) {
+          const RowSource<Bits, Index> source =
+              row_source<Bits, Index, kOuter>(p, row_origin<kOuter, Index>(p, row), residue);
+          staged.row = source.row;
+          staged.extent = source.extent;
+        }
+        return staged;
+      });
+}
+
+// The staged walk or the dense walk where dx allows it (make_interleave_walk),
+// else the row walk.
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const InterleaveParams& p, NativeStream stream) {
-  launch_dense_or_rows<Chunk<Bits>::kLanes>(
-      {"interleave"}, interleave_dense_kernel<Bits, Index, kStep, kOuter>,
-      interleave_kernel<Bits, Index, kStep, kOuter>, p, stream);
+  WalkKernels<InterleaveParams> kernels{interleave_kernel<Bits, Index, kStep, kOuter>,
+                                        interleave_dense_kernel<Bits, Index, kStep, kOuter>,
+                                        nullptr};
+  if constexpr (kStep > 0) kernels.staged = interleave_staged_kernel<Bits, Index, kStep, kOuter>;
+  launch_walk_kernels<Chunk<Bits>::kLanes>("interleave", kernels, p, stream);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "index.h"
+#include "launch.h"
 
 namespace bwdconv::hip {
 
@@ -115,6 +116,16 @@ RowWalk make_row_walk(int64_t size, int64_t lead, int64_t step, int element_byte
 
 namespace {
 
+// Whether a staged walk (staged_walk.h) can take rows of `size` positions
+// and fixed step `step`: rows of a chunk or more, and a tile of
+// kStagedTileBytes spanning at most kStagedSources (row, residue) sources
+// (a tile's first element lies less than a row into its first row).
+bool staged_rows_fit(int64_t size, int64_t step, int element_bytes) {
+  const int64_t tile = kStagedTileBytes / element_bytes;
+  const int64_t span = (tile + size - 2) / size + 1;
+  return (step == 1 || step == 2) && size >= 16 / element_bytes && span * step <= kStagedSources;
+}
+
 // Whether dst is dense in walk order: the row is stride 1 and each outer dim
 // steps over everything inside it, so row r starts at element r * row size.
 // Dim: WalkDim or InterleaveDim.
@@ -176,12 +187,33 @@ bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64
   q.element_bytes = element_bytes;
   q.wide_offsets = wide_offsets(src) || wide_offsets(dst);
   q.dense = dense_in_walk_order(outer, row_dim) && q.rows * row_dim.size + 2 * lanes < kNarrowLimit;
+  q.staged = q.dense && staged_rows_fit(row_dim.size, row_dim.step, element_bytes) &&
+             (row_dim.src_stride == 1 || row_dim.src_size <= 1);
   *p = q;
   return true;
 }
 
 
 namespace {
+
+// Whether the staged walk can write every slot of an interleave launch: each
+// residue of the walk's dims names a phase of the launch, none kept for
+// another writer, and every copied phase's row is a stride-1 run.
+bool stages_phases(const InterleaveParams& p) {
+  int64_t last_entry = (int64_t{p.row.step.value} - 1) * p.row.phase_weight;
+  for (int k = 0; k < p.outer_dims; ++k) {
+    last_entry += (int64_t{p.outer[k].step.value} - 1) * p.outer[k].phase_weight;
+  }
+  if (p.first_phase != 0 || last_entry >= p.phase_count) return false;
+  for (int e = 0; e < p.phase_count; ++e) {
+    const PhaseSource& phase = p.phases[e];
+    if (phase.write == PhaseWrite::Keep) return false;
+    if (phase.write == PhaseWrite::Copy && phase.row_stride != 1 && phase.row_extent > 1) {
+      return false;
+    }
+  }
+  return true;
+}
 
 // A dim of the interleave walk before it becomes an InterleaveWalkDim: its
 // dx side and, per phase of the launch, the result's stride and extent.
@@ -362,6 +394,8 @@ bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p) {
   q.element_bytes = l.element_bytes;
   q.dense = dense_in_walk_order(merged, row_dim) &&
             q.rows * row_dim.size + 32 / l.element_bytes < kNarrowLimit;
+  q.staged = q.dense && staged_rows_fit(row_dim.size, row_dim.step, l.element_bytes) &&
+             stages_phases(q);
   *p = q;
   return true;
 }

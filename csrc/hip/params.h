@@ -84,6 +84,7 @@ struct ScatterParams {
   int element_bytes = 4;
   bool wide_offsets = false;  // element offsets may reach 2^31
   bool dense = false;         // the chunks of dst's memory, not rows
+  bool staged = false;        // dense, through shared memory (staged_walk.h)
   int passes = 0;             // dense: chunks per thread (0: launch.h, dense_passes)
 };
 
@@ -151,6 +152,7 @@ struct InterleaveParams {
   int element_bytes = 4;
   bool wide_offsets = false;  // element offsets may reach 2^31
   bool dense = false;         // the chunks of dx's memory, not rows
+  bool staged = false;        // dense, through shared memory (staged_walk.h)
   int passes = 0;             // dense: chunks per thread (0: launch.h, dense_passes)
 };
 

@@ -27,6 +27,8 @@
 //     that adds one needs a host definition here first).
 #pragma once
 
+#include <type_traits>
+
 #include <cstdint>
 
 namespace bwdconv::hip {
@@ -106,6 +108,8 @@ inline void launch_kernel(const KernelLabel& label, void (*kernel)(Params...), d
 // Host launches run to completion and have no asynchronous errors.
 inline LaunchError last_launch_error() { return nullptr; }
 
+inline uint32_t opaque(uint32_t value) { return value; }
+
 // The host grid's units: the hardware threads (at least 1).
 inline int64_t multiprocessor_count(int) { return host::hardware_threads(); }
 
@@ -159,6 +163,34 @@ inline int64_t multiprocessor_count(int device) {
 namespace bwdconv::hip {
 inline namespace device_target {
 
+#if defined(__HIP_DEVICE_COMPILE__)
+// Every caller accesses global memory; saying so keeps a pointer read from
+// shared memory from becoming a flat access, which AMD counts against both
+// its memory and its LDS counters (every LDS wait would wait for the loads).
+// Scalars only: a class object in another address space has no copy
+// constructor to bind to (16-byte chunks come from kernel arguments, which
+// the compiler already knows are global).
+template <typename T>
+using GlobalPointer = __attribute__((address_space(1))) T*;
+
+template <typename T>
+__device__ inline T global_load(const T* address) {
+  if constexpr (std::is_scalar_v<T>) {
+    return *(GlobalPointer<const T>)address;
+  } else {
+    return *address;
+  }
+}
+
+template <typename T>
+__device__ inline void global_store(T* address, const T& value) {
+  if constexpr (std::is_scalar_v<T>) {
+    *(GlobalPointer<T>)address = value;
+  } else {
+    *address = value;
+  }
+}
+#else
 template <typename T>
 __device__ inline T global_load(const T* address) {
   return *address;
@@ -167,6 +199,19 @@ __device__ inline T global_load(const T* address) {
 template <typename T>
 __device__ inline void global_store(T* address, const T& value) {
   *address = value;
+}
+#endif
+
+// `value`, which the compiler may no longer trace to its definition: a
+// value carried by additions stays carried, not rewritten as a multiply of
+// what it was computed from.
+__device__ inline uint32_t opaque(uint32_t value) {
+#if defined(__HIP_DEVICE_COMPILE__)
+  asm("" : "+v"(value));
+#elif defined(__CUDA_ARCH__)
+  asm("" : "+r"(value));
+#endif
+  return value;
 }
 
 // Enqueues the kernel on `stream`; last_launch_error() says whether it went.

@@ -111,23 +111,37 @@ struct DenseRun {
   __device__ void next() { chunk += kRunLanes; }
 };
 
+// The kernels of a data-movement walk (Params: ScatterParams or
+// InterleaveParams): the row walk, the dense walk and the staged walk
+// (nullptr where the instantiation has none).
+template <typename Params>
+struct WalkKernels {
+  void (*rows)(Params, Position);
+  void (*dense)(Params, Position);
+  void (*staged)(Params, Position);
+};
+
 // Launches a data-movement walk over p.rows rows of p.row.size elements:
-// `dense` in runs of kLanes-element chunks where dst is dense in walk order
-// (p.dense; p.passes as launch.h's dense_passes takes it), else `rows`, the
-// row walk. Params: ScatterParams or InterleaveParams.
+// where dst is dense in walk order (p.dense), the staged walk (p.staged: a
+// block per kStagedTileBytes of dst, staged_walk.h) or the dense walk in runs of
+// kLanes-element chunks (p.passes as launch.h's dense_passes takes it),
+// else the row walk.
 template <int kLanes, typename Params>
-void launch_dense_or_rows(const KernelLabel& label, void (*dense)(Params, Position),
-                          void (*rows)(Params, Position), const Params& p, NativeStream stream) {
-  if (p.dense) {
-    const int64_t total = p.rows * p.row.size.value;
+void launch_walk_kernels(const char* name, const WalkKernels<Params>& kernels, const Params& p,
+                         NativeStream stream) {
+  const int64_t total = p.rows * p.row.size.value;
+  if (p.dense && p.staged && kernels.staged != nullptr) {
+    launch_kernel({name, Lanes::synchronized}, kernels.staged, staged_blocks(total, kLanes),
+                  kThreadsPerBlock, stream, p, static_cast<Position>(total));
+  } else if (p.dense) {
     const int64_t chunks = dense_chunks(total, kLanes);
     Params run = p;
     run.passes = dense_passes(chunks, p.passes);
-    launch_kernel(label, dense, dense_blocks(chunks, run.passes), kThreadsPerBlock, stream, run,
-                  static_cast<Position>(total));
+    launch_kernel({name}, kernels.dense, dense_blocks(chunks, run.passes), kThreadsPerBlock, stream,
+                  run, static_cast<Position>(total));
   } else {
-    launch_kernel(label, rows, blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock, stream,
-                  p, static_cast<Position>(p.rows));
+    launch_kernel({name}, kernels.rows, blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock,
+                  stream, p, static_cast<Position>(p.rows));
   }
 }
 

@@ -131,6 +131,7 @@ TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
   std::mt19937 rng(2026);
   int walks[2] = {0, 0};  // row walks, dense walks
   int carried = 0;        // dense walks whose rows span more than a run's pass
+  int staged = 0;         // dense walks staged through shared memory
   for (int trial = 0; trial < 600; ++trial) {
     const int spatial = 1 + static_cast<int>(rng() % 3);
     const bool channels_last = rng() % 2;
@@ -166,8 +167,10 @@ TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
     p.dst = dst_storage.data() + dst_shift;
     ASSERT_TRUE(make_scatter_walk(src_view, dst_view, stride, lead, element_bytes, &p));
     p.passes = static_cast<int>(rng() % 7);  // a dense walk's chunks per thread (0: the launcher's)
+    p.staged = p.staged && rng() % 3 != 0;    // where rows can be staged, a third go unstaged
     ASSERT_EQ(launch_scatter<Target::host>(p, nullptr), nullptr);
     ++walks[p.dense];
+    staged += p.staged;
     carried += p.dense && p.row.size.value > kRunLanes * 16 / element_bytes;
     const std::vector<unsigned char> expected =
         reference_scatter(src, src_view, dst_view, stride, lead, element_bytes, 0xab);
@@ -180,6 +183,7 @@ TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
   EXPECT_GE(walks[0], 150);
   EXPECT_GE(walks[1], 350);
   EXPECT_GE(carried, 20);
+  EXPECT_GE(staged, 50);
 }
 
 
@@ -408,6 +412,7 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
   std::mt19937 rng(1123);
   int launches = 0, chunked = 0, dense = 0;
   int carried = 0;  // dense launches whose rows span more than a run's pass
+  int staged = 0;   // dense launches staged through shared memory
   for (int trial = 0; trial < 600; ++trial) {
     const InterleaveCase c = random_interleave(rng);
     const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
@@ -427,7 +432,9 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
       InterleaveParams p;
       ASSERT_TRUE(make_interleave_walk(interleave_launch(c, dx, first, count, wide), &p)) << where;
       p.passes = static_cast<int>(rng() % 7);  // a dense walk's chunks per thread (0: the launcher's)
+      p.staged = p.staged && rng() % 3 != 0;    // where rows can be staged, a third go unstaged
       ASSERT_EQ(launch_interleave<Target::host>(p, nullptr), nullptr) << where;
+      staged += p.staged;
       // a gap after each row makes dx not dense, unless it has one row
       ASSERT_TRUE(p.dense || c.gap > 0) << where;
       chunked += p.walk.chunks_per_row > 2;
@@ -449,6 +456,7 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
   EXPECT_GT(dense, launches / 2);
   EXPECT_GT(launches - dense, launches / 5);
   EXPECT_GE(carried, 20);
+  EXPECT_GE(staged, 30);
 }
 
 // Parameters no instantiation serves (an element width no walk moves, outer

@@ -1,0 +1,154 @@
+// The staged walk of a dense dst (scatter, interleave; for kernel sources
+// only): a block stages a tile of dst in shared memory, then stores it in
+// aligned 16-byte chunks, so every lane of a pass takes the same path
+// whatever the row length (docs/DESIGN.md, "The staged walk").
+#pragma once
+
+#include <type_traits>
+
+#include "bits.h"
+#include "launch.h"
+#include "portability.h"
+#include "row_chunks.h"
+#include "row_index.h"
+
+namespace bwdconv::hip {
+
+// The source of one residue of one row of a tile: slot q of the residue
+// reads row[q] for 0 <= q < extent (a stride-1 run), a zero elsewhere.
+// Trivial: a __shared__ array of them takes no initializer.
+template <typename Bits>
+struct alignas(16) StagedSource {
+  const Bits* row;
+  Position extent;
+};
+
+// Where dst position j of a row reads: slot q = b div step - quotient of
+// residue b mod step, with b = j + shift >= 0 (shift: the walk's bias less
+// its lead, quotient: the bias's quotient; row_index.h, RowCursor).
+struct StagedRow {
+  Divisor size;
+  Position shift;
+  Position quotient;
+};
+
+// Where a lane stands in its tile: the first of its row's sources in the
+// tile's (row * kStep, counted from the tile's first row) and b of its next
+// element (unsigned: residue and slot by shifts for a fixed step).
+struct StagedCursor {
+  uint32_t entry;
+  uint32_t b;
+
+  // Into the next row where `next` (b past the row's end).
+  __device__ void move_on(bool next, uint32_t size, uint32_t sources_per_row) {
+    b -= next ? size : 0;
+    entry += next ? sources_per_row : 0;
+  }
+};
+
+// The value at a cursor: its residue's source, its slot's element or a zero.
+template <typename Bits, int kStep>
+__device__ inline Bits staged_value(const StagedSource<Bits>* sources, const StagedRow& walk,
+                                    StagedCursor at) {
+  const StagedSource<Bits> source = sources[at.entry + at.b % kStep];
+  const uint32_t q = at.b / kStep - static_cast<uint32_t>(walk.quotient);
+  return q < static_cast<uint32_t>(source.extent) ? global_load(source.row + q) : Bits{};
+}
+
+// Stages and stores dst's tiles of kStagedTileBytes, one per block and pass
+// of a grid-stride loop over `tiles`; `describe(row, residue)` gives a
+// row's residue its StagedSource (rows outside dst: extent 0). kStep: the
+// row dim's step (1, 2). Rows are at least a chunk long and short enough
+// that a tile spans at most kStagedSources / kStep of them (make_*_walk).
+//   1. The tile's sources, one per thread.
+//   2. Every lane reads kPack consecutive elements per round, 2 * kPack *
+//      256 elements apart from round to round, and writes them to the
+//      tile: a division per lane and tile, additions per element (a
+//      comparison where a pack crosses a row end).
+//   3. The tile goes out in aligned 16-byte chunks (lane by lane only at
+//      dst's ends).
+template <typename Bits, int kStep, typename Describe>
+__device__ inline void staged_walk(Bits* dst, Position total, const StagedRow& walk,
+                                   Describe describe) {
+  constexpr int kLanes = Chunk<Bits>::kLanes;
+  constexpr int kTile = kStagedTileBytes / static_cast<int>(sizeof(Bits));
+  // consecutive elements a lane stages together: a 32-bit word of 2-byte
+  // elements, else one
+  constexpr int kPack = sizeof(Bits) == 2 ? 2 : 1;
+  constexpr int kAdvance = kThreadsPerBlock * kPack;  // elements from round to round
+  constexpr int kRounds = kTile / kAdvance;
+  constexpr int kChunks = kTile / kLanes;
+  __shared__ StagedSource<Bits> sources[kStagedSources];
+  __shared__ Bits128 tile[kChunks];
+  const Position size = static_cast<Position>(walk.size.value);
+  const uint32_t shift = static_cast<uint32_t>(walk.shift);
+  const uint32_t row_size = static_cast<uint32_t>(size);
+  const uint32_t end = row_size + shift;  // b past a row's last position
+  // a round's advance as whole rows (their sources) and positions
+  const Position advance_rows = divide_position(kAdvance, walk.size);
+  const uint32_t advance_entries = static_cast<uint32_t>(advance_rows * kStep);
+  const uint32_t advance_b = static_cast<uint32_t>(kAdvance - advance_rows * size);
+  // Tile t holds dst elements t * kTile - head ...: chunks aligned in memory.
+  const Position head = row_head(dst);
+  const Position tiles = (total + head + kTile - 1) / kTile;
+  for (Position t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const Position first = t * kTile - head;
+    // the row of the tile's first element: -1 for the elements before dst
+    const Position row0 = first < 0 ? -1 : divide_position(first, walk.size);
+    const Position span = divide_position(first + kTile - 1 - row0 * size, walk.size) + 1;
+    if (static_cast<Position>(threadIdx.x) < span * kStep) {
+      sources[threadIdx.x] = describe(row0 + static_cast<Position>(threadIdx.x) / kStep,
+                                      static_cast<Position>(threadIdx.x) % kStep);
+    }
+    __syncthreads();
+    const Position local = first + static_cast<Position>(threadIdx.x) * kPack - row0 * size;
+    const Position row = divide_position(local, walk.size);
+    // carried by additions from here on (opaque: not re-derived from the division)
+    StagedCursor at{opaque(static_cast<uint32_t>(row * kStep)),
+                    opaque(static_cast<uint32_t>(local - row * size + walk.shift))};
+    // every round's loads before the tile's stores
+    using Pack = std::conditional_t<kPack == 2, uint32_t, Bits>;
+    Pack packs[kRounds];
+    for (int k = 0; k < kRounds; ++k) {
+      StagedCursor element = at;
+      packs[k] = 0;
+      for (int e = 0; e < kPack; ++e) {
+        const Bits value = staged_value<Bits, kStep>(sources, walk, element);
+        packs[k] |= static_cast<Pack>(value) << (e * 8 * sizeof(Bits));
+        if (e + 1 < kPack) {
+          // the pack's next element, which may start the next row
+          ++element.b;
+          element.move_on(element.b == end, row_size, kStep);
+        }
+      }
+      at.entry += advance_entries;
+      at.b += advance_b;
+      at.move_on(at.b >= end, row_size, kStep);
+    }
+    for (int k = 0; k < kRounds; ++k) {
+      reinterpret_cast<Pack*>(tile)[threadIdx.x + k * kThreadsPerBlock] = packs[k];
+    }
+    __syncthreads();
+    for (int k = 0; k < kChunks / kThreadsPerBlock; ++k) {
+      const Position c = static_cast<Position>(threadIdx.x) + k * kThreadsPerBlock;
+      const Position at_first = first + c * kLanes;
+      const Bits128 bits = tile[c];
+      Chunk<Bits> chunk;
+      chunk.word[0] = static_cast<uint32_t>(bits.low);
+      chunk.word[1] = static_cast<uint32_t>(bits.low >> 32);
+      chunk.word[2] = static_cast<uint32_t>(bits.high);
+      chunk.word[3] = static_cast<uint32_t>(bits.high >> 32);
+      if (at_first >= 0 && at_first + kLanes <= total) {
+        store_chunk(dst + at_first, chunk);
+      } else {
+        for (int e = 0; e < kLanes; ++e) {
+          const Position j = at_first + e;
+          if (j >= 0 && j < total) global_store(dst + j, chunk.get(e));
+        }
+      }
+    }
+    __syncthreads();  // the next tile's sources and values overwrite these
+  }
+}
+
+}  // namespace bwdconv::hip
