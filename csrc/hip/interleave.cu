@@ -359,9 +359,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 // dx dense in walk order, staged through shared memory (staged_walk.h):
 // each (row, residue) source of a tile costs its row's origin and the
-// residue's phase lookup once. Rows whose every phase result is a stride-1
-// run and whose slots no other writer keeps (make_interleave_walk); a fixed
-// step (1, 2).
+// residue's phase lookup once. Stride-2 rows whose every phase result is a
+// stride-1 run and whose slots no other writer keeps (make_interleave_walk).
 template <typename Bits, typename Index, int kStep, int kOuter>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     interleave_staged_kernel(InterleaveParams p, Position total) {
@@ -388,7 +387,7 @@ void launch_walk(const InterleaveParams& p, NativeStream stream) {
   WalkKernels<InterleaveParams> kernels{interleave_kernel<Bits, Index, kStep, kOuter>,
                                         interleave_dense_kernel<Bits, Index, kStep, kOuter>,
                                         nullptr};
-  if constexpr (kStep > 0) kernels.staged = interleave_staged_kernel<Bits, Index, kStep, kOuter>;
+  if constexpr (kStep == 2) kernels.staged = interleave_staged_kernel<Bits, Index, kStep, kOuter>;
   launch_walk_kernels<Chunk<Bits>::kLanes>("interleave", kernels, p, stream);
 }
 

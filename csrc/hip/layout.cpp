@@ -116,14 +116,20 @@ RowWalk make_row_walk(int64_t size, int64_t lead, int64_t step, int element_byte
 
 namespace {
 
-// Whether a staged walk (staged_walk.h) can take rows of `size` positions
-// and fixed step `step`: rows of a chunk or more, and a tile of
-// kStagedTileBytes spanning at most kStagedSources (row, residue) sources
-// (a tile's first element lies less than a row into its first row).
-bool staged_rows_fit(int64_t size, int64_t step, int element_bytes) {
+// Whether a staged walk (staged_walk.h) takes rows of `size` positions, a
+// stride-2 row dim whose positions map to slots as `walk` says (lead: the
+// row's lead): rows of a chunk or more; a tile of kStagedTileBytes spanning
+// at most kStagedSources (row, residue) sources (a tile's first element lies
+// less than a row into its first row); positions, shifted and scaled to
+// bytes of sources, below 2^32. Rows of step 1 keep the dense walk, which
+// copies them in 16-byte chunks where they align.
+bool staged_rows_fit(int64_t size, int64_t step, const RowWalk& walk, int64_t lead,
+                     int element_bytes) {
   const int64_t tile = kStagedTileBytes / element_bytes;
   const int64_t span = (tile + size - 2) / size + 1;
-  return (step == 1 || step == 2) && size >= 16 / element_bytes && span * step <= kStagedSources;
+  const int64_t shift = walk.bias - lead;
+  return step == 2 && size >= 16 / element_bytes && span * step <= kStagedSources &&
+         size + shift < (int64_t{1} << 28);
 }
 
 // Whether dst is dense in walk order: the row is stride 1 and each outer dim
@@ -187,7 +193,8 @@ bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64
   q.element_bytes = element_bytes;
   q.wide_offsets = wide_offsets(src) || wide_offsets(dst);
   q.dense = dense_in_walk_order(outer, row_dim) && q.rows * row_dim.size + 2 * lanes < kNarrowLimit;
-  q.staged = q.dense && staged_rows_fit(row_dim.size, row_dim.step, element_bytes) &&
+  q.staged = q.dense &&
+             staged_rows_fit(row_dim.size, row_dim.step, q.walk, row_dim.lead, element_bytes) &&
              (row_dim.src_stride == 1 || row_dim.src_size <= 1);
   *p = q;
   return true;
@@ -204,7 +211,9 @@ bool stages_phases(const InterleaveParams& p) {
   for (int k = 0; k < p.outer_dims; ++k) {
     last_entry += (int64_t{p.outer[k].step.value} - 1) * p.outer[k].phase_weight;
   }
-  if (p.first_phase != 0 || last_entry >= p.phase_count) return false;
+  // entries run from -first_phase (every residue 0) to last_entry - first_phase
+  // (first_phase is negative where size-1 dims fold a residue in: fold_single)
+  if (p.first_phase > 0 || last_entry - p.first_phase >= p.phase_count) return false;
   for (int e = 0; e < p.phase_count; ++e) {
     const PhaseSource& phase = p.phases[e];
     if (phase.write == PhaseWrite::Keep) return false;
@@ -394,7 +403,8 @@ bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p) {
   q.element_bytes = l.element_bytes;
   q.dense = dense_in_walk_order(merged, row_dim) &&
             q.rows * row_dim.size + 32 / l.element_bytes < kNarrowLimit;
-  q.staged = q.dense && staged_rows_fit(row_dim.size, row_dim.step, l.element_bytes) &&
+  q.staged = q.dense &&
+             staged_rows_fit(row_dim.size, row_dim.step, q.walk, -row_dim.padding, l.element_bytes) &&
              stages_phases(q);
   *p = q;
   return true;

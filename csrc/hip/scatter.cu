@@ -315,7 +315,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 // dst dense in walk order, staged through shared memory (staged_walk.h):
 // each row of a tile costs its outer coordinates' divisions once, and its
 // residue 0 (the positions that hold source elements) reads the source
-// row. Source rows of stride 1 (make_scatter_walk); a fixed step (1, 2).
+// row. Stride-2 rows of stride-1 sources (make_scatter_walk).
 template <typename Bits, typename Index, int kStep, int kOuter>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     scatter_staged_kernel(ScatterParams p, Position total) {
@@ -344,7 +344,7 @@ void launch_walk(const ScatterParams& p, NativeStream stream) {
   if constexpr (kStep != 1 || kOuter < kOuterDims) {
     WalkKernels<ScatterParams> kernels{scatter_kernel<Bits, Index, kStep, kOuter>,
                                        scatter_dense_kernel<Bits, Index, kStep, kOuter>, nullptr};
-    if constexpr (kStep > 0) kernels.staged = scatter_staged_kernel<Bits, Index, kStep, kOuter>;
+    if constexpr (kStep == 2) kernels.staged = scatter_staged_kernel<Bits, Index, kStep, kOuter>;
     launch_walk_kernels<Chunk<Bits>::kLanes>("scatter", kernels, p, stream);
   }
 }

@@ -32,17 +32,24 @@ struct StagedRow {
   Position quotient;
 };
 
-// Where a lane stands in its tile: the first of its row's sources in the
-// tile's (row * kStep, counted from the tile's first row) and b of its next
-// element (unsigned: residue and slot by shifts for a fixed step).
+// Bytes of a StagedSource, a power of two: a cursor counts in them.
+constexpr uint32_t kStagedSourceBytes = 16;
+
+// Where a lane stands in its tile, in bytes of the tile's sources: `row`,
+// the offset of its row's first source (row * kStep sources from the tile's
+// first row), and `b`, b * kStagedSourceBytes of its next element. Residue r's
+// source then lies at row | r * kStagedSourceBytes (row offsets are multiples
+// of kStep sources) and the slot is b div (kStep * kStagedSourceBytes): a
+// mask and a shift per element for a fixed step.
 struct StagedCursor {
-  uint32_t entry;
+  uint32_t row;
   uint32_t b;
 
-  // Into the next row where `next` (b past the row's end).
-  __device__ void move_on(bool next, uint32_t size, uint32_t sources_per_row) {
+  // Into the next row where `next` (b past the row's end): `size` and
+  // `row_bytes` are a row's positions and sources, scaled as the cursor is.
+  __device__ void move_on(bool next, uint32_t size, uint32_t row_bytes) {
     b -= next ? size : 0;
-    entry += next ? sources_per_row : 0;
+    row += next ? row_bytes : 0;
   }
 };
 
@@ -50,8 +57,11 @@ struct StagedCursor {
 template <typename Bits, int kStep>
 __device__ inline Bits staged_value(const StagedSource<Bits>* sources, const StagedRow& walk,
                                     StagedCursor at) {
-  const StagedSource<Bits> source = sources[at.entry + at.b % kStep];
-  const uint32_t q = at.b / kStep - static_cast<uint32_t>(walk.quotient);
+  static_assert(sizeof(StagedSource<Bits>) == kStagedSourceBytes, "a cursor counts sources");
+  const uint32_t residue = at.b / kStagedSourceBytes % kStep;
+  const StagedSource<Bits>& source = *reinterpret_cast<const StagedSource<Bits>*>(
+      reinterpret_cast<const char*>(sources) + (at.row | residue * kStagedSourceBytes));
+  const uint32_t q = at.b / (kStep * kStagedSourceBytes) - static_cast<uint32_t>(walk.quotient);
   return q < static_cast<uint32_t>(source.extent) ? global_load(source.row + q) : Bits{};
 }
 
@@ -81,13 +91,15 @@ __device__ inline void staged_walk(Bits* dst, Position total, const StagedRow& w
   __shared__ StagedSource<Bits> sources[kStagedSources];
   __shared__ Bits128 tile[kChunks];
   const Position size = static_cast<Position>(walk.size.value);
-  const uint32_t shift = static_cast<uint32_t>(walk.shift);
-  const uint32_t row_size = static_cast<uint32_t>(size);
-  const uint32_t end = row_size + shift;  // b past a row's last position
-  // a round's advance as whole rows (their sources) and positions
+  // a row's positions, its first b past its end and its sources, and a
+  // round's advance in whole rows and positions: as a cursor counts
+  constexpr uint32_t kScale = kStagedSourceBytes;
+  const uint32_t row_size = static_cast<uint32_t>(size) * kScale;
+  const uint32_t end = row_size + static_cast<uint32_t>(walk.shift) * kScale;
+  constexpr uint32_t kRowBytes = kStep * kStagedSourceBytes;
   const Position advance_rows = divide_position(kAdvance, walk.size);
-  const uint32_t advance_entries = static_cast<uint32_t>(advance_rows * kStep);
-  const uint32_t advance_b = static_cast<uint32_t>(kAdvance - advance_rows * size);
+  const uint32_t advance_row = static_cast<uint32_t>(advance_rows) * kRowBytes;
+  const uint32_t advance_b = static_cast<uint32_t>(kAdvance - advance_rows * size) * kScale;
   // Tile t holds dst elements t * kTile - head ...: chunks aligned in memory.
   const Position head = row_head(dst);
   const Position tiles = (total + head + kTile - 1) / kTile;
@@ -104,8 +116,8 @@ __device__ inline void staged_walk(Bits* dst, Position total, const StagedRow& w
     const Position local = first + static_cast<Position>(threadIdx.x) * kPack - row0 * size;
     const Position row = divide_position(local, walk.size);
     // carried by additions from here on (opaque: not re-derived from the division)
-    StagedCursor at{opaque(static_cast<uint32_t>(row * kStep)),
-                    opaque(static_cast<uint32_t>(local - row * size + walk.shift))};
+    StagedCursor at{opaque(static_cast<uint32_t>(row) * kRowBytes),
+                    opaque(static_cast<uint32_t>(local - row * size + walk.shift) * kScale)};
     // every round's loads before the tile's stores
     using Pack = std::conditional_t<kPack == 2, uint32_t, Bits>;
     Pack packs[kRounds];
@@ -117,13 +129,13 @@ __device__ inline void staged_walk(Bits* dst, Position total, const StagedRow& w
         packs[k] |= static_cast<Pack>(value) << (e * 8 * sizeof(Bits));
         if (e + 1 < kPack) {
           // the pack's next element, which may start the next row
-          ++element.b;
-          element.move_on(element.b == end, row_size, kStep);
+          element.b += kScale;
+          element.move_on(element.b == end, row_size, kRowBytes);
         }
       }
-      at.entry += advance_entries;
+      at.row += advance_row;
       at.b += advance_b;
-      at.move_on(at.b >= end, row_size, kStep);
+      at.move_on(at.b >= end, row_size, kRowBytes);
     }
     for (int k = 0; k < kRounds; ++k) {
       reinterpret_cast<Pack*>(tile)[threadIdx.x + k * kThreadsPerBlock] = packs[k];
