@@ -3,7 +3,7 @@
 phase_stacked and swap1x1 (both writers) and splitk's kernel path (its
 products on ATen's batched GEMM, its reduce kernel), through the ops, on random 1-3D shapes with groups, dilation and padding, in
 every dtype, NCHW and channels_last, with more phases than one launch carries,
-and scatter also with its 64-bit element offsets forced on.
+on rows the staged walk takes, and scatter also with its 64-bit element offsets forced on.
 
 Data movement copies bits, so dx from the kernels must equal, bit for bit and
 stride for stride, dx from the CPU's ATen writers (strided copies), and both
@@ -32,6 +32,12 @@ MANY_PHASE_CASES = [((1, 2, 13, 14), (2, 2, 3, 3), [6, 6], [1, 1], [1, 1], 1),
                     ((2, 3, 90), (4, 3, 5), [40], [2], [1], 1),
                     ((1, 2, 9, 9, 10), (2, 2, 2, 2, 2), [4, 4, 4], [0, 1, 0], [1, 1, 1], 1),
                     ((1, 4, 12, 16), (4, 4, 1, 1), [6, 8], [0, 0], [1, 1], 1)]
+# NCHW shapes whose dx and scatter buffer rows (stride 2, W of 69 to 201) the
+# staged walk takes in every dtype (csrc/hip/staged_walk.h).
+STAGED_CASES = [((2, 3, 10, 70), (4, 3, 1, 1), [2, 2], [0, 0], [1, 1], 1),
+                ((1, 4, 9, 81), (4, 4, 3, 3), [2, 2], [1, 1], [1, 1], 1),
+                ((2, 3, 201), (5, 3, 3), [2], [1], [1], 1),
+                ((1, 4, 5, 6, 90), (4, 2, 1, 3, 3), [1, 2, 2], [0, 1, 1], [1, 1, 1], 2)]
 # (strategy, swap1x1 writer) for every input-gradient strategy that launches a
 # kernel, swap1x1 once per writer.
 INPUT_FORCINGS = [(e.name, writer) for e in bwdconv.registry()
@@ -84,16 +90,17 @@ def assert_accurate(ours, theirs, reference, where):
 
 def input_cases():
     """(trial, case, dtype, channels_last) for random shapes, the in_place
-    shapes and the many-phase shapes."""
+    shapes, the many-phase shapes and the staged shapes (NCHW)."""
     rng = random.Random(SEED)
     cases = [random_case(rng, one_by_one=trial % 3 == 0) for trial in range(72)]
-    cases += IN_PLACE_CASES + MANY_PHASE_CASES
-    return [(trial, case, DTYPES[trial % 4], trial % 2 == 1 or case in IN_PLACE_CASES)
+    cases += IN_PLACE_CASES + MANY_PHASE_CASES + STAGED_CASES
+    return [(trial, case, DTYPES[trial % 4],
+             (trial % 2 == 1 or case in IN_PLACE_CASES) and case not in STAGED_CASES)
             for trial, case in enumerate(cases)]
 
 
 def test_data_movement_kernels_write_what_the_aten_writers_write():
-    checked, wide, many_phases, in_place = 0, 0, 0, 0
+    checked, wide, many_phases, in_place, staged = 0, 0, 0, 0, 0
     for trial, case, dtype, last in input_cases():
         (x, w, dy), (x64, w64, dy64) = case_operands(case, trial, dtype, last)
         _, _, s, p, d, groups = case
@@ -105,8 +112,11 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
                 aten_written = input_gradient(case, dy, w, x, forcing)
             except ValueError:
                 continue  # the strategy (or writer) cannot serve this shape
+            bwdconv._library._C.start_kernel_recording()
             with bwdconv.kernels_on_host():
                 ours = input_gradient(case, dy, w, x, forcing)
+            launched = [launch["kernel"] for launch in
+                        bwdconv._library._C.stop_kernel_recording()["launches"]]
             assert ours.stride() == aten_written.stride(), where
             assert torch.equal(ours, aten_written), where
             assert_accurate(ours, theirs, reference, where)
@@ -117,8 +127,10 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
             checked += 1
             many_phases += case in MANY_PHASE_CASES
             in_place += forcing[1] == "in_place"
+            staged += any(name.endswith("_staged") for name in launched)
     assert checked >= 200 and wide >= 50
     assert many_phases >= 2 * len(MANY_PHASE_CASES) and in_place >= len(IN_PLACE_CASES)
+    assert staged >= 3 * len(STAGED_CASES)  # each shape through two strategies or more
 
 
 def test_the_switch_runs_the_kernels_on_the_host_grid():

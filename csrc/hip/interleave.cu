@@ -384,11 +384,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 // else the row walk.
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const InterleaveParams& p, NativeStream stream) {
-  WalkKernels<InterleaveParams> kernels{interleave_kernel<Bits, Index, kStep, kOuter>,
+  WalkKernels<InterleaveParams> kernels{"interleave", "interleave_staged",
+                                        interleave_kernel<Bits, Index, kStep, kOuter>,
                                         interleave_dense_kernel<Bits, Index, kStep, kOuter>,
                                         nullptr};
   if constexpr (kStep == 2) kernels.staged = interleave_staged_kernel<Bits, Index, kStep, kOuter>;
-  launch_walk_kernels<Chunk<Bits>::kLanes>("interleave", kernels, p, stream);
+  launch_walk_kernels<Chunk<Bits>::kLanes>(kernels, p, stream);
 }
 
 }  // namespace

@@ -113,9 +113,12 @@ struct DenseRun {
 
 // The kernels of a data-movement walk (Params: ScatterParams or
 // InterleaveParams): the row walk, the dense walk and the staged walk
-// (nullptr where the instantiation has none).
+// (nullptr where the instantiation has none), and the labels their launches
+// carry (the staged walk's its own, for traffic records).
 template <typename Params>
 struct WalkKernels {
+  const char* name;
+  const char* staged_name;
   void (*rows)(Params, Position);
   void (*dense)(Params, Position);
   void (*staged)(Params, Position);
@@ -127,20 +130,19 @@ struct WalkKernels {
 // kLanes-element chunks (p.passes as launch.h's dense_passes takes it),
 // else the row walk.
 template <int kLanes, typename Params>
-void launch_walk_kernels(const char* name, const WalkKernels<Params>& kernels, const Params& p,
-                         NativeStream stream) {
+void launch_walk_kernels(const WalkKernels<Params>& kernels, const Params& p, NativeStream stream) {
   const int64_t total = p.rows * p.row.size.value;
   if (p.dense && p.staged && kernels.staged != nullptr) {
-    launch_kernel({name, Lanes::synchronized}, kernels.staged, staged_blocks(total, kLanes),
+    launch_kernel({kernels.staged_name, Lanes::synchronized}, kernels.staged, staged_blocks(total, kLanes),
                   kThreadsPerBlock, stream, p, static_cast<Position>(total));
   } else if (p.dense) {
     const int64_t chunks = dense_chunks(total, kLanes);
     Params run = p;
     run.passes = dense_passes(chunks, p.passes);
-    launch_kernel({name}, kernels.dense, dense_blocks(chunks, run.passes), kThreadsPerBlock, stream,
+    launch_kernel({kernels.name}, kernels.dense, dense_blocks(chunks, run.passes), kThreadsPerBlock, stream,
                   run, static_cast<Position>(total));
   } else {
-    launch_kernel({name}, kernels.rows, blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock,
+    launch_kernel({kernels.name}, kernels.rows, blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock,
                   stream, p, static_cast<Position>(p.rows));
   }
 }

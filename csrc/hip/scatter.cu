@@ -342,10 +342,11 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const ScatterParams& p, NativeStream stream) {
   if constexpr (kStep != 1 || kOuter < kOuterDims) {
-    WalkKernels<ScatterParams> kernels{scatter_kernel<Bits, Index, kStep, kOuter>,
+    WalkKernels<ScatterParams> kernels{"scatter", "scatter_staged",
+                                       scatter_kernel<Bits, Index, kStep, kOuter>,
                                        scatter_dense_kernel<Bits, Index, kStep, kOuter>, nullptr};
     if constexpr (kStep == 2) kernels.staged = scatter_staged_kernel<Bits, Index, kStep, kOuter>;
-    launch_walk_kernels<Chunk<Bits>::kLanes>("scatter", kernels, p, stream);
+    launch_walk_kernels<Chunk<Bits>::kLanes>(kernels, p, stream);
   }
 }
 
