@@ -15,7 +15,10 @@ What it does:
   registers, stack frame, spill bytes, static shared memory; cuobjdump -sass:
   the instructions) and for gfx90a and gfx940 (hipcc --cuda-device-only -S: the
   AMDGPU metadata gives VGPR/SGPR/AGPR counts, LDS, scratch and spills);
-- finds each data-movement kernel's per-element loop: for a dense walk
+- finds each data-movement kernel's per-element loop: for a staged walk
+  (`*_staged_kernel`: a block stages a tile of dst in shared memory, then
+  stores it in aligned 16-byte chunks) the pass through its tile loop with
+  and without describing the tile's sources, see staged_tile_loop; for a dense walk
   (`*_dense_kernel`: runs of aligned 16-byte chunks of dst's memory, 64
   chunks apart per thread, the row's set-up and cursor carried from chunk to
   chunk) the paths through its chunk loop: the row set-up, a chunk inside its
@@ -36,10 +39,14 @@ What it does:
 - computes theoretical occupancy on sm_90 and gfx940 and a modelled
   issue-bound ceiling of the data-movement kernels on H100 SXM and MI300X for
   the seed lines (benchmarks/suites/seeds.txt), each on the walk the host
-  launches for it: the dense walk for a dense dst (dx and the scatter buffer
-  always are) where the kernel has one, else the row walk (instantiation_for).
-  A dense walk's warp (wave) takes consecutive chunks and issues per pass
-  each path one of its lanes takes, once (dense_walk_cost, run_shares).
+  launches for it: for a dense dst (dx and the scatter buffer always are)
+  the staged walk where its rows fit (stride-2 rows: staged_rows_fit), else
+  the dense walk where the kernel has one, else the row walk
+  (instantiation_for). A dense walk's warp (wave) takes consecutive chunks
+  and issues per pass each path one of its lanes takes, once
+  (dense_walk_cost, run_shares); a staged walk's warps each pass a tile loop
+  once per 8 KB tile, some of them describing the tile's rows first
+  (staged_walk_cost, staged_tile_loop).
 
 The rules of --check (issue 15): no spill anywhere; stack frame / scratch 0 in
 the data-movement kernels; no LDS the compiler made in a kernel beyond the
@@ -1240,12 +1247,13 @@ STAGED_SOURCES = 256      # launch.h kStagedSources: (row, residue) sources a ti
 
 
 def staged_rows_fit(config: dict) -> bool:
-    """Whether the host stages a dense dst's rows (hip/layout.cpp, staged_rows_fit; the
-    seed lines' sources are dense, so their rows are stride-1 runs)."""
+    """Whether the host stages a dense dst's rows (hip/layout.cpp, staged_rows_fit: a
+    stride-2 row dim, rows of a chunk or more whose tile spans at most STAGED_SOURCES
+    sources; the seed lines' sources are dense, so their rows are stride-1 runs)."""
     size, step = config["row_length"], config["row_step"]
     tile = STAGED_TILE_BYTES // config["element_bytes"]
     span = (tile + size - 2) // size + 1
-    return step in (1, 2) and size >= 16 // config["element_bytes"] and span * step <= STAGED_SOURCES
+    return step == 2 and size >= 16 // config["element_bytes"] and span * step <= STAGED_SOURCES
 
 
 def staged_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
@@ -1652,6 +1660,21 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             out.append(f"| {k['kernel']} | {arch} | " + " | ".join(
                 cell(loop.get(name)) for name in ("setup", "interior", "copy", "pieces", "rowend",
                                                   "chunk", "crossing")) + " |")
+    out += ["", "## Tile loop of the staged walks", "",
+            "A staged walk's block stages 8 KB of dst in shared memory per tile, then stores it in",
+            "aligned 16-byte chunks (staged_walk.h); every warp passes its tile loop once per tile",
+            "(staged_tile_loop): `tile`, the pass every warp takes (its elements staged, its chunks",
+            "stored), and `sources`, what describing the tile's (row, residue) sources adds to the",
+            "warps whose threads describe one. Instructions / modelled cycles as above.", "",
+            "| kernel | target | tile | sources |", "|---|---|---|---|"]
+    for k in kernels:
+        for arch in NV_ARCHS + AMD_ARCHS:
+            loop = k["targets"].get(arch, {}).get("staged_loop")
+            if not loop:
+                continue
+            cell = lambda c: f"{c['instructions']} / {c['cycles']}" if c else "-"
+            out.append(f"| {k['kernel']} | {arch} | {cell(loop.get('tile'))} | "
+                       f"{cell(loop.get('sources'))} |")
     out += ["", "## Theoretical occupancy (modelled, 256-thread blocks)", "",
             "sm_90: blocks/SM = min(65536 / (ceil(regs*32/256)*256 * warps), 228 KiB / (smem + 1 KiB), 64 / warps, 32);",
             "occupancy = blocks * warps / 64. gfx940: waves/SIMD = min(8, 512 / ceil8(VGPR) (+ AGPRs),",
@@ -1675,7 +1698,11 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             "passes): per pass a warp issues each path one of its lanes takes once, `setup` on every",
             "thread's first pass, `crossing` once per element position at which a walking lane's",
             "chunk ends a row (averaged over the passes of the buffer, dst 16-byte aligned), `copy`",
-            "instead of `interior` for channels_last rows whose bytes are a multiple of 16.",
+            "instead of `interior` for channels_last rows whose bytes are a multiple of 16. A staged",
+            "walk (dst dense, the row's step 2, rows that fit: layout.cpp staged_rows_fit) issues per",
+            "tile its `tile` pass in every warp and its `sources` region in the warps that describe the",
+            "tile's rows (one thread per row and residue, averaged over where in its row a tile",
+            "starts), for 8 KB / warps per block of elements per warp.",
             "H100 cycles: max(instructions issued, 2 x 32-bit",
             "integer instructions); MI300X cycles: max(4 x VALU (16 for quarter-rate multiplies),",
             "4 x instructions of any other one class). Elements/s = issuers x clock x elements per warp /",

@@ -362,6 +362,80 @@ def test_dense_chunk_loop_paths():
     assert kr.dense_lanes("scatter_kernel<unsigned short, int, 2, 2>") is None
 
 
+# A staged walk's tile loop: threads below the sources' count describe one
+# (a division, a shared store), a barrier, the staging (a load, a shared
+# store), a barrier, the chunk (a 16-byte store, or narrow stores at dst's
+# ends), a barrier, the loop back.
+STAGED_TILE = """\
+\t\tFunction : _Z1kv
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   IADD3 R3, R3, 0x1, RZ ;
+        /*0020*/               @P1 BRA 0x60 ;
+        /*0030*/                   IMAD.HI.U32 R1, R0, R2, RZ ;
+        /*0040*/                   LDG.E.64 R4, desc[UR4][R10.64] ;
+        /*0050*/                   STS.64 [R6], R4 ;
+        /*0060*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0070*/                   LDS R4, [R7] ;
+        /*0080*/                   LD.E.U16 R5, desc[UR4][R12.64] ;
+        /*0090*/                   STS [R6], R5 ;
+        /*00a0*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*00b0*/                   LDS.128 R4, [R6] ;
+        /*00c0*/               @P2 BRA 0xf0 ;
+        /*00d0*/                   STG.E.128 desc[UR4][R8.64], R4 ;
+        /*00e0*/                   BRA 0x110 ;
+        /*00f0*/                   STG.E.U16 desc[UR4][R8.64], R4 ;
+        /*0100*/                   STG.E.U16 desc[UR4][R8.64+0x2], R5 ;
+        /*0110*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+        /*0120*/                   ISETP.LT.AND P0, PT, R3, R9, PT ;
+        /*0130*/               @P0 BRA 0x10 ;
+        /*0140*/                   EXIT ;
+"""
+
+
+def test_staged_tile_loop_paths():
+    code = kr.parse_sass(STAGED_TILE)["_Z1kv"]
+    loop = kr.staged_tile_loop(code, kr.sass_is_store, kr.sass_keep,
+                               lambda i: kr.sass_is_store(i) and i.opcode.endswith(".128"),
+                               lambda i: i.opcode.startswith("BAR"),
+                               lambda h: kr.sass_cycles_per_iteration(h)[0])
+    # tile: IADD3, BRA, BAR, LDS, LD, STS, BAR, LDS.128, BRA, STG.128, BRA, BAR, ISETP, BRA
+    # (IADD3 and ISETP integer: 4 cycles < 14 issued)
+    assert loop["tile"] == {"instructions": 14, "cycles": 14}
+    # the sources: IMAD.HI, LDG.E.64, STS.64
+    assert loop["sources"] == {"instructions": 3, "cycles": 3}
+    assert kr.staged_kernel("scatter_staged_kernel<unsigned short, int, 2, 2>")
+    assert not kr.staged_kernel("scatter_dense_kernel<unsigned short, int, 2, 2>")
+
+
+def test_stride_2_rows_that_fit_take_the_staged_walk():
+    line = kr.read_seeds()[1]  # rows of 91, stride 2
+    names = {f"{k}_{walk}kernel<unsigned short, int, 2, 2>": {}
+             for k in ("scatter", "interleave") for walk in ("staged_", "dense_", "")}
+    for config in kr.kernel_configurations(line, 2, "nchw"):
+        assert kr.staged_rows_fit(config)
+        assert kr.instantiation_for(config, names) == \
+            f"{config['kernel']}_staged_kernel<unsigned short, int, 2, 2>"
+    # channels_last rows (step 1) keep the dense walk; so do rows whose tile
+    # spans more sources than a block's threads (2-byte rows of 32: 129 rows x 2 > 256)
+    for config in kr.kernel_configurations(line, 2, "channels_last"):
+        assert not kr.staged_rows_fit(config)
+    short = {"row_length": 32, "row_step": 2, "element_bytes": 2}
+    assert not kr.staged_rows_fit(short) and kr.staged_rows_fit({**short, "row_length": 33})
+    # per warp and tile: the tile pass, plus the sources for the warps that
+    # describe them: a tile of 4096 2-byte elements spans 46 rows of 91 wherever it
+    # starts (45 x 91 = 4095), 92 sources: 3 warps of 32 (2 waves of 64) of the block's 8 (4)
+    config = next(c for c in kr.kernel_configurations(line, 2, "nchw") if c["kernel"] == "interleave")
+    loop = {"tile": {"instructions": 300, "cycles": 400}, "sources": {"instructions": 40, "cycles": 60}}
+    spans = [(start + 4095) // 91 + 1 for start in range(91)]
+    assert set(spans) == {46}
+    instructions, cycles, elements = kr.staged_walk_cost(config, loop, 32)
+    assert elements == 4096 / 8
+    assert instructions == pytest.approx(300 + 3 / 8 * 40)
+    assert cycles == pytest.approx(400 + 3 / 8 * 60)
+    instructions, cycles, elements = kr.staged_walk_cost(config, loop, 64)
+    assert elements == 4096 / 4 and cycles == pytest.approx(400 + 2 / 4 * 60)
+
+
 def run_shares_by_simulation(row_length, lanes, width, passes, interior, pieces, groups,
                              head=0, tail=0):
     """Every warp of `groups` runs of 64 threads, pass after pass, each thread
