@@ -1,7 +1,7 @@
 // The staged walk of a dense dst (scatter, interleave; for kernel sources
 // only): a block stages a tile of dst in shared memory, then stores it in
 // aligned 16-byte chunks, so every lane of a pass takes the same path
-// whatever the row length (docs/DESIGN.md, "The staged walk").
+// whatever the row length (docs/DESIGN.md, "Kernel rules").
 #pragma once
 
 #include <type_traits>

@@ -122,6 +122,13 @@ std::vector<unsigned char> reference_scatter(const std::vector<unsigned char>& s
   return dst;
 }
 
+// A row length at which the staged walk takes stride-2 rows of
+// `element_bytes` elements, near the shortest (layout.cpp, staged_rows_fit: a
+// tile spans at most kStagedSources / 2 rows).
+int64_t shortest_staged_row(int element_bytes) {
+  return (kStagedTileBytes / element_bytes) / (kStagedSources / 2 - 2) + 2;
+}
+
 // A scatter's shape: src and dst sizes, the stride and lead per spatial dim.
 struct ScatterShape {
   std::vector<int64_t> src_sizes, dst_sizes;
@@ -164,7 +171,7 @@ ScatterShape stageable_scatter(std::mt19937& rng) {
   ScatterShape s;
   const int spatial = 1 + static_cast<int>(rng() % 3);
   s.element_bytes = 2 << (rng() % 3);
-  const int64_t shortest = (kStagedTileBytes / s.element_bytes) / (kStagedSources / 2 - 2) + 2;
+  const int64_t shortest = shortest_staged_row(s.element_bytes);
   s.src_sizes = {1 + static_cast<int64_t>(rng() % 2), 1 + static_cast<int64_t>(rng() % 3)};
   s.dst_sizes = s.src_sizes;
   for (int i = 0; i < spatial; ++i) {
@@ -394,7 +401,7 @@ InterleaveCase stageable_interleave(std::mt19937& rng) {
   InterleaveCase c;
   const int spatial = 1 + static_cast<int>(rng() % 3);
   c.element_bytes = 2 << (rng() % 3);
-  const int64_t shortest = (kStagedTileBytes / c.element_bytes) / (kStagedSources / 2 - 2) + 2;
+  const int64_t shortest = shortest_staged_row(c.element_bytes);
   c.groups = 1 + rng() % 3;
   c.per_group = 1 + rng() % 2;
   c.stacked = c.groups > 1 ? 1 + rng() % 3 : 1;
