@@ -40,7 +40,8 @@ What it does:
   issue-bound ceiling of the data-movement kernels on H100 SXM and MI300X for
   the seed lines (benchmarks/suites/seeds.txt), each on the walk the host
   launches for it: for a dense dst (dx and the scatter buffer always are)
-  the staged walk where its rows fit (stride-2 rows: staged_rows_fit), else
+  the staged walk where its rows fit (stride-2 rows, or the interleave's
+  rows of a few channels in packets along W: staged_rows), else
   the dense walk where the kernel has one, else the row walk
   (instantiation_for). A dense walk's warp (wave) takes consecutive chunks
   and issues per pass each path one of its lanes takes, once
@@ -1094,6 +1095,8 @@ def kernel_configurations(line: SeedLine, element_bytes: int, layout: str) -> li
         lead = line.x - 1 - line.pad[1]
         reach = lead + sw * (ow - 1) + 1
         scatter.update(row_head=max(lead, 0), row_tail=max(wb - reach, 0), live_rows=oh / hb)
+    if not nchw:  # the dim a staged walk's packet rows run along (staged_rows)
+        interleave.update(along=line.w, along_step=sw)
     for config in (interleave, scatter):
         config["element_bytes"] = element_bytes
         # dims outside the row: NCHW merges batch and channels (both dense) and
@@ -1246,25 +1249,38 @@ STAGED_TILE_BYTES = 8192  # launch.h kStagedTileBytes: dst bytes a block stages 
 STAGED_SOURCES = 256      # launch.h kStagedSources: (row, residue) sources a tile may span
 
 
-def staged_rows_fit(config: dict) -> bool:
-    """Whether the host stages a dense dst's rows (hip/layout.cpp, staged_rows_fit: a
-    stride-2 row dim, rows of a chunk or more whose tile spans at most STAGED_SOURCES
-    sources; the seed lines' sources are dense, so their rows are stride-1 runs)."""
+def staged_rows(config: dict) -> tuple[int, int] | None:
+    """The rows a staged walk takes a dense dst in, as (elements per row, step of the
+    dim along them), or None where the host keeps the dense walk (hip/layout.cpp):
+    stride-2 rows of a chunk or more whose tile spans at most STAGED_SOURCES sources
+    (staged_rows_fit); or, for the interleave's channels_last rows shorter than a
+    chunk, rows along W of stride 2 whose positions are packets of the channels
+    (stages_packets; the seed lines' results are dense, so their rows are stride-1
+    runs and their packets whole)."""
     size, step = config["row_length"], config["row_step"]
+    lanes = 16 // config["element_bytes"]
+    if step == 1 and size < lanes and config["kernel"] == "interleave" and "along" in config:
+        size, step = size * config["along"], config["along_step"]
     tile = STAGED_TILE_BYTES // config["element_bytes"]
     span = (tile + size - 2) // size + 1
-    return step == 2 and size >= 16 // config["element_bytes"] and span * step <= STAGED_SOURCES
+    fits = step == 2 and size >= lanes and span * step <= STAGED_SOURCES
+    return (size, step) if fits else None
+
+
+def staged_rows_fit(config: dict) -> bool:
+    return staged_rows(config) is not None
 
 
 def staged_walk_cost(config: dict, loop: dict, lanes_per_warp: int) -> tuple[float, float, float]:
     """The same for a staged walk (staged_tile_loop), per warp (wave) and tile: its
     `tile` pass, and the `sources` region for the warps whose threads describe
-    the tile's row_length-element rows, `row_step` sources each (one thread
-    per source, so ceil(sources / lanes) warps), averaged over where in its
-    row a tile starts; a warp stages tile / warps per block elements."""
+    the tile's rows (staged_rows: their elements, and a source per residue of
+    the dim along them; one thread per source, so ceil(sources / lanes)
+    warps), averaged over where in its row a tile starts; a warp stages
+    tile / warps per block elements."""
     tile = STAGED_TILE_BYTES // config["element_bytes"]
     warps = THREADS_PER_BLOCK // lanes_per_warp
-    size, step = config["row_length"], config["row_step"]
+    size, step = staged_rows(config)
     describing = sum(math.ceil(((start + tile - 1) // size + 1) * step / lanes_per_warp)
                      for start in range(size)) / size
     total = lambda key: loop["tile"][key] + describing / warps * loop["sources"][key]
@@ -1294,8 +1310,10 @@ def instantiation_for(config: dict, kernels: dict[str, dict]) -> str | None:
     the source defines one, else the row walk, else the element walk."""
     index = "int" if config["written"] < 2 ** 31 else "long"
     step = config["row_step"] if config["row_step"] in (1, 2) else 0
+    # scatter's is <Bits, Index, step, outer dims>, interleave's <..., packets> too
+    packets = {"interleave": ", true>" if config["row_step"] == 1 else ", false>", "scatter": ">"}
     staged = f"{config['kernel']}_staged_kernel<{BITS_NAMES[config['element_bytes']]}, {index}, " \
-        f"{step}, {config['outer_dims']}>"
+        f"2, {config['outer_dims']}{packets[config['kernel']]}"
     if config.get("dense") and staged_rows_fit(config) and staged in kernels:
         return staged
     # scatter's is <Bits, Index, outer dims>, interleave's <Bits, Index, step, outer dims>
@@ -1699,7 +1717,9 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             "thread's first pass, `crossing` once per element position at which a walking lane's",
             "chunk ends a row (averaged over the passes of the buffer, dst 16-byte aligned), `copy`",
             "instead of `interior` for channels_last rows whose bytes are a multiple of 16. A staged",
-            "walk (dst dense, the row's step 2, rows that fit: layout.cpp staged_rows_fit) issues per",
+            "walk (dst dense, the row's step 2, rows that fit: layout.cpp staged_rows_fit; or the",
+            "interleave's channels_last rows shorter than a chunk, staged in rows along W whose",
+            "positions are packets of the channels: stages_packets) issues per",
             "tile its `tile` pass in every warp and its `sources` region in the warps that describe the",
             "tile's rows (one thread per row and residue, averaged over where in its row a tile",
             "starts), for 8 KB / warps per block of elements per warp.",

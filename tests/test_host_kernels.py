@@ -3,7 +3,7 @@
 phase_stacked and swap1x1 (both writers) and splitk's kernel path (its
 products on ATen's batched GEMM, its reduce kernel), through the ops, on random 1-3D shapes with groups, dilation and padding, in
 every dtype, NCHW and channels_last, with more phases than one launch carries,
-on rows the staged walk takes, and scatter also with its 64-bit element offsets forced on.
+on rows the staged walk takes (NCHW) or packs (channels_last), and scatter also with its 64-bit element offsets forced on.
 
 Data movement copies bits, so dx from the kernels must equal, bit for bit and
 stride for stride, dx from the CPU's ATen writers (strided copies), and both
@@ -38,6 +38,12 @@ STAGED_CASES = [((2, 3, 10, 70), (4, 3, 1, 1), [2, 2], [0, 0], [1, 1], 1),
                 ((1, 4, 9, 81), (4, 4, 3, 3), [2, 2], [1, 1], [1, 1], 1),
                 ((2, 3, 201), (5, 3, 3), [2], [1], [1], 1),
                 ((1, 4, 5, 6, 90), (4, 2, 1, 3, 3), [1, 2, 2], [0, 1, 1], [1, 1, 1], 2)]
+# channels_last shapes of 2 and 3 channels whose dx the staged walk takes in
+# packets (rows along W, stride 2, of the channels) for 2- and 4-byte
+# elements (their trials' dtypes: bfloat16, float64, float32).
+PACKET_CASES = [((2, 3, 12, 40), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1),
+                ((1, 2, 6, 9, 50), (3, 2, 1, 3, 3), [1, 1, 2], [0, 1, 1], [1, 1, 1], 1),
+                ((1, 3, 7, 60), (2, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1)]
 # (strategy, swap1x1 writer) for every input-gradient strategy that launches a
 # kernel, swap1x1 once per writer.
 INPUT_FORCINGS = [(e.name, writer) for e in bwdconv.registry()
@@ -90,17 +96,18 @@ def assert_accurate(ours, theirs, reference, where):
 
 def input_cases():
     """(trial, case, dtype, channels_last) for random shapes, the in_place
-    shapes, the many-phase shapes and the staged shapes (NCHW)."""
+    shapes, the many-phase shapes, the staged shapes (NCHW) and the packet
+    shapes (channels_last)."""
     rng = random.Random(SEED)
     cases = [random_case(rng, one_by_one=trial % 3 == 0) for trial in range(72)]
-    cases += IN_PLACE_CASES + MANY_PHASE_CASES + STAGED_CASES
+    cases += IN_PLACE_CASES + MANY_PHASE_CASES + STAGED_CASES + PACKET_CASES
     return [(trial, case, DTYPES[trial % 4],
-             (trial % 2 == 1 or case in IN_PLACE_CASES) and case not in STAGED_CASES)
+             (trial % 2 == 1 or case in IN_PLACE_CASES + PACKET_CASES) and case not in STAGED_CASES)
             for trial, case in enumerate(cases)]
 
 
 def test_data_movement_kernels_write_what_the_aten_writers_write():
-    checked, wide, many_phases, in_place, staged = 0, 0, 0, 0, 0
+    checked, wide, many_phases, in_place, staged, packets = 0, 0, 0, 0, 0, 0
     for trial, case, dtype, last in input_cases():
         (x, w, dy), (x64, w64, dy64) = case_operands(case, trial, dtype, last)
         _, _, s, p, d, groups = case
@@ -128,9 +135,11 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
             many_phases += case in MANY_PHASE_CASES
             in_place += forcing[1] == "in_place"
             staged += any(name.endswith("_staged") for name in launched)
+            packets += case in PACKET_CASES and "interleave_staged" in launched
     assert checked >= 200 and wide >= 50
     assert many_phases >= 2 * len(MANY_PHASE_CASES) and in_place >= len(IN_PLACE_CASES)
     assert staged >= 3 * len(STAGED_CASES)  # each shape through two strategies or more
+    assert packets >= 4  # phase and phase_stacked on the 2- and 4-byte packet shapes
 
 
 def test_the_switch_runs_the_kernels_on_the_host_grid():

@@ -409,16 +409,21 @@ def test_staged_tile_loop_paths():
 
 def test_stride_2_rows_that_fit_take_the_staged_walk():
     line = kr.read_seeds()[1]  # rows of 91, stride 2
-    names = {f"{k}_{walk}kernel<unsigned short, int, 2, 2>": {}
-             for k in ("scatter", "interleave") for walk in ("staged_", "dense_", "")}
+    names = {"scatter_staged_kernel<unsigned short, int, 2, 2>": {},
+             "interleave_staged_kernel<unsigned short, int, 2, 2, false>": {},
+             "interleave_staged_kernel<unsigned short, int, 2, 3, true>": {}}
+    names.update({f"{k}_{walk}kernel<unsigned short, int, {step}, {outer}>": {}
+                  for k in ("scatter", "interleave") for walk in ("dense_", "")
+                  for step, outer in ((2, 2), (1, 3))})
     for config in kr.kernel_configurations(line, 2, "nchw"):
-        assert kr.staged_rows_fit(config)
-        assert kr.instantiation_for(config, names) == \
-            f"{config['kernel']}_staged_kernel<unsigned short, int, 2, 2>"
-    # channels_last rows (step 1) keep the dense walk; so do rows whose tile
-    # spans more sources than a block's threads (2-byte rows of 32: 129 rows x 2 > 256)
+        assert kr.staged_rows(config) == (91, 2)
+        assert kr.instantiation_for(config, names).startswith(f"{config['kernel']}_staged_kernel<")
+    # channels_last rows of a chunk or more (step 1) keep the dense walk; so do
+    # rows whose tile spans more sources than a block's threads (2-byte rows
+    # of 32: 129 rows x 2 > 256)
     for config in kr.kernel_configurations(line, 2, "channels_last"):
         assert not kr.staged_rows_fit(config)
+        assert "_dense_kernel<" in kr.instantiation_for(config, names)
     short = {"row_length": 32, "row_step": 2, "element_bytes": 2}
     assert not kr.staged_rows_fit(short) and kr.staged_rows_fit({**short, "row_length": 33})
     # per warp and tile: the tile pass, plus the sources for the warps that
@@ -434,6 +439,13 @@ def test_stride_2_rows_that_fit_take_the_staged_walk():
     assert cycles == pytest.approx(400 + 3 / 8 * 60)
     instructions, cycles, elements = kr.staged_walk_cost(config, loop, 64)
     assert elements == 4096 / 4 and cycles == pytest.approx(400 + 2 / 4 * 60)
+    # 3 channels (line 7): the interleave stages rows along W (1450, stride 2) in
+    # packets of the channels, 4350 elements each; the scatter's 32-channel rows stay dense
+    line = kr.read_seeds()[6]
+    interleave, scatter = kr.kernel_configurations(line, 2, "channels_last")
+    assert kr.staged_rows(interleave) == (4350, 2) and not kr.staged_rows_fit(scatter)
+    assert kr.instantiation_for(interleave, names) == \
+        "interleave_staged_kernel<unsigned short, int, 2, 3, true>"
 
 
 def run_shares_by_simulation(row_length, lanes, width, passes, interior, pieces, groups,

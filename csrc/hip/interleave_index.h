@@ -67,12 +67,16 @@ struct RowSource {
 
 // Every field of the phase is read whatever it writes (an entry outside the
 // launch reads entry 0 and is kept), so the lookup has no branches of its
-// own.
-template <typename Bits, typename Index, int kOuter>
+// own. kPackets: the row runs along outer dim kOuter instead, its positions
+// packets of the row dim's elements (InterleaveParams::packets), so
+// `residue` is that dim's and the source's slots are its.
+template <typename Bits, typename Index, int kOuter, bool kPackets = false>
 BWDCONV_HOST_DEVICE inline RowSource<Bits, Index> row_source(const InterleaveParams& p,
                                                              const RowOrigin<kOuter, Index>& origin,
                                                              Position residue) {
-  const int entry = origin.entry + residue * (p.row.phase_weight * kPhaseBytes);
+  int weight = p.row.phase_weight;
+  if constexpr (kPackets) weight = p.outer[kOuter].phase_weight;
+  const int entry = origin.entry + residue * (weight * kPhaseBytes);
   const bool inside = entry >= 0 && entry < p.phase_count * kPhaseBytes;
   const PhaseSource& phase = *reinterpret_cast<const PhaseSource*>(
       reinterpret_cast<const char*>(p.phases) + (inside ? entry : 0));
@@ -85,8 +89,14 @@ BWDCONV_HOST_DEVICE inline RowSource<Bits, Index> row_source(const InterleavePar
   RowSource<Bits, Index> source;
   source.keep = !inside | (phase.write == PhaseWrite::Keep);
   source.row = live ? static_cast<const Bits*>(phase.data) + offset : nullptr;
-  source.stride = live ? static_cast<Index>(phase.row_stride) : 0;
-  source.extent = live ? phase.row_extent : 0;
+  int64_t stride = phase.row_stride;
+  Position extent = phase.row_extent;
+  if constexpr (kPackets) {
+    stride = phase.strides[kOuter];
+    extent = phase.extent[kOuter];
+  }
+  source.stride = live ? static_cast<Index>(stride) : 0;
+  source.extent = live ? extent : 0;
   return source;
 }
 

@@ -205,8 +205,9 @@ namespace {
 
 // Whether the staged walk can write every slot of an interleave launch: each
 // residue of the walk's dims names a phase of the launch, none kept for
-// another writer, and every copied phase's row is a stride-1 run.
-bool stages_phases(const InterleaveParams& p) {
+// another writer, and every copied phase's row is a stride-1 run (with
+// `packets`, a run of the row's whole size: a packet's elements).
+bool stages_phases(const InterleaveParams& p, bool packets) {
   int64_t last_entry = (int64_t{p.row.step.value} - 1) * p.row.phase_weight;
   for (int k = 0; k < p.outer_dims; ++k) {
     last_entry += (int64_t{p.outer[k].step.value} - 1) * p.outer[k].phase_weight;
@@ -217,11 +218,35 @@ bool stages_phases(const InterleaveParams& p) {
   for (int e = 0; e < p.phase_count; ++e) {
     const PhaseSource& phase = p.phases[e];
     if (phase.write == PhaseWrite::Keep) return false;
-    if (phase.write == PhaseWrite::Copy && phase.row_stride != 1 && phase.row_extent > 1) {
-      return false;
-    }
+    if (phase.write != PhaseWrite::Copy) continue;
+    const bool run = phase.row_stride == 1 || phase.row_extent <= 1;
+    const bool whole = phase.row_stride == 1 && phase.row_extent >= int64_t{p.row.size.value};
+    if (!(packets ? whole : run)) return false;
   }
   return true;
+}
+
+// Whether the staged walk takes dx in packets (InterleaveParams::packets):
+// rows of the channels shorter than a chunk, along an innermost outer dim of
+// stride 2 (padding >= 0) that is not the outermost, whose merged rows fit a
+// tile's sources and whose slots (times their stride, non-negative, plus a
+// channel) stay below 2^32 elements.
+bool stages_packets(const InterleaveParams& p, int element_bytes) {
+  if (!p.dense || p.wide_offsets || p.outer_dims < 2 || p.row.step.value != 1 ||
+      int64_t{p.row.size.value} * element_bytes >= 16) {
+    return false;
+  }
+  const InterleaveWalkDim& along = p.outer[p.outer_dims - 1];
+  const int64_t elements = int64_t{along.size.value} * p.row.size.value;
+  const int64_t tile = kStagedTileBytes / element_bytes;
+  const int64_t span = (tile + elements - 2) / elements + 1;
+  for (int e = 0; e < p.phase_count; ++e) {
+    if (p.phases[e].strides[p.outer_dims - 1] < 0) return false;
+  }
+  return along.step.value == 2 && along.padding >= 0 && span * 2 <= kStagedSources &&
+         elements >= 16 / element_bytes &&
+         int64_t{along.size.value} + along.padding < (int64_t{1} << 28) &&
+         stages_phases(p, true);
 }
 
 // A dim of the interleave walk before it becomes an InterleaveWalkDim: its
@@ -405,7 +430,12 @@ bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p) {
             q.rows * row_dim.size + 32 / l.element_bytes < kNarrowLimit;
   q.staged = q.dense &&
              staged_rows_fit(row_dim.size, row_dim.step, q.walk, -row_dim.padding, l.element_bytes) &&
-             stages_phases(q);
+             stages_phases(q, false);
+  q.packets = !q.staged && stages_packets(q, l.element_bytes);
+  if (q.packets) {
+    q.staged = true;
+    q.packet_row = make_divisor(int64_t{q.outer[q.outer_dims - 1].size.value} * row_dim.size);
+  }
   *p = q;
   return true;
 }

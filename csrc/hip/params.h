@@ -153,6 +153,10 @@ struct InterleaveParams {
   bool wide_offsets = false;  // element offsets may reach 2^31
   bool dense = false;         // the chunks of dx's memory, not rows
   bool staged = false;        // dense, through shared memory (staged_walk.h)
+  // staged in rows along the innermost outer dim whose positions are packets
+  // of the row's elements (rows of a few channels), `packet_row` elements each
+  bool packets = false;
+  Divisor packet_row;
   int passes = 0;             // dense: chunks per thread (0: launch.h, dense_passes)
 };
 

@@ -321,11 +321,11 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     scatter_staged_kernel(ScatterParams p, Position total) {
   const Bits* src = static_cast<const Bits*>(p.src);
   const Position rows = static_cast<Position>(p.rows);
-  const StagedRow walk{p.row.size, static_cast<Position>(p.walk.bias - p.row.lead),
+  const StagedRow walk{p.row.size, Divisor{}, static_cast<Position>(p.walk.bias - p.row.lead),
                        static_cast<Position>(p.walk.bias_quotient)};
-  staged_walk<Bits, kStep>(
+  staged_walk<Bits, kStep, false>(
       static_cast<Bits*>(p.dst), total, walk, [&](Position row, Position residue) {
-        StagedSource<Bits> staged{nullptr, 0};
+        StagedSource<Bits> staged{nullptr, 0, 0};
         if (row >= 0 && row < rows && residue == 0) {
           const RowStart<Index> start = row_start<Index, kOuter>(p, row);
           staged.row = start.live ? src + start.src_offset : nullptr;

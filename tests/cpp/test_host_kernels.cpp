@@ -335,11 +335,14 @@ std::vector<int64_t> random_strides(const std::vector<int64_t>& sizes, std::mt19
   return strides;
 }
 
+// How add_phases lays a phase's result out.
+enum class ResultLayout { random, nchw, channels_last };
+
 // The phases of `c`, whose dx, strides and padding are chosen: per phase a
 // write (a Keep only where `keeps`), a result whose extents are shorter or
-// longer than the slots, laid out at random (`any_layout`: random_strides)
-// or dense NCHW, and random bytes.
-void add_phases(InterleaveCase& c, std::mt19937& rng, bool keeps, bool any_layout) {
+// longer than the slots, laid out at random (random_strides), dense NCHW
+// or dense channels_last, and random bytes.
+void add_phases(InterleaveCase& c, std::mt19937& rng, bool keeps, ResultLayout layout) {
   int phases = 1;
   for (int i = 0; i < c.spatial(); ++i) phases *= static_cast<int>(c.stride[i]);
   for (int e = 0; e < phases; ++e) {
@@ -355,9 +358,10 @@ void add_phases(InterleaveCase& c, std::mt19937& rng, bool keeps, bool any_layou
     // Grouped channel maps come from phase_stacked, whose phases share one result.
     const bool shared = c.groups > 1 && e > 0;
     c.result_sizes.push_back(shared ? c.result_sizes[0] : sizes);
-    c.result_strides.push_back(shared      ? c.result_strides[0]
-                               : any_layout ? random_strides(sizes, rng)
-                                            : dense_strides(sizes, false));
+    c.result_strides.push_back(shared ? c.result_strides[0]
+                               : layout == ResultLayout::random
+                                   ? random_strides(sizes, rng)
+                                   : dense_strides(sizes, layout == ResultLayout::channels_last));
     c.channel_offset.push_back(static_cast<int64_t>(rng() % c.stacked) * c.per_group);
     int64_t last = 0;
     for (size_t d = 0; d < sizes.size(); ++d) {
@@ -388,7 +392,7 @@ InterleaveCase random_interleave(std::mt19937& rng) {
     c.stride[i] = 1 + rng() % (spatial == 3 ? 4 : 3);
     c.padding[i] = rng() % 4;
   }
-  add_phases(c, rng, true, true);
+  add_phases(c, rng, true, ResultLayout::random);
   return c;
 }
 
@@ -412,7 +416,32 @@ InterleaveCase stageable_interleave(std::mt19937& rng) {
     c.stride[i] = row ? 2 : 1 + rng() % 3;
     c.padding[i] = rng() % 4;
   }
-  add_phases(c, rng, false, false);
+  add_phases(c, rng, false, ResultLayout::nchw);
+  return c;
+}
+
+// A random interleave the staged walk takes in packets: dx channels_last and
+// dense with 1 to 7 (2-byte), 3 (4-byte) or 1 (8-byte) channels, shorter
+// than a chunk, the last spatial dim's stride 2 and merged W x channel rows
+// of up to 300 positions, as short as a tile's sources let them be, strides
+// 1-3 in the other spatial dims, padding 0-3, Copy and Zero phases with
+// dense channels_last results (one channel: W itself is the row, staged as
+// walked).
+InterleaveCase stageable_packets(std::mt19937& rng) {
+  InterleaveCase c;
+  const int spatial = 1 + static_cast<int>(rng() % 3);
+  c.channels_last = true;
+  c.element_bytes = 2 << (rng() % 3);
+  c.per_group = 1 + rng() % (16 / c.element_bytes - 1);
+  c.dx_sizes = {static_cast<int64_t>(1 + rng() % 2), c.per_group};
+  for (int i = 0; i < spatial; ++i) {
+    const bool along = i == spatial - 1;
+    const int64_t shortest = (shortest_staged_row(c.element_bytes) + c.per_group - 1) / c.per_group;
+    c.dx_sizes.push_back(along ? shortest + rng() % 300 : 1 + rng() % 5);
+    c.stride[i] = along ? 2 : 1 + rng() % 3;
+    c.padding[i] = rng() % 4;
+  }
+  add_phases(c, rng, false, ResultLayout::channels_last);
   return c;
 }
 
@@ -576,6 +605,24 @@ TEST(HostInterleave, StagedWalkWritesEveryPhaseSlotOnce) {
                      [&](InterleaveParams& p) { ASSERT_TRUE(p.staged) << where; });
     if (HasFatalFailure()) return;
   }
+}
+
+// The staged walk in packets on interleaves it takes (stageable_packets),
+// all phases in one launch.
+TEST(HostInterleave, StagedPacketsWriteEveryPhaseSlotOnce) {
+  std::mt19937 rng(1127);
+  int packets = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const InterleaveCase c = stageable_packets(rng);
+    const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
+    check_interleave(c, rng, where, false, [&](InterleaveParams& p) {
+      // packets count their slots in 32 bits: 64-bit offsets keep the dense walk
+      ASSERT_TRUE(p.staged || (p.wide_offsets && p.row.size.value > 1)) << where;
+      packets += p.packets;
+    });
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GE(packets, 35);
 }
 
 // Parameters no instantiation serves (an element width no walk moves, outer
