@@ -74,9 +74,10 @@ template <typename Bits, typename Index, int kOuter, bool kPackets = false>
 BWDCONV_HOST_DEVICE inline RowSource<Bits, Index> row_source(const InterleaveParams& p,
                                                              const RowOrigin<kOuter, Index>& origin,
                                                              Position residue) {
-  int weight = p.row.phase_weight;
-  if constexpr (kPackets) weight = p.outer[kOuter].phase_weight;
-  const int entry = origin.entry + residue * (weight * kPhaseBytes);
+  int entry = origin.entry + residue * (p.row.phase_weight * kPhaseBytes);
+  if constexpr (kPackets) {
+    entry = origin.entry + residue * (p.outer[kOuter].phase_weight * kPhaseBytes);
+  }
   const bool inside = entry >= 0 && entry < p.phase_count * kPhaseBytes;
   const PhaseSource& phase = *reinterpret_cast<const PhaseSource*>(
       reinterpret_cast<const char*>(p.phases) + (inside ? entry : 0));
@@ -89,14 +90,12 @@ BWDCONV_HOST_DEVICE inline RowSource<Bits, Index> row_source(const InterleavePar
   RowSource<Bits, Index> source;
   source.keep = !inside | (phase.write == PhaseWrite::Keep);
   source.row = live ? static_cast<const Bits*>(phase.data) + offset : nullptr;
-  int64_t stride = phase.row_stride;
-  Position extent = phase.row_extent;
+  source.stride = live ? static_cast<Index>(phase.row_stride) : 0;
+  source.extent = live ? phase.row_extent : 0;
   if constexpr (kPackets) {
-    stride = phase.strides[kOuter];
-    extent = phase.extent[kOuter];
+    source.stride = live ? static_cast<Index>(phase.strides[kOuter]) : 0;
+    source.extent = live ? phase.extent[kOuter] : 0;
   }
-  source.stride = live ? static_cast<Index>(stride) : 0;
-  source.extent = live ? extent : 0;
   return source;
 }
 

@@ -89,9 +89,9 @@ __device__ inline Bits staged_value(const StagedSource<Bits>* sources, const Sta
 // that a tile spans at most kStagedSources / kStep of them (make_*_walk).
 //   1. The tile's sources, one per thread.
 //   2. Every lane reads kPack consecutive elements per round, kPack * 256
-//      elements apart from round to round, and writes them to the tile: a
-//      division per lane and tile (two with packets), additions and
-//      comparisons per element.
+//      elements apart from round to round, and writes them to the tile:
+//      additions and comparisons per element (and a division per lane and
+//      tile with packets).
 //   3. The tile goes out in aligned 16-byte chunks (lane by lane only at
 //      dst's ends).
 template <typename Bits, int kStep, bool kPackets, typename Describe>
@@ -127,7 +127,12 @@ __device__ inline void staged_walk(Bits* dst, Position total, const StagedRow& w
   // Tile t holds dst elements t * kTile - head ...: chunks aligned in memory.
   const Position head = row_head(dst);
   const Position tiles = (total + head + kTile - 1) / kTile;
-  for (Position t = blockIdx.x; t < tiles; t += gridDim.x) {
+  // the lane's first element past the tile's first, as whole rows and elements
+  const Position lane_first = static_cast<Position>(threadIdx.x) * kPack;
+  const Position lane_rows = divide_position(lane_first, walk.size);
+  const Position lane_elements = lane_first - lane_rows * size;
+  const Position grid = gridDim.x;  // read once: on AMD it is a division
+  for (Position t = blockIdx.x; t < tiles; t += grid) {
     const Position first = t * kTile - head;
     // the row of the tile's first element: -1 for the elements before dst
     const Position row0 = first < 0 ? -1 : divide_position(first, walk.size);
@@ -137,9 +142,12 @@ __device__ inline void staged_walk(Bits* dst, Position total, const StagedRow& w
                                       static_cast<Position>(threadIdx.x) % kStep);
     }
     __syncthreads();
-    const Position local = first + static_cast<Position>(threadIdx.x) * kPack - row0 * size;
-    const Position row = divide_position(local, walk.size);
-    const Position element = local - row * size;
+    // the lane's row (from row0) and element: the tile's first element's
+    // and the lane's own, carried once
+    const Position sum = first - row0 * size + lane_elements;
+    const bool carries = sum >= size;
+    const Position row = lane_rows + carries;
+    const Position element = carries ? sum - size : sum;
     const Position position = kPackets ? divide_position(element, walk.packet) : element;
     // carried by additions from here on (opaque: not re-derived from the divisions)
     StagedCursor at{opaque(static_cast<uint32_t>(row) * kRowBytes),
