@@ -1,7 +1,8 @@
 """A small case of every strategy on the GPU, for compute-sanitizer: each
 forced strategy (swap1x1 with each of its writers) computes both gradients
-once, in fp32, fp16 and bf16, NCHW and channels_last (64 phases in the last
-case), and the result is compared with aten."""
+once, in fp32, fp16 and bf16, NCHW and channels_last (64 phases in one
+case, rows the staged walk takes in another), and the result is compared
+with aten."""
 
 import torch
 
@@ -13,7 +14,10 @@ def main():
              ((2, 8, 10, 11), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),  # swap1x1 in_place
              ((2, 8, 9, 11), (8, 4, 3, 3), [2, 2], [1, 1], [1, 1], 2),
              ((1, 4, 5, 6, 7), (4, 4, 3, 2, 3), [2, 1, 2], [1, 0, 1], [1, 2, 1], 1),
-             ((1, 8, 9, 10, 11), (8, 8, 5, 5, 5), [4, 4, 4], [2, 1, 0], [1, 1, 1], 1)]
+             ((1, 8, 9, 10, 11), (8, 8, 5, 5, 5), [4, 4, 4], [2, 1, 0], [1, 1, 1], 1),
+             # rows the staged walk takes: NCHW W of 70 at stride 2, and
+             # channels_last 3 channels in packets along W
+             ((2, 3, 10, 70), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1)]
     for case in cases:
         for dtype in (torch.float32, torch.float16, torch.bfloat16):
             for channels_last in (False, True):
