@@ -72,15 +72,20 @@ struct Chunk {
   }
 };
 
+// The chunk that 16 bytes of memory hold.
 template <typename Bits>
-__device__ inline Chunk<Bits> load_chunk(const Bits* at) {  // at: 16-byte aligned
-  const Bits128 bits = global_load(reinterpret_cast<const Bits128*>(at));
+__device__ inline Chunk<Bits> chunk_of(const Bits128& bits) {
   Chunk<Bits> chunk;
   chunk.word[0] = static_cast<uint32_t>(bits.low);
   chunk.word[1] = static_cast<uint32_t>(bits.low >> 32);
   chunk.word[2] = static_cast<uint32_t>(bits.high);
   chunk.word[3] = static_cast<uint32_t>(bits.high >> 32);
   return chunk;
+}
+
+template <typename Bits>
+__device__ inline Chunk<Bits> load_chunk(const Bits* at) {  // at: 16-byte aligned
+  return chunk_of<Bits>(global_load(reinterpret_cast<const Bits128*>(at)));
 }
 
 template <typename Bits>

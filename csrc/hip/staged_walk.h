@@ -188,12 +188,7 @@ __device__ inline void staged_walk(Bits* dst, Position total, const StagedRow& w
     for (int k = 0; k < kChunks / kThreadsPerBlock; ++k) {
       const Position c = static_cast<Position>(threadIdx.x) + k * kThreadsPerBlock;
       const Position at_first = first + c * kLanes;
-      const Bits128 bits = tile[c];
-      Chunk<Bits> chunk;
-      chunk.word[0] = static_cast<uint32_t>(bits.low);
-      chunk.word[1] = static_cast<uint32_t>(bits.low >> 32);
-      chunk.word[2] = static_cast<uint32_t>(bits.high);
-      chunk.word[3] = static_cast<uint32_t>(bits.high >> 32);
+      const Chunk<Bits> chunk = chunk_of<Bits>(tile[c]);
       if (at_first >= 0 && at_first + kLanes <= total) {
         store_chunk(dst + at_first, chunk);
       } else {
