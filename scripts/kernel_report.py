@@ -1669,15 +1669,8 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             "loop adds. Instructions / modelled cycles as above.", "",
             "| kernel | target | setup | interior | copy | pieces | rowend | chunk | crossing |",
             "|---|---|---|---|---|---|---|---|---|"]
-    for k in kernels:
-        for arch in NV_ARCHS + AMD_ARCHS:
-            loop = k["targets"].get(arch, {}).get("dense_loop")
-            if not loop:
-                continue
-            cell = lambda c: f"{c['instructions']} / {c['cycles']}" if c else "-"
-            out.append(f"| {k['kernel']} | {arch} | " + " | ".join(
-                cell(loop.get(name)) for name in ("setup", "interior", "copy", "pieces", "rowend",
-                                                  "chunk", "crossing")) + " |")
+    out += path_rows(kernels, "dense_loop",
+                     ("setup", "interior", "copy", "pieces", "rowend", "chunk", "crossing"))
     out += ["", "## Tile loop of the staged walks", "",
             "A staged walk's block stages 8 KB of dst in shared memory per tile, then stores it in",
             "aligned 16-byte chunks (staged_walk.h); every warp passes its tile loop once per tile",
@@ -1685,14 +1678,7 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
             "stored), and `sources`, what describing the tile's (row, residue) sources adds to the",
             "warps whose threads describe one. Instructions / modelled cycles as above.", "",
             "| kernel | target | tile | sources |", "|---|---|---|---|"]
-    for k in kernels:
-        for arch in NV_ARCHS + AMD_ARCHS:
-            loop = k["targets"].get(arch, {}).get("staged_loop")
-            if not loop:
-                continue
-            cell = lambda c: f"{c['instructions']} / {c['cycles']}" if c else "-"
-            out.append(f"| {k['kernel']} | {arch} | {cell(loop.get('tile'))} | "
-                       f"{cell(loop.get('sources'))} |")
+    out += path_rows(kernels, "staged_loop", ("tile", "sources"))
     out += ["", "## Theoretical occupancy (modelled, 256-thread blocks)", "",
             "sm_90: blocks/SM = min(65536 / (ceil(regs*32/256)*256 * warps), 228 KiB / (smem + 1 KiB), 64 / warps, 32);",
             "occupancy = blocks * warps / 64. gfx940: waves/SIMD = min(8, 512 / ceil8(VGPR) (+ AGPRs),",
@@ -1740,6 +1726,15 @@ def markdown(kernels, occupancy, rows, problems, tools, command, splitk=None) ->
                 "compiler-made LDS; data-movement occupancy at least 50% on sm_90 and gfx940;",
                 "splitk's products on tensor cores / MFMA or the vendor GEMM."]
     return "\n".join(out) + "\n"
+
+
+def path_rows(kernels: list[dict], key: str, paths: tuple[str, ...]) -> list[str]:
+    """A table row per kernel and target with a `key` loop (dense_loop, staged_loop):
+    each of its `paths` as instructions / modelled cycles."""
+    cell = lambda c: f"{c['instructions']} / {c['cycles']}" if c else "-"
+    return [f"| {k['kernel']} | {arch} | " + " | ".join(cell(loop.get(name)) for name in paths) + " |"
+            for k in kernels for arch in NV_ARCHS + AMD_ARCHS
+            if (loop := k["targets"].get(arch, {}).get(key))]
 
 
 def splitk_markdown(splitk: dict) -> list[str]:

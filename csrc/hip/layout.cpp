@@ -116,19 +116,25 @@ RowWalk make_row_walk(int64_t size, int64_t lead, int64_t step, int element_byte
 
 namespace {
 
+// Whether rows of `elements` each, a chunk or more, fit a staged tile of
+// kStagedTileBytes with `sources` (row, residue) sources per row: at most
+// kStagedSources (a tile's first element lies less than a row into its
+// first row).
+bool staged_tile_fits(int64_t elements, int64_t sources, int element_bytes) {
+  const int64_t tile = kStagedTileBytes / element_bytes;
+  const int64_t span = (tile + elements - 2) / elements + 1;
+  return elements >= 16 / element_bytes && span * sources <= kStagedSources;
+}
+
 // Whether a staged walk (staged_walk.h) takes rows of `size` positions, a
 // stride-2 row dim whose positions map to slots as `walk` says (lead: the
-// row's lead): rows of a chunk or more; a tile of kStagedTileBytes spanning
-// at most kStagedSources (row, residue) sources (a tile's first element lies
-// less than a row into its first row); positions, shifted and scaled to
-// bytes of sources, below 2^32. Rows of step 1 keep the dense walk, which
+// row's lead): rows that fit a tile (staged_tile_fits); positions, shifted
+// and scaled to bytes of sources, below 2^32. Rows of step 1 keep the dense walk, which
 // copies them in 16-byte chunks where they align.
 bool staged_rows_fit(int64_t size, int64_t step, const RowWalk& walk, int64_t lead,
                      int element_bytes) {
-  const int64_t tile = kStagedTileBytes / element_bytes;
-  const int64_t span = (tile + size - 2) / size + 1;
   const int64_t shift = walk.bias - lead;
-  return step == 2 && size >= 16 / element_bytes && span * step <= kStagedSources &&
+  return step == 2 && staged_tile_fits(size, step, element_bytes) &&
          size + shift < (int64_t{1} << 28);
 }
 
@@ -238,13 +244,11 @@ bool stages_packets(const InterleaveParams& p, int element_bytes) {
   }
   const InterleaveWalkDim& along = p.outer[p.outer_dims - 1];
   const int64_t elements = int64_t{along.size.value} * p.row.size.value;
-  const int64_t tile = kStagedTileBytes / element_bytes;
-  const int64_t span = (tile + elements - 2) / elements + 1;
   for (int e = 0; e < p.phase_count; ++e) {
     if (p.phases[e].strides[p.outer_dims - 1] < 0) return false;
   }
-  return along.step.value == 2 && along.padding >= 0 && span * 2 <= kStagedSources &&
-         elements >= 16 / element_bytes &&
+  return along.step.value == 2 && along.padding >= 0 &&
+         staged_tile_fits(elements, along.step.value, element_bytes) &&
          int64_t{along.size.value} + along.padding < (int64_t{1} << 28) &&
          stages_phases(p, true);
 }
@@ -429,7 +433,8 @@ bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p) {
   q.dense = dense_in_walk_order(merged, row_dim) &&
             q.rows * row_dim.size + 32 / l.element_bytes < kNarrowLimit;
   q.staged = q.dense &&
-             staged_rows_fit(row_dim.size, row_dim.step, q.walk, -row_dim.padding, l.element_bytes) &&
+             staged_rows_fit(row_dim.size, row_dim.step, q.walk, -row_dim.padding,
+                             l.element_bytes) &&
              stages_phases(q, false);
   q.packets = !q.staged && stages_packets(q, l.element_bytes);
   if (q.packets) {

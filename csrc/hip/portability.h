@@ -27,9 +27,8 @@
 //     that adds one needs a host definition here first).
 #pragma once
 
-#include <type_traits>
-
 #include <cstdint>
+#include <type_traits>
 
 namespace bwdconv::hip {
 
@@ -164,43 +163,33 @@ namespace bwdconv::hip {
 inline namespace device_target {
 
 #if defined(__HIP_DEVICE_COMPILE__)
-// Every caller accesses global memory; saying so keeps a pointer read from
-// shared memory from becoming a flat access, which AMD counts against both
+// On AMD every scalar access says it is global: a pointer read from shared
+// memory would otherwise make a flat access, which AMD counts against both
 // its memory and its LDS counters (every LDS wait would wait for the loads).
-// Scalars only: a class object in another address space has no copy
-// constructor to bind to (16-byte chunks come from kernel arguments, which
-// the compiler already knows are global).
+// Class objects (16-byte chunks, from kernel arguments the compiler already
+// knows are global) have no copy constructor from another address space.
 template <typename T>
 using GlobalPointer = __attribute__((address_space(1))) T*;
+#endif
 
 template <typename T>
 __device__ inline T global_load(const T* address) {
-  if constexpr (std::is_scalar_v<T>) {
-    return *(GlobalPointer<const T>)address;
-  } else {
-    return *address;
-  }
-}
-
-template <typename T>
-__device__ inline void global_store(T* address, const T& value) {
-  if constexpr (std::is_scalar_v<T>) {
-    *(GlobalPointer<T>)address = value;
-  } else {
-    *address = value;
-  }
-}
-#else
-template <typename T>
-__device__ inline T global_load(const T* address) {
+#if defined(__HIP_DEVICE_COMPILE__)
+  if constexpr (std::is_scalar_v<T>) return *(GlobalPointer<const T>)address;
+#endif
   return *address;
 }
 
 template <typename T>
 __device__ inline void global_store(T* address, const T& value) {
+#if defined(__HIP_DEVICE_COMPILE__)
+  if constexpr (std::is_scalar_v<T>) {
+    *(GlobalPointer<T>)address = value;
+    return;
+  }
+#endif
   *address = value;
 }
-#endif
 
 // `value`, which the compiler may no longer trace to its definition: a
 // value carried by additions stays carried, not rewritten as a multiply of

@@ -138,17 +138,18 @@ template <int kLanes, typename Params>
 void launch_walk_kernels(const WalkKernels<Params>& kernels, const Params& p, NativeStream stream) {
   const int64_t total = p.rows * p.row.size.value;
   if (p.dense && p.staged && kernels.staged != nullptr) {
-    launch_kernel({kernels.staged_name, Lanes::synchronized}, kernels.staged, staged_blocks(total, kLanes),
-                  kThreadsPerBlock, stream, p, static_cast<Position>(total));
+    launch_kernel({kernels.staged_name, Lanes::synchronized}, kernels.staged,
+                  staged_blocks(total, kLanes), kThreadsPerBlock, stream, p,
+                  static_cast<Position>(total));
   } else if (p.dense) {
     const int64_t chunks = dense_chunks(total, kLanes);
     Params run = p;
     run.passes = dense_passes(chunks, p.passes);
-    launch_kernel({kernels.name}, kernels.dense, dense_blocks(chunks, run.passes), kThreadsPerBlock, stream,
-                  run, static_cast<Position>(total));
+    launch_kernel({kernels.name}, kernels.dense, dense_blocks(chunks, run.passes),
+                  kThreadsPerBlock, stream, run, static_cast<Position>(total));
   } else {
-    launch_kernel({kernels.name}, kernels.rows, blocks_for(p.rows << p.walk.lane_shift), kThreadsPerBlock,
-                  stream, p, static_cast<Position>(p.rows));
+    launch_kernel({kernels.name}, kernels.rows, blocks_for(p.rows << p.walk.lane_shift),
+                  kThreadsPerBlock, stream, p, static_cast<Position>(p.rows));
   }
 }
 

@@ -136,6 +136,16 @@ struct ScatterShape {
   bool channels_last = false;
   int64_t gap = 0;  // unused elements after each run of dst's fastest dim
   int element_bytes = 4;
+
+  // Spatial dim `i`: `outputs` source positions `step` apart in dst after a
+  // lead of -1..3, and a crop of -1..3 past the last.
+  void add_dim(int i, int64_t outputs, int64_t step, std::mt19937& rng) {
+    stride[i] = step;
+    lead[i] = static_cast<int64_t>(rng() % 5) - 1;
+    const int64_t trail = static_cast<int64_t>(rng() % 5) - 1;
+    src_sizes.push_back(outputs);
+    dst_sizes.push_back(std::max<int64_t>((outputs - 1) * step + 1 + lead[i] + trail, 1));
+  }
 };
 
 // Random 1-3D buffers (strides 1-4, leads -1..3, crops), 2-, 4- and 8-byte
@@ -153,11 +163,8 @@ ScatterShape random_scatter(std::mt19937& rng, int trial) {
   s.dst_sizes = s.src_sizes;
   for (int i = 0; i < spatial; ++i) {
     const int64_t outputs = 1 + rng() % (long_rows && !s.channels_last ? 400 : 9);
-    s.stride[i] = 1 + rng() % 4;
-    s.lead[i] = static_cast<int64_t>(rng() % 5) - 1;
-    const int64_t trail = static_cast<int64_t>(rng() % 5) - 1;
-    s.src_sizes.push_back(outputs);
-    s.dst_sizes.push_back(std::max<int64_t>((outputs - 1) * s.stride[i] + 1 + s.lead[i] + trail, 1));
+    const int64_t step = 1 + rng() % 4;
+    s.add_dim(i, outputs, step, rng);
   }
   s.gap = trial % 3 == 2 ? 1 + static_cast<int64_t>(rng() % 3) : 0;
   return s;
@@ -176,12 +183,9 @@ ScatterShape stageable_scatter(std::mt19937& rng) {
   s.dst_sizes = s.src_sizes;
   for (int i = 0; i < spatial; ++i) {
     const bool row = i == spatial - 1;
-    s.stride[i] = row ? 2 : 1 + rng() % 3;
-    s.lead[i] = static_cast<int64_t>(rng() % 5) - 1;
-    const int64_t trail = static_cast<int64_t>(rng() % 5) - 1;
+    const int64_t step = row ? 2 : 1 + rng() % 3;
     const int64_t outputs = row ? (shortest + 4) / 2 + rng() % 150 : 1 + rng() % 3;
-    s.src_sizes.push_back(outputs);
-    s.dst_sizes.push_back(std::max<int64_t>((outputs - 1) * s.stride[i] + 1 + s.lead[i] + trail, 1));
+    s.add_dim(i, outputs, step, rng);
   }
   return s;
 }
@@ -205,7 +209,8 @@ void check_scatter(const ScatterShape& s, std::mt19937& rng, const std::string& 
   ScatterParams p;
   p.src = src_storage.data() + src_shift;
   p.dst = dst_storage.data() + dst_shift;
-  ASSERT_TRUE(make_scatter_walk(src_view, dst_view, s.stride, s.lead, s.element_bytes, &p)) << where;
+  ASSERT_TRUE(make_scatter_walk(src_view, dst_view, s.stride, s.lead, s.element_bytes, &p))
+      << where;
   configure(p);
   ASSERT_EQ(launch_scatter<Target::host>(p, nullptr), nullptr) << where;
   const std::vector<unsigned char> expected =
@@ -225,8 +230,9 @@ TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
   for (int trial = 0; trial < 600; ++trial) {
     const ScatterShape s = random_scatter(rng, trial);
     check_scatter(s, rng, "trial " + std::to_string(trial), [&](ScatterParams& p) {
-      p.passes = static_cast<int>(rng() % 7);  // a dense walk's chunks per thread (0: the launcher's)
-      p.staged = false;                        // the staged walk has its own test
+      // a dense walk's chunks per thread (0: the launcher's); the staged walk has its own test
+      p.passes = static_cast<int>(rng() % 7);
+      p.staged = false;
       ++walks[p.dense];
       carried += p.dense && p.row.size.value > kRunLanes * 16u / s.element_bytes;
     });
@@ -396,52 +402,35 @@ InterleaveCase random_interleave(std::mt19937& rng) {
   return c;
 }
 
-// A random interleave the staged walk takes: dx NCHW and dense, the row
-// dim's stride 2, rows of up to 300 positions, as short as the element
-// width lets a tile's sources fit (layout.cpp, staged_rows_fit), strides 1-3
-// outside the row (up to 18 phases, one launch), padding 0-3, groups, Copy
-// and Zero phases with dense NCHW results.
-InterleaveCase stageable_interleave(std::mt19937& rng) {
+// A random interleave the staged walk takes, all phases in one launch: the
+// last spatial dim's stride 2, strides 1-3 in the others (up to 18 phases),
+// padding 0-3, Copy and Zero phases with dense results laid out like dx.
+// - As walked: dx NCHW with groups, rows of up to 300 positions, as short as
+//   the element width lets a tile's sources fit (layout.cpp, staged_rows_fit).
+// - In `packets`: dx channels_last with 1 to 7 (2-byte), 3 (4-byte) or 1
+//   (8-byte) channels, shorter than a chunk, and merged W x channel rows as
+//   short as a tile's sources let them be (one channel: W itself is the row,
+//   staged as walked).
+InterleaveCase stageable_interleave(std::mt19937& rng, bool packets) {
   InterleaveCase c;
   const int spatial = 1 + static_cast<int>(rng() % 3);
+  c.channels_last = packets;
   c.element_bytes = 2 << (rng() % 3);
-  const int64_t shortest = shortest_staged_row(c.element_bytes);
-  c.groups = 1 + rng() % 3;
-  c.per_group = 1 + rng() % 2;
+  c.groups = packets ? 1 : 1 + rng() % 3;
+  c.per_group = 1 + rng() % (packets ? 16 / c.element_bytes - 1 : 2);
   c.stacked = c.groups > 1 ? 1 + rng() % 3 : 1;
   c.dx_sizes = {static_cast<int64_t>(1 + rng() % 2), c.groups * c.per_group};
-  for (int i = 0; i < spatial; ++i) {
-    const bool row = i == spatial - 1;
-    c.dx_sizes.push_back(row ? shortest + rng() % 300 : 1 + rng() % 5);
-    c.stride[i] = row ? 2 : 1 + rng() % 3;
-    c.padding[i] = rng() % 4;
-  }
-  add_phases(c, rng, false, ResultLayout::nchw);
-  return c;
-}
-
-// A random interleave the staged walk takes in packets: dx channels_last and
-// dense with 1 to 7 (2-byte), 3 (4-byte) or 1 (8-byte) channels, shorter
-// than a chunk, the last spatial dim's stride 2 and merged W x channel rows
-// of up to 300 positions, as short as a tile's sources let them be, strides
-// 1-3 in the other spatial dims, padding 0-3, Copy and Zero phases with
-// dense channels_last results (one channel: W itself is the row, staged as
-// walked).
-InterleaveCase stageable_packets(std::mt19937& rng) {
-  InterleaveCase c;
-  const int spatial = 1 + static_cast<int>(rng() % 3);
-  c.channels_last = true;
-  c.element_bytes = 2 << (rng() % 3);
-  c.per_group = 1 + rng() % (16 / c.element_bytes - 1);
-  c.dx_sizes = {static_cast<int64_t>(1 + rng() % 2), c.per_group};
+  // positions along the rows: whole rows fit a tile, merged with the channels in packets
+  const int64_t shortest =
+      (shortest_staged_row(c.element_bytes) + (packets ? c.per_group - 1 : 0)) /
+      (packets ? c.per_group : 1);
   for (int i = 0; i < spatial; ++i) {
     const bool along = i == spatial - 1;
-    const int64_t shortest = (shortest_staged_row(c.element_bytes) + c.per_group - 1) / c.per_group;
     c.dx_sizes.push_back(along ? shortest + rng() % 300 : 1 + rng() % 5);
     c.stride[i] = along ? 2 : 1 + rng() % 3;
     c.padding[i] = rng() % 4;
   }
-  add_phases(c, rng, false, ResultLayout::channels_last);
+  add_phases(c, rng, false, packets ? ResultLayout::channels_last : ResultLayout::nchw);
   return c;
 }
 
@@ -594,12 +583,11 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
   EXPECT_GE(carried, 20);
 }
 
-// The staged walk on interleaves it takes (stageable_interleave), all phases
-// in one launch.
+// The staged walk on interleaves it takes as walked (stageable_interleave).
 TEST(HostInterleave, StagedWalkWritesEveryPhaseSlotOnce) {
   std::mt19937 rng(1126);
   for (int trial = 0; trial < 120; ++trial) {
-    const InterleaveCase c = stageable_interleave(rng);
+    const InterleaveCase c = stageable_interleave(rng, false);
     const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
     check_interleave(c, rng, where, false,
                      [&](InterleaveParams& p) { ASSERT_TRUE(p.staged) << where; });
@@ -607,13 +595,12 @@ TEST(HostInterleave, StagedWalkWritesEveryPhaseSlotOnce) {
   }
 }
 
-// The staged walk in packets on interleaves it takes (stageable_packets),
-// all phases in one launch.
+// The staged walk on interleaves it takes in packets (stageable_interleave).
 TEST(HostInterleave, StagedPacketsWriteEveryPhaseSlotOnce) {
   std::mt19937 rng(1127);
   int packets = 0;
   for (int trial = 0; trial < 120; ++trial) {
-    const InterleaveCase c = stageable_packets(rng);
+    const InterleaveCase c = stageable_interleave(rng, true);
     const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
     check_interleave(c, rng, where, false, [&](InterleaveParams& p) {
       // packets count their slots in 32 bits: 64-bit offsets keep the dense walk
