@@ -47,13 +47,15 @@ def test_unknown_scope_is_rejected():
         bwdconv.enable("everything")
 
 
-def test_enabled_modules_call_the_bwdconv_op():
-    m = nn.Conv2d(2, 2, 3)
+def test_enabled_modules_call_the_bwdconv_op_where_a_strategy_is_planned():
+    m = nn.Conv2d(2, 2, 3, stride=2)
     x = torch.randn(1, 2, 5, 5, requires_grad=True)
     bwdconv.enable()
-    assert m(x).grad_fn.name().startswith("torch::autograd::CppNode<bwdconv::ops::")
+    with bwdconv.force_strategy("phase"):
+        assert m(x).grad_fn.name().startswith("torch::autograd::CppNode<bwdconv::ops::")
+    assert m(x).grad_fn.name() == "ConvolutionBackward0"  # the rules plan aten here
     bwdconv.disable()
-    assert not m(x).grad_fn.name().startswith("torch::autograd::CppNode")
+    assert m(x).grad_fn.name() == "ConvolutionBackward0"
 
 
 MODULES = [

@@ -99,17 +99,8 @@ PlanCache& plan_cache() {
   return instance;
 }
 
-}  // namespace
-
-std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const BackwardCall* call) {
-  return plan_for(geometry, current_forcing(), call);
-}
-
-std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,
-                                     const BackwardCall* call) {
-  if (call && !forcing.strategy && !forcing.swap1x1_writer) {
-    if (auto decided = decided_plan(geometry, *call)) return decided;
-  }
+// The rules' plan under `forcing`, cached per key.
+std::shared_ptr<const Plan> rules_plan(const ConvGeometry& geometry, const Forcing& forcing) {
   auto key = plan_key(geometry, forcing);
   PlanCache& cache = plan_cache();
   {
@@ -127,6 +118,37 @@ std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing
   if (cache.plans.size() >= PlanCache::kCapacity) cache.plans.clear();
   cache.plans.emplace(std::move(key), plan);
   return plan;
+}
+
+}  // namespace
+
+PlanLookup plan_lookup(const ConvGeometry& geometry, const Forcing& forcing,
+                       const BackwardCall* call) {
+  if (call && !forcing.strategy && !forcing.swap1x1_writer) {
+    DecisionLookup decision = look_up_decision(geometry, *call);
+    if (decision.plan || decision.pending) return {std::move(decision.plan), decision.pending};
+  }
+  return {rules_plan(geometry, forcing), false};
+}
+
+std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const BackwardCall* call) {
+  return plan_for(geometry, current_forcing(), call);
+}
+
+std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,
+                                     const BackwardCall* call) {
+  PlanLookup lookup = plan_lookup(geometry, forcing, call);
+  return lookup.plan ? std::move(lookup.plan) : rules_plan(geometry, forcing);
+}
+
+std::shared_ptr<const Plan> aten_only_plan(const ConvGeometry& geometry,
+                                           const BackwardCall& call) {
+  PlanLookup lookup = plan_lookup(geometry, current_forcing(), &call);
+  if (lookup.pending) return nullptr;
+  const Plan& plan = *lookup.plan;
+  const bool aten_only = (!call.wants_input || plan.input.strategy == Strategy::aten) &&
+                         (!call.wants_weight || plan.weight.strategy == Strategy::aten);
+  return aten_only ? std::move(lookup.plan) : nullptr;
 }
 
 at::Tensor compute_grad_bias(const at::Tensor& grad_output) {

@@ -67,4 +67,22 @@ std::vector<int64_t> plan_key(const ConvGeometry& geometry, const Forcing& forci
 std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,
                                      const BackwardCall* call = nullptr);
 
+// plan_for's answer without tuning: the plan (forced, measured or the
+// rules'), or nullptr with `pending` when the autotuner waits to measure the
+// call's key on real operands.
+struct PlanLookup {
+  std::shared_ptr<const Plan> plan;
+  bool pending = false;
+};
+PlanLookup plan_lookup(const ConvGeometry& geometry, const Forcing& forcing,
+                       const BackwardCall* call);
+
+// The plan of a backward described by `call` when it computes each gradient
+// the call wants with aten under the current forcing, with no tuning
+// pending: then PyTorch's own autograd node can serve the call
+// (docs/DESIGN.md, "Pass-through"); nullptr otherwise. Throws ValueError
+// where strict forcing cannot serve.
+std::shared_ptr<const Plan> aten_only_plan(const ConvGeometry& geometry,
+                                           const BackwardCall& call);
+
 }  // namespace bwdconv::ops

@@ -87,25 +87,40 @@ std::shared_ptr<const Plan> make_decided_plan(const ConvGeometry& geometry,
 // The corrupted strategy's index, or -1.
 std::atomic<int> corrupted_strategy{-1};
 
-}  // namespace
-
-BackwardCall backward_call(const at::Tensor& grad_output, const at::Tensor* input,
-                           const at::Tensor* weight, bool wants_input, bool wants_weight,
-                           const ConvParams& params) {
+// A call's key fields; `on_device` is any operand (they share a device).
+BackwardCall call_without_operands(const at::Tensor& on_device, const at::Tensor* weight,
+                                   bool wants_input, bool wants_weight,
+                                   const ConvParams& params) {
   BackwardCall call;
   call.wants_input = wants_input;
   call.wants_weight = wants_weight;
-  call.grad_output = &grad_output;
-  call.input = input;
-  call.weight = weight;
   if (weight && wants_input) {  // only the input gradient reads the weight's layout
     call.weight_layout = weight->suggest_memory_format() == at::MemoryFormat::Contiguous
                              ? MemoryLayout::Contiguous
                              : MemoryLayout::ChannelsLast;
   }
-  call.device_index = grad_output.is_cuda() ? grad_output.device().index() : -1;
+  call.device_index = on_device.is_cuda() ? on_device.device().index() : -1;
   call.params = params;
   return call;
+}
+
+}  // namespace
+
+BackwardCall backward_call(const at::Tensor& grad_output, const at::Tensor* input,
+                           const at::Tensor* weight, bool wants_input, bool wants_weight,
+                           const ConvParams& params) {
+  BackwardCall call = call_without_operands(grad_output, weight, wants_input, wants_weight,
+                                            params);
+  call.grad_output = &grad_output;
+  call.input = input;
+  call.weight = weight;
+  return call;
+}
+
+BackwardCall forward_backward_call(const at::Tensor& input, const at::Tensor& weight,
+                                   const ConvParams& params) {
+  return call_without_operands(input, &weight, input.requires_grad(), weight.requires_grad(),
+                               params);
 }
 
 void set_tuning_hook(TuningHook hook) {
@@ -114,6 +129,8 @@ void set_tuning_hook(TuningHook hook) {
 }
 
 bool tuning_on_this_thread() { return tuning_thread; }
+
+void mark_thread_as_tuning(bool tuning) { tuning_thread = tuning; }
 
 void use_decisions(bool use) { decisions_used = use; }
 
@@ -129,31 +146,29 @@ void forget_decisions(bool clear) {
   }
 }
 
-std::shared_ptr<const Plan> decided_plan(const ConvGeometry& geometry, const BackwardCall& call) {
-  if (tuning_thread || !decisions_used || !(call.wants_input || call.wants_weight)) {
-    return nullptr;
-  }
+DecisionLookup look_up_decision(const ConvGeometry& geometry, const BackwardCall& call) {
+  if (tuning_thread || !decisions_used || !(call.wants_input || call.wants_weight)) return {};
   DecisionTable& t = table();
   auto key = decision_key(geometry, call);
   TuningHook hook;
   {
     std::lock_guard<std::mutex> lock(t.mutex);
-    if (auto it = t.plans.find(key); it != t.plans.end()) return it->second;
+    if (auto it = t.plans.find(key); it != t.plans.end()) return {it->second, false};
     hook = t.hook;
   }
-  if (!hook) return nullptr;
+  if (!hook) return {};
   HookAnswer answer;
   {
     TuningScope scope;
     answer = hook(geometry, call, make_plan(geometry));
   }
-  if (answer.kind == HookAnswer::ask_again) return nullptr;
+  if (answer.kind == HookAnswer::ask_again) return {nullptr, true};
   std::shared_ptr<const Plan> plan;
   if (answer.kind == HookAnswer::decided) plan = make_decided_plan(geometry, answer.decision);
   std::lock_guard<std::mutex> lock(t.mutex);
   if (t.plans.size() >= DecisionTable::kCapacity) t.plans.clear();
   t.plans.insert_or_assign(std::move(key), plan);
-  return plan;
+  return {plan, false};
 }
 
 at::Tensor gradient_with(Gradient gradient, Strategy strategy,

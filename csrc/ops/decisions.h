@@ -1,6 +1,6 @@
 // Measured decisions: per backward call key (geometry, operand layouts,
 // device, wanted gradients), the strategy the autotuner measured fastest and
-// verified against aten on this device. Consulted by plan_for after forcing
+// verified against aten on this device. Consulted by plan_for (and plan_lookup) after forcing
 // and before the planner's rules. The table is filled by a tuning hook that
 // Python registers (python/bwdconv/_tune.py): it answers from the persistent
 // cache or tunes on the call's real operands.
@@ -39,6 +39,11 @@ BackwardCall backward_call(const at::Tensor& grad_output, const at::Tensor* inpu
                            const at::Tensor* weight, bool wants_input, bool wants_weight,
                            const ConvParams& params);
 
+// The backward call that autograd will make for a forward convolution of
+// these operands: the gradients of the operands that require one.
+BackwardCall forward_backward_call(const at::Tensor& input, const at::Tensor& weight,
+                                   const ConvParams& params);
+
 // What was measured best for one gradient, and why (shown by explain).
 struct GradientDecision {
   Strategy strategy = Strategy::aten;
@@ -65,9 +70,14 @@ using TuningHook =
     std::function<HookAnswer(const ConvGeometry&, const BackwardCall&, const Plan& rules)>;
 void set_tuning_hook(TuningHook hook);
 
-// The plan a measured decision sets for this call, or nullptr when the rules
-// decide (no decision cached, tuning not possible or not asked for).
-std::shared_ptr<const Plan> decided_plan(const ConvGeometry& geometry, const BackwardCall& call);
+// The plan a measured decision sets for this call (nullptr when the rules
+// decide), and whether the hook asked to be asked again: tuning is pending
+// for the key but was not possible now (no operands, graph capture...).
+struct DecisionLookup {
+  std::shared_ptr<const Plan> plan;
+  bool pending = false;
+};
+DecisionLookup look_up_decision(const ConvGeometry& geometry, const BackwardCall& call);
 
 // Whether plan_for consults the decisions at all (default true); false: the
 // rules decide, e.g. for the benchmark's column of the planner's rules.
@@ -76,6 +86,10 @@ void use_decisions(bool use);
 // Whether the calling thread is inside the tuning hook (the tuner's own calls
 // are neither tuned again nor counted as served).
 bool tuning_on_this_thread();
+
+// Marks the calling thread as the tuner's for good (or not): a thread of the
+// tuner's own that measures through the public ops.
+void mark_thread_as_tuning(bool tuning);
 
 // Forgets every decision (clear == true) or only the "rules decide" answers,
 // so that keys are asked again (autotune was switched on).

@@ -141,6 +141,37 @@ ConvGeometry forward_geometry(const char* op, const at::Tensor& input, const at:
   return g;
 }
 
+std::optional<ConvGeometry> forward_call_geometry(const at::Tensor& input,
+                                                  const at::Tensor& weight,
+                                                  const std::optional<at::Tensor>& bias,
+                                                  const ConvParams& params, int spatial_dims) {
+  const int64_t rank = spatial_dims + 2;
+  const bool unbatched = input.dim() == rank - 1;
+  if ((input.dim() != rank && !unbatched) || weight.dim() != rank ||
+      static_cast<int64_t>(params.stride.size()) != spatial_dims ||
+      static_cast<int64_t>(params.padding.size()) != spatial_dims ||
+      static_cast<int64_t>(params.dilation.size()) != spatial_dims ||
+      to_dtype(input.scalar_type()) == DType::Other ||
+      input.scalar_type() != weight.scalar_type() || input.device() != weight.device()) {
+    return std::nullopt;
+  }
+  if (bias && (bias->dim() != 1 || bias->size(0) != weight.size(0) ||
+               bias->scalar_type() != weight.scalar_type() || bias->device() != weight.device())) {
+    return std::nullopt;
+  }
+  std::vector<int64_t> sizes = input.sizes().vec();
+  if (unbatched) sizes.insert(sizes.begin(), 1);
+  ConvGeometry g = sizes_geometry(sizes, weight.sizes(), params);
+  g.dtype = to_dtype(input.scalar_type());
+  g.device = to_device(input);
+  g.layout = gradient_memory_format(input, weight) == at::MemoryFormat::Contiguous
+                 ? MemoryLayout::Contiguous
+                 : MemoryLayout::ChannelsLast;
+  derive_output_sizes(g);
+  if (find_geometry_error(g)) return std::nullopt;
+  return g;
+}
+
 ConvGeometry backward_geometry(const char* op, const at::Tensor& grad_output,
                                at::IntArrayRef input_sizes, at::IntArrayRef weight_sizes,
                                const char* operand_name, const at::Tensor& operand,

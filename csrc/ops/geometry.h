@@ -36,6 +36,17 @@ std::vector<int64_t> weight_sizes(const ConvGeometry& geometry);
 ConvGeometry forward_geometry(const char* op, const at::Tensor& input, const at::Tensor& weight,
                               const std::optional<at::Tensor>& bias, const ConvParams& params);
 
+// The geometry of the backward that conv{spatial_dims}d(input, weight, bias)
+// will need, its grad_output in the layout of the call's output (PyTorch's
+// gradient layout rule for input and weight); nothing when the call is not a
+// valid convolution of plannable operands (the caller lets aten raise). An
+// unbatched input (spatial_dims + 1 dims) is a batch of one. No exceptions:
+// this runs on every functional call.
+std::optional<ConvGeometry> forward_call_geometry(const at::Tensor& input,
+                                                  const at::Tensor& weight,
+                                                  const std::optional<at::Tensor>& bias,
+                                                  const ConvParams& params, int spatial_dims);
+
 // Checks grad_output against the sizes of the forward operands and the other
 // operand tensor (weight for the input gradient, input for the weight
 // gradient); returns the validated geometry of that forward convolution.

@@ -15,6 +15,7 @@
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
 #include "ops/decisions.h"
+#include "ops/functional_route.h"
 #include "ops/geometry.h"
 #include "ops/kernels.h"
 #include "ops/splitk.h"
@@ -361,6 +362,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("device"), pybind11::arg("weight_channels_last") = false,
         pybind11::arg("device_index") = -1);
   register_tuning_bindings(m);
+  if (PyModule_AddFunctions(m.ptr(), functional_route_methods) != 0) {
+    throw pybind11::error_already_set();
+  }
 #ifdef BWDCONV_WITH_GPU_KERNELS
   m.attr("gpu_kernels") = true;
 #else

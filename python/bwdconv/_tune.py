@@ -16,7 +16,12 @@ on the call's real operands:
    monotonic clock on the CPU. A candidate's spread is twice the median
    absolute deviation of its times over their median (the relative
    interquartile range of a symmetric distribution, robust to outliers).
-3. The noise rule: the fastest candidate replaces aten only when
+3. What the user pays: every candidate but aten has the per-call cost of
+   bwdconv's op over PyTorch's own node added to each of its times
+   (_overhead.call_costs, measured once per process), since a call planned
+   for aten passes through to PyTorch's node. A candidate that wins its
+   kernel time by less than that cost does not replace aten.
+4. The noise rule: the fastest candidate replaces aten only when
    median(candidate) * (1 + noise) < median(aten), where noise is the larger
    spread of the two in this run, and at least NOISE_FLOOR. Otherwise aten
    is kept.
@@ -43,7 +48,7 @@ import warnings
 
 import torch
 
-from . import _cache
+from . import _cache, _overhead
 from ._library import _C
 
 __all__ = ["autotuning", "set_autotune", "is_autotuning", "clear_decisions", "decisions"]
@@ -63,6 +68,7 @@ class _State:
         self.spent = 0.0          # seconds of tuning in this process
         self.tuned = 0            # keys tuned in this process
         self.timer = None         # test-only: (gradient, label) -> seconds
+        self.call_cost = None     # test-only: seconds per call instead of the measured cost
         self.progress = None      # callable(key) told before each key is tuned
         self.cache = _cache.DecisionCache()
 
@@ -307,9 +313,18 @@ def _relative_spread(samples):
     return 2 * statistics.median(abs(s - median) for s in samples) / median
 
 
+def call_cost():
+    """Seconds a call served by bwdconv's op costs beyond PyTorch's own node."""
+    if _state.call_cost is not None:
+        return _state.call_cost
+    return _overhead.call_costs()["op"]
+
+
 def _time(gradient, fns, device, cap):
     """{label: [seconds, ...]}: warm-up, then rounds in a rotating order until
-    every median is stable or `cap` seconds are spent."""
+    every median is stable or `cap` seconds are spent; every label but aten
+    with the per-call cost of bwdconv's op added (step 3 of the module
+    docstring)."""
     timed = _timer_for(device)
     injected = _state.timer
     for fn in fns.values():
@@ -326,7 +341,9 @@ def _time(gradient, fns, device, cap):
         stable = all(_relative_spread(s) / math.sqrt(rounds) < STABLE for s in samples.values())
         if rounds >= MIN_ROUNDS and (stable or time.perf_counter() - started > cap):
             break
-    return samples
+    cost = call_cost()
+    return {label: s if label == "aten" else [t + cost for t in s]
+            for label, s in samples.items()}
 
 
 def _verified(gradient, candidates, run, shape, dtype):
@@ -382,7 +399,8 @@ def _measure(request, key):
     args = (request["stride"], request["padding"], request["dilation"], request["groups"])
     wanted = [g for g in ("input", "weight") if request[f"wants_{g}"]]
     measured_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    entry = {"measured_at": measured_at, "gradients": {}}
+    entry = {"measured_at": measured_at, "call_cost_us": round(call_cost() * 1e6, 2),
+             "gradients": {}}
     for gradient in wanted:
         operand = request["weight"] if gradient == "input" else request["input"]
         sizes = request[f"{gradient}_size"]

@@ -16,7 +16,7 @@ import torch
 import torch.autograd.forward_ad as _forward_ad
 from torch._subclasses.fake_tensor import FakeTensor
 
-from . import _library  # noqa: F401  (registers the ops)
+from ._library import _C
 from ._args import check_input_rank, expand
 
 __all__ = ["conv1d", "conv2d", "conv3d"]
@@ -144,9 +144,21 @@ def _arguments(input, weight, bias=None, stride=1, padding=0, dilation=1, groups
     return input, weight, bias, stride, padding, dilation, groups
 
 
+# Eager calls are routed in C++ (docs/DESIGN.md, "Pass-through"): the original
+# function takes every call bwdconv does not plan and every call whose
+# backward is planned for aten, so PyTorch's own autograd node serves it.
+_passes_through = _C.functional_passes_through
+_is_compiling = torch.compiler.is_compiling
+
+
 def convolution(spatial_dims, args, kwargs):
     """conv{spatial_dims}d(*args, **kwargs): planned by bwdconv, or the original
     called with the arguments exactly as given (so that its errors read the same)."""
+    # Traced calls (torch.compile, export with export_ops) and calls that
+    # explain_model observes take the Python path below.
+    if not (export_ops or _observers or _is_compiling()) and \
+            _passes_through(spatial_dims, args, kwargs):
+        return originals[spatial_dims](*args, **kwargs)
     try:
         arguments = _arguments(*args, **kwargs)
     except TypeError:

@@ -62,8 +62,9 @@ def markdown(meta, rows, plot_name):
     lines += [f"- {key}: {value}" for key, value in meta.items()]
     lines += ["", "Median milliseconds per call and speedup over aten measured in the same run; "
               "`bwdconv` is the planner's rules, `tuned` autotuning's measured and verified choice "
-              "(named in the tuned column; its first call tunes, untimed), the other columns force "
-              "one strategy.", ""]
+              "(named in the tuned column; its first call tunes, untimed), both with bwdconv's "
+              "per-call cost for their choice added, as a user's call pays it; the other columns "
+              "force one strategy and time its gradient alone.", ""]
     columns = _columns(rows)
     lines.append("| case | dir | plan | tuned | " + " | ".join(columns) + " |")
     lines.append("|" + "---|" * (4 + len(columns)))

@@ -7,7 +7,7 @@ import sys
 import torch
 
 import bwdconv
-from bwdconv import _tune
+from bwdconv import _overhead, _tune
 
 from . import device as dev
 from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, DIRECTION_NAMES, FORWARD
@@ -152,6 +152,17 @@ def _timed(entries, device, warmup, iterations):
     return times
 
 
+def add_call_costs(times, choices):
+    """The bwdconv and tuned columns as a user's call pays them: the time of
+    the gradient plus bwdconv's per-call cost for the choice {name: choice}
+    (the pass-through's for aten, the op's for a strategy; bwdconv._overhead).
+    The forced strategies' columns stay the gradient's time alone."""
+    costs = _overhead.call_costs()
+    for name, choice in choices.items():
+        extra_ms = costs["pass_through" if choice == "aten" else "op"] * 1e3
+        times[name] = [t + extra_ms for t in times[name]]
+
+
 def _checked(entries, reference, aten_error, rows, base):
     """The entries whose result passes the accuracy rule, and {name: max error};
     a failing entry gets a 'wrong' row and no time."""
@@ -190,6 +201,8 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
         times = _timed(entries, device, warmup, iterations)
         if "bwdconv" in fns:
             base["tuned"] = tuned_choice(direction, x, w, args)
+            add_call_costs(times, {"bwdconv": chosen,
+                                   "tuned": chosen if base["tuned"] == "-" else base["tuned"]})
         aten_ms = statistics.median(times["aten"])
         for name, _, _ in entries:
             row = dict(base, strategy=name, iterations=iterations, **dev.summary(times[name]))

@@ -1,0 +1,87 @@
+"""What one call costs the caller beyond PyTorch's own, measured once per process.
+
+A functional call whose backward a strategy computes goes through bwdconv's
+op and its autograd node, which take more host time per call than PyTorch's
+own node; a call planned for aten only pays the plan lookup before it passes
+through (docs/DESIGN.md, "Pass-through"). The autotuner adds the first to
+every candidate strategy's time and the benchmark adds it to its bwdconv and
+tuned columns, so that both compare what a user's step pays.
+
+The measurement runs on a CPU thread of its own, marked as the tuner's (its
+calls are neither tuned nor counted as served), so that it is independent of
+the caller's state: it is first needed inside a backward pass.
+"""
+
+import functools
+import statistics
+import threading
+import time
+
+import torch
+
+from ._library import _C
+
+ROUNDS = 15   # samples per side, the sides alternating
+CALLS = 20    # calls per sample
+
+
+def _tiny_call(convolution):
+    """One forward and backward of a tiny convolution (1x2x4x4, 1x1 filter)
+    through `convolution(x, w)`, on the CPU."""
+    x = torch.randn(1, 2, 4, 4, requires_grad=True)
+    w = torch.randn(4, 2, 1, 1, requires_grad=True)
+
+    def call():
+        x.grad = w.grad = None
+        convolution(x, w).sum().backward()
+    return call
+
+
+def _per_call_seconds(call):
+    started = time.perf_counter()
+    for _ in range(CALLS):
+        call()
+    return (time.perf_counter() - started) / CALLS
+
+
+def _measure():
+    from . import functional
+
+    original = functional.originals[2]
+    sides = {
+        "pytorch": _tiny_call(original),
+        "pass_through": _tiny_call(lambda x, w: functional.conv2d(x, w)),
+        "op": _tiny_call(lambda x, w: functional._planned_convolution(
+            x, w, None, 1, 0, 1, 1, spatial_dims=2)),
+    }
+    samples = {side: [] for side in sides}
+    for side, call in sides.items():  # warm-up
+        _per_call_seconds(call)
+    for index in range(ROUNDS):
+        names = list(sides)[index % 3:] + list(sides)[:index % 3]
+        for side in names:
+            samples[side].append(_per_call_seconds(sides[side]))
+    return {side: max(0.0, statistics.median(a - b for a, b in zip(samples[side],
+                                                                    samples["pytorch"])))
+            for side in ("pass_through", "op")}
+
+
+def _measured_on_a_thread_of_its_own():
+    result = {}
+
+    def run():
+        _C.mark_thread_as_tuning(True)
+        result.update(_measure())
+
+    thread = threading.Thread(target=run, name="bwdconv-call-cost")
+    thread.start()
+    thread.join()
+    return result
+
+
+@functools.lru_cache(maxsize=None)
+def call_costs():
+    """{"op": seconds, "pass_through": seconds}: the median extra time of a
+    tiny convolution's forward and backward over PyTorch alone, through
+    bwdconv's op and through the pass-through, at least 0."""
+    return _measured_on_a_thread_of_its_own()

@@ -1,0 +1,199 @@
+"""What enabling bwdconv costs per call: added microseconds and training-step ratios.
+
+    python -m bwdconv.bench.overhead [--samples 27] [--calls 200] [--steps 22] [--json FILE]
+
+Tiny convolutions isolate the per-call cost: each is timed without bwdconv,
+with enable() (the functional scope) and with enable("aten"), forward only
+(under no_grad) and forward + backward, once as the rules plan it (aten) and
+once with a strategy forced (swap1x1 on a 1x1 stride-2 convolution, so the
+call takes bwdconv's own op). The modes alternate within each sample, in a
+rotating order, and each sample times `--calls` calls; a mode's added cost is
+the median over samples of (mode - without), with the 25th and 75th
+percentiles as its spread.
+
+The training steps (ResNet-18 and MobileNetV2 from torchvision, batch 2,
+64x64, float32; batch 32 at 224x224 too on a GPU) alternate the three modes
+step by step; the ratio is median(without) / median(mode): above 1 is faster.
+"""
+
+import argparse
+import contextlib
+import json
+import statistics
+import time
+
+import torch
+
+import bwdconv
+
+from . import device as dev
+
+MODES = ("without", "functional", "aten")
+
+
+@contextlib.contextmanager
+def mode(name):
+    """bwdconv as `name` says, for the body of a `with` block."""
+    if name == "without":
+        yield
+        return
+    with bwdconv.enabled(name):
+        yield
+
+
+def _conv(x, w, stride):
+    return torch.nn.functional.conv2d(x, w, None, stride)
+
+
+def tiny_case(planned, device):
+    """(forward, forward_backward, strategy forced or None) for a tiny convolution."""
+    if planned == "aten":
+        shape, stride, forced = (1, 2, 4, 4), 1, None
+    else:
+        shape, stride, forced = (1, 2, 8, 8), 2, "swap1x1"
+    x = torch.randn(shape, device=device, requires_grad=True)
+    w = torch.randn(4, 2, 1, 1, device=device, requires_grad=True)
+
+    def forward():
+        with torch.no_grad():
+            _conv(x, w, stride)
+
+    def forward_backward():
+        x.grad = w.grad = None
+        _conv(x, w, stride).sum().backward()
+
+    return forward, forward_backward, forced
+
+
+def _per_call_us(fn, calls, device):
+    dev.synchronize(device)
+    started = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    dev.synchronize(device)
+    return (time.perf_counter() - started) / calls * 1e6
+
+
+def _spread(values):
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return {"median_us": round(median, 2), "p25_us": round(q1, 2), "p75_us": round(q3, 2)}
+
+
+def tiny_overheads(device, samples, calls):
+    """[{planned, pass, without_us, <mode>: {median_us, p25_us, p75_us}}, ...]."""
+    results = []
+    for planned in ("aten", "strategy"):
+        forward, forward_backward, forced = tiny_case(planned, device)
+        for name, fn in (("forward", forward), ("forward+backward", forward_backward)):
+            per_mode = {m: [] for m in MODES}
+            with bwdconv.force_strategy(forced):
+                for m in MODES:  # warm-up: plans, caches, allocator
+                    with mode(m):
+                        _per_call_us(fn, calls, device)
+                for sample in range(samples):
+                    order = MODES[sample % 3:] + MODES[:sample % 3]
+                    for m in order:
+                        with mode(m):
+                            per_mode[m].append(_per_call_us(fn, calls, device))
+            row = {"planned": planned if forced is None else f"strategy ({forced} forced)",
+                   "pass": name, "without_us": round(statistics.median(per_mode["without"]), 2)}
+            for m in MODES[1:]:
+                row[m] = _spread([a - b for a, b in zip(per_mode[m], per_mode["without"])])
+            results.append(row)
+    return results
+
+
+def _training_models(device):
+    import torchvision
+
+    cases = [("resnet18", torchvision.models.resnet18, (2, 3, 64, 64)),
+             ("mobilenet_v2", torchvision.models.mobilenet_v2, (2, 3, 64, 64))]
+    if device.type == "cuda":
+        cases += [(f"{name} (GPU size)", make, (32, 3, 224, 224)) for name, make, _ in cases]
+    return cases
+
+
+def training_step_ratios(device, steps):
+    """[{model, input, without_ms, <mode>: ratio, ...}]: one optimizer-free
+    training step (forward, loss, backward) per mode, alternating."""
+    results = []
+    for name, make, shape in _training_models(device):
+        torch.manual_seed(0)
+        model = make().to(device)
+        x = torch.randn(shape, device=device)
+        target = torch.zeros(shape[0], dtype=torch.long, device=device)
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(x), target).backward()
+
+        times = {m: [] for m in MODES}
+        for index in range(steps + 2):  # two warm-up rounds
+            order = MODES[index % 3:] + MODES[:index % 3]
+            for m in order:
+                with mode(m):
+                    t = dev.time_ms(step, device, warmup=0, iterations=1)[0]
+                if index >= 2:
+                    times[m].append(t)
+        median = {m: statistics.median(t) for m, t in times.items()}
+        row = {"model": name, "input": list(shape), "without_ms": round(median["without"], 3)}
+        for m in MODES[1:]:
+            # Per-round ratios give the spread; the median ratio is the result.
+            ratios = [a / b for a, b in zip(times["without"], times[m])]
+            q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+            row[m] = {"ratio": round(median["without"] / median[m], 3), "ms": round(median[m], 3),
+                      "round_ratio_p25": round(q1, 3), "round_ratio_p75": round(q3, 3)}
+        results.append(row)
+    return results
+
+
+def _print_tiny(rows):
+    print("tiny convolutions: added us per call over no bwdconv (median [p25, p75])")
+    for r in rows:
+        cells = "  ".join(f"{m} {r[m]['median_us']:+7.2f} [{r[m]['p25_us']:+.2f}, "
+                          f"{r[m]['p75_us']:+.2f}]" for m in MODES[1:])
+        print(f"  {r['planned']:26s} {r['pass']:17s} without {r['without_us']:8.2f} us | {cells}")
+
+
+def _print_training(rows):
+    print("training steps: median(without) / median(mode), above 1 is faster "
+          "(per-round ratio p25-p75)")
+    for r in rows:
+        cells = "  ".join(f"{m} {r[m]['ratio']:.3f} [{r[m]['round_ratio_p25']:.3f}-"
+                          f"{r[m]['round_ratio_p75']:.3f}]" for m in MODES[1:])
+        print(f"  {r['model']:24s} {'x'.join(map(str, r['input'])):12s} "
+              f"without {r['without_ms']:8.2f} ms | {cells}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=27)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=22)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--no-models", action="store_true", help="tiny convolutions only")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    meta = dev.describe(device)
+    if device.type == "cpu":
+        with open("/proc/loadavg") as f:
+            meta["load_average"] = f.read().split()[:3]
+    print(f"{meta['device']} | torch {meta['torch']} | {meta['threads']} threads | "
+          f"{meta['date']} | revision {meta['git_revision']} | load {meta.get('load_average')}")
+    result = {"meta": meta, "tiny": tiny_overheads(device, args.samples, args.calls)}
+    _print_tiny(result["tiny"])
+    if not args.no_models:
+        try:
+            result["training"] = training_step_ratios(device, args.steps)
+            _print_training(result["training"])
+        except ImportError:
+            print("training steps skipped: torchvision is not installed")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

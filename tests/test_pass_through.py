@@ -1,0 +1,314 @@
+"""The functional scope's pass-through (docs/DESIGN.md, "Pass-through"): a
+call whose backward is planned for aten goes to PyTorch's own function and
+node; a call with a strategy planned, or tuning pending, takes bwdconv's op."""
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+import torch.nn.functional as F
+
+import bwdconv
+from bwdconv import _cache, _tune, functional
+from bwdconv._library import _C
+
+OP_NODE = "torch::autograd::CppNode<bwdconv::ops::"
+
+# (spatial dims, input shape, weight shape, args, kwargs): argument forms a
+# user writes, every one a convolution the rules plan aten for on the CPU in
+# float32 and phase can serve (stride 2 somewhere) or not (stride 1).
+CALLS = [
+    (2, (2, 4, 9, 9), (6, 4, 3, 3), (None, 2, 1), {}),
+    (2, (2, 4, 9, 9), (6, 4, 3, 3), (), {"stride": (2, 1), "padding": [1, 0]}),
+    (2, (2, 4, 9, 9), (6, 2, 3, 3), (), {"bias": None, "stride": 2, "groups": 2,
+                                         "dilation": 2}),
+    (2, (4, 9, 9), (6, 4, 3, 3), (None, [2]), {}),  # unbatched
+    (2, (2, 4, 9, 9), (6, 4, 3, 3), (), {"padding": "same"}),
+    (2, (2, 4, 9, 9), (6, 4, 3, 3), (), {"padding": "valid", "stride": 2}),
+    (1, (2, 3, 11), (5, 3, 4), (None, 3, 2, 2), {}),
+    (3, (1, 2, 6, 7, 5), (4, 2, 3, 2, 3), (None, (2, 1, 2)), {"padding": 1}),
+]
+
+
+def operands(call, dtype=torch.float32, channels_last=False, bias=True):
+    dims, x_shape, w_shape, args, kwargs = call
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(x_shape, generator=g, dtype=dtype)
+    w = torch.randn(w_shape, generator=g, dtype=dtype)
+    if channels_last and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    b = torch.randn(w_shape[0], generator=g, dtype=dtype) if bias else None
+    for t in (x, w, b):
+        if t is not None:
+            t.requires_grad_(True)
+    if args:
+        args = (args[0] if args[0] is not None else b,) + args[1:]
+    elif bias:
+        kwargs = dict(kwargs, bias=b)
+    return x, w, args, kwargs
+
+
+def convolution(dims):
+    return getattr(F, f"conv{dims}d")
+
+
+def node_names(out):
+    """The names of every node of out's graph."""
+    names, pending = [], [out.grad_fn]
+    while pending:
+        node = pending.pop()
+        if node is not None:
+            names.append(node.name())
+            pending += [n for n, _ in node.next_functions]
+    return names
+
+
+def step(call, x, w, args, kwargs):
+    """(graph's node names, output, gradients of the operands) of one forward and backward."""
+    for t in (x, w, *args, *kwargs.values()):
+        if isinstance(t, torch.Tensor):
+            t.grad = None
+    out = convolution(call[0])(x, w, *args, **kwargs)
+    out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1),
+                             dtype=out.dtype))
+    grads = [t.grad for t in (x, w, *args, *kwargs.values()) if isinstance(t, torch.Tensor)]
+    return node_names(out), out, grads
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("call", CALLS)
+def test_a_call_planned_for_aten_is_pytorchs_own_bit_for_bit(call, channels_last):
+    x, w, args, kwargs = operands(call, channels_last=channels_last)
+    expected_node, expected_out, expected = step(call, x, w, args, kwargs)
+    bwdconv.enable()
+    node, out, grads = step(call, x, w, args, kwargs)
+    assert node == expected_node
+    assert "ConvolutionBackward0" in node
+    for a, b in zip([out] + grads, [expected_out] + expected):
+        assert a.stride() == b.stride()
+        assert torch.equal(a, b)
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("call", [c for c in CALLS if c[4].get("padding") != "same"])
+def test_a_call_a_strategy_serves_takes_bwdconvs_op(call):
+    x, w, args, kwargs = operands(call)
+    _, _, expected = step(call, x, w, args, kwargs)
+    bwdconv.enable()
+    bwdconv.reset_served()
+    with bwdconv.force_strategy("phase"):
+        node, _, grads = step(call, x, w, args, kwargs)
+    assert any(name.startswith(OP_NODE) for name in node)
+    assert bwdconv.served()["input"]["phase"] == 1
+    for a, b in zip(grads, expected):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_served_counts_the_gradients_a_pass_through_call_needs():
+    call = CALLS[0]
+    x, w, args, kwargs = operands(call, bias=False)
+    bwdconv.enable()
+    bwdconv.reset_served()
+    step(call, x, w, args, kwargs)
+    counts = bwdconv.served()
+    assert (counts["input"]["aten"], counts["weight"]["aten"]) == (1, 1)
+    bwdconv.reset_served()
+    step(call, x.detach(), w, args, kwargs)  # only the weight needs a gradient
+    counts = bwdconv.served()
+    assert (counts["input"]["aten"], counts["weight"]["aten"]) == (0, 1)
+
+
+def test_with_both_scopes_the_aten_scope_counts_once():
+    call = CALLS[0]
+    x, w, args, kwargs = operands(call, bias=False)
+    bwdconv.enable()
+    bwdconv.enable("aten")
+    bwdconv.reset_served()
+    step(call, x, w, args, kwargs)
+    counts = bwdconv.served()
+    assert (counts["input"]["aten"], counts["weight"]["aten"]) == (1, 1)
+
+
+class Subclass(torch.Tensor):
+    pass
+
+
+def python_eligibility_cases():
+    """(name, make (x, w) and call F.conv2d's route under the state it sets)."""
+    x = torch.randn(2, 4, 9, 9, requires_grad=True)
+    w = torch.randn(6, 4, 3, 3, requires_grad=True)
+    route = _C.functional_passes_through
+    args = (None, 2, 1)
+
+    def plain():
+        return route(2, (x, w, *args), {})
+
+    def parameter():
+        return route(2, (x, torch.nn.Parameter(w.detach()), *args), {})
+
+    def subclass():
+        return route(2, (x.detach().as_subclass(Subclass).requires_grad_(), w, *args), {})
+
+    def integer():
+        return route(2, (x.detach().long(), w.detach().long(), *args), {})
+
+    def zero_size():
+        return route(2, (torch.randn(0, 4, 9, 9, requires_grad=True), w, *args), {})
+
+    def no_gradient():
+        return route(2, (x.detach(), w.detach(), *args), {})
+
+    def no_grad():
+        with torch.no_grad():
+            return route(2, (x, w, *args), {})
+
+    def inference_mode():
+        with torch.inference_mode():
+            return route(2, (x, w, *args), {})
+
+    def meta():
+        return route(2, (x.to("meta"), w.to("meta"), *args), {})
+
+    def forward_ad():
+        with fwAD.dual_level():
+            return route(2, (x, w, *args), {})
+
+    def vmap():
+        seen = []
+        torch.func.vmap(lambda xi: seen.append(route(2, (xi, w, *args), {})) or xi)(x)
+        return seen[0]
+
+    def grad_transform():
+        seen = []
+
+        def f(wi):
+            seen.append(route(2, (x, wi, *args), {}))
+            return wi.sum()
+        torch.func.grad(f)(w)
+        return seen[0]
+
+    def jit_trace():
+        seen = []
+
+        def f(xi):
+            seen.append(route(2, (xi, w, *args), {}))
+            return xi * 2
+        torch.jit.trace(f, (x,), check_trace=False)
+        return seen[0]
+
+    return {"plain": (plain, False), "parameter": (parameter, False),
+            "subclass": (subclass, True), "integer": (integer, True),
+            "zero_size": (zero_size, True), "no_gradient": (no_gradient, True),
+            "no_grad": (no_grad, True), "inference_mode": (inference_mode, True),
+            "meta": (meta, True), "forward_ad": (forward_ad, True), "vmap": (vmap, True),
+            "grad_transform": (grad_transform, True), "jit_trace": (jit_trace, True)}
+
+
+@pytest.mark.parametrize("name", sorted(python_eligibility_cases()))
+def test_what_bwdconv_does_not_plan_goes_to_the_original(name):
+    # phase serves this strided shape: only a call bwdconv does not plan
+    # passes through while it is forced.
+    with bwdconv.force_strategy("phase"):
+        passes, expected = python_eligibility_cases()[name]
+        assert passes() is expected
+
+
+@pytest.mark.parametrize("bad", [
+    dict(args=(None, 0)), dict(args=(None, [2, 2, 2])), dict(kwargs={"stride": 2.0}),
+    dict(kwargs={"padding": "full"}), dict(kwargs={"padding": "same", "stride": 2}),
+    dict(kwargs={"groups": 3}), dict(kwargs={"strides": 2}), dict(args=(None, 1, 0, 1, 1, 7)),
+])
+def test_invalid_arguments_raise_pytorchs_own_error(bad):
+    x = torch.randn(2, 4, 9, 9, requires_grad=True)
+    w = torch.randn(6, 4, 3, 3, requires_grad=True)
+    args, kwargs = bad.get("args", ()), bad.get("kwargs", {})
+
+    def error():
+        try:
+            F.conv2d(x, w, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - the type and message are compared
+            return type(e), str(e)
+        return None
+
+    expected = error()
+    assert expected is not None
+    bwdconv.enable()
+    for forced in (None, "phase"):
+        with bwdconv.force_strategy(forced):
+            assert error() == expected
+
+
+def test_strict_forcing_that_cannot_serve_still_raises_in_backward():
+    x = torch.randn(2, 4, 9, 9, requires_grad=True)
+    w = torch.randn(6, 4, 3, 3, requires_grad=True)
+    bwdconv.enable()
+    with bwdconv.force_strategy("swap1x1", strict=True):  # not a 1x1 filter
+        out = F.conv2d(x, w, None, 2)
+        with pytest.raises(ValueError, match="swap1x1"):
+            out.sum().backward()
+
+
+@pytest.fixture
+def fresh_tuning(tmp_path, monkeypatch):
+    monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_tune, "KEY_SECONDS", 0.05)
+    _tune._state.cache = _cache.DecisionCache()
+    _C.forget_decisions(True)
+    yield
+    _tune.set_autotune(False)
+    _tune._state.timer = None
+    _tune._state.call_cost = None
+    _C.forget_decisions(True)
+
+
+@pytest.mark.parametrize("winner, node_after", [("aten", "ConvolutionBackward0"),
+                                                ("splitk", OP_NODE)])
+def test_a_key_pending_tuning_takes_the_op_until_decided(fresh_tuning, winner, node_after):
+    x = torch.randn(2, 4, 9, 9)
+    w = torch.randn(6, 4, 3, 3, requires_grad=True)  # the weight gradient alone
+    times = {"aten": 2e-3, "splitk": 2e-3, winner: 1e-3}  # the weight gradient's candidates
+    _tune._state.timer = lambda gradient, label: times.get(label, 1.0)
+    bwdconv.enable(autotune=True)
+    out = F.conv2d(x, w, None, 2, 1)
+    assert out.grad_fn.name().startswith(OP_NODE)
+    out.sum().backward()  # tunes the key
+    _tune.set_autotune(False)
+    assert F.conv2d(x, w, None, 2, 1).grad_fn.name().startswith(node_after)
+
+
+@pytest.mark.parametrize("call_cost, expected", [(0.0, "phase"), (1.5e-3, "aten")])
+def test_the_tuner_counts_the_ops_per_call_cost(fresh_tuning, call_cost, expected):
+    x = torch.randn(2, 4, 9, 9)
+    w = torch.randn(6, 4, 3, 3)
+    dy = torch.randn(2, 6, 5, 5)
+    _tune._state.timer = lambda gradient, label: {"aten": 2e-3, "phase": 1e-3}.get(label, 1.0)
+    _tune._state.call_cost = call_cost
+    with bwdconv.autotuning():
+        torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), [2, 2], [1, 1],
+                                                     [1, 1], 1)
+    (entry,) = bwdconv.decisions().values()
+    decided = entry["gradients"]["input"]
+    assert decided["choice"] == expected, decided
+    assert entry["call_cost_us"] == pytest.approx(call_cost * 1e6)
+    assert decided["times"]["phase"]["median_us"] == pytest.approx((1e-3 + call_cost) * 1e6)
+
+
+def test_explain_model_still_sees_every_convolution():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, stride=2), torch.nn.Conv2d(4, 4, 1))
+    plan = bwdconv.explain_model(model, torch.randn(1, 3, 16, 16))
+    assert len(plan.layers) == 2
+
+
+def test_the_python_path_is_taken_under_torch_compile():
+    traced = []
+
+    def backend(gm, example_inputs):
+        traced.extend(str(n.target) for n in gm.graph.nodes)
+        return gm.forward
+
+    bwdconv.enable()
+    w = torch.randn(6, 4, 3, 3, requires_grad=True)
+    with bwdconv.force_strategy("phase"):
+        torch.compile(lambda x: F.conv2d(x, w, None, 2), backend=backend, fullgraph=True)(
+            torch.randn(2, 4, 9, 9, requires_grad=True))
+    assert any("bwdconv" in t for t in traced), traced
+    assert functional._passes_through is _C.functional_passes_through
