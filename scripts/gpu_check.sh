@@ -2,9 +2,10 @@
 # The one command for a GPU machine (PyTorch, nvcc and pytest preinstalled, no
 # network, no GoogleTest): builds the extension with its kernels, runs the GPU
 # tests, compute-sanitizer (memcheck, racecheck) over a small case of every
-# strategy, the seed-shape benchmark (as given and channels_last), autotuning
-# of the seed shapes (the decisions it measured and verified), the
-# kernels' achieved bandwidth and the model backward benchmark, and writes
+# strategy, the seed-shape benchmark (as given and channels_last), the
+# transposed-convolution suite, what enabling bwdconv costs per call and per
+# training step, autotuning of the seed shapes (the decisions it measured and
+# verified), the kernels' achieved bandwidth and the model backward benchmark, and writes
 # benchmarks/results/gpu-<date>/report.md. Prints a short summary last.
 #
 # BWDCONV_GPU_STEPS="build bench ..." runs only the named steps (the others
@@ -23,8 +24,8 @@ REPORT_SECONDS=20  # kept back from the budget for the report
 OUT="${BWDCONV_GPU_OUT:-benchmarks/results/gpu-$(date -u +%Y-%m-%d)}"
 mkdir -p "$OUT"
 SELECTED=" ${BWDCONV_GPU_STEPS:-} "
-STEPS=(build gpu_tests sanitizer_memcheck sanitizer_racecheck bench bench_channels_last tune kernels
-       kernels_channels_last models models_bf16)
+STEPS=(build gpu_tests sanitizer_memcheck sanitizer_racecheck bench bench_channels_last
+       bench_transposed overhead tune kernels kernels_channels_last models models_bf16)
 
 # step NAME COMMAND...: runs it (if selected), logs to $OUT/NAME.log, result to NAME.status
 step() {
@@ -60,7 +61,7 @@ fi
 step build env MAX_JOBS="${MAX_JOBS:-16}" "$PYTHON" -m pip install --no-build-isolation \
   --no-deps -e .
 step gpu_tests "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_ops.py \
-  tests/test_strategies.py
+  tests/test_strategies.py tests/test_transposed.py
 SANITIZER="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
 for tool in memcheck racecheck; do
   step "sanitizer_$tool" "$SANITIZER" --tool "$tool" --error-exitcode 1 \
@@ -70,6 +71,12 @@ step bench "$PYTHON" -m bwdconv.bench --suite seeds --check --out "$OUT/bench"
 # channels_last: cuDNN's preferred layout, and where swap1x1's in_place writer can serve.
 step bench_channels_last "$PYTHON" -m bwdconv.bench --suite seeds --layout channels_last \
   --check --iter 20 --out "$OUT/bench_channels_last"
+# Decoders' and generators' transposed convolutions: forward (the matching
+# input gradient) and weight gradient against aten's own.
+step bench_transposed "$PYTHON" -m bwdconv.bench --suite transposed --check --iter 20 \
+  --out "$OUT/bench_transposed"
+# What enable() costs per call (tiny convolutions) and per training step.
+step overhead "$PYTHON" -m bwdconv.bench.overhead --samples 15 --json "$OUT/overhead.json"
 # Autotuning on this GPU: every seed shape, each candidate verified against
 # aten; the decisions (winner, speedup, excluded candidates) go to tune.log and
 # the cache file to $OUT/cache.
@@ -108,12 +115,15 @@ PY
   echo "## Autotuned decisions on the seed shapes"; echo; echo '```'; show tune.log cat; echo '```'
   echo "## Data-movement kernels (achieved bandwidth)"; echo; show kernels.log cat; echo
   echo "### channels_last"; echo; show kernels_channels_last.log cat; echo
+  echo "## Per-call cost of enabling bwdconv"; echo; echo '```'; show overhead.log cat; echo '```'
   echo "## Models (backward, aten vs bwdconv)"; echo; echo '```'
   show models.log cat; show models_bf16.log cat; echo '```'
   echo; echo "## Seed shapes"; echo
   show bench/report.md sed -n '/^| case/,$p'
   echo; echo "## Seed shapes, channels_last"; echo
   show bench_channels_last/report.md sed -n '/^| case/,$p'
+  echo; echo "## Transposed convolutions"; echo
+  show bench_transposed/report.md sed -n '/^| case/,$p'
 } > "$OUT/report.md"
 
 echo

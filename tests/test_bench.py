@@ -93,6 +93,9 @@ def test_forw_zero_means_every_direction():
     "conv -n 2 -c 4 -H 9 -W 9 -k 8 -y 3 -x 3 -u 2 -v 2 -g 2 -F 6",
     "convbfp16 -n 1 -c 3 --in_d 4 -H 5 -W 6 -k 2 --fil_d 2 -y 1 -x 3 --spatial_dim 3 -F 2 "
     "--in_layout NDHWC --out_layout NDHWC",
+    "conv -m trans -n 1 -c 8 -H 5 -W 5 -k 4 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -Y 1 -X 1 -F 5",
+    "convbfp16 -m trans -n 1 -c 4 --in_d 3 -H 5 -W 6 -k 2 --fil_d 2 -y 2 -x 2 --conv_stride_d 2 "
+    "-u 2 -v 3 --trans_output_pad_d 1 -X 2 --spatial_dim 3 -F 1",
 ])
 def test_to_line_round_trips(line):
     case = parse_line(line)
@@ -111,7 +114,10 @@ def test_to_line_round_trips(line):
     ("conv -n 2 -n 3", "given twice"),
     ("conv -n 1 -c 2 --in_d 4 -H 5 -W 5", "--in_d needs --spatial_dim 3"),
     ("conv -n 1 -c 2 -H 5 -W 5 --in_layout NCWH", "unsupported layout 'NCWH'"),
-    ("conv -n 1 -c 2 -H 5 -W 5 -m trans", "mode 'trans' is not supported"),
+    ("conv -n 1 -c 2 -H 5 -W 5 -m deconv", "mode 'deconv' is not supported"),
+    ("conv -n 1 -c 2 -H 5 -W 5 -u 2 -v 2 -Y 1", "output padding (-Y/-X) needs -m trans"),
+    ("conv -m trans -n 1 -c 2 -H 5 -W 5 -u 2 -v 2 -X 2", "output padding 2 must be smaller"),
+    ("conv -m trans -n 1 -c 2 -H 1 -W 5 -y 3 -x 3 -p 2 -q 1", "output [-1, 5] is empty"),
     ("conv -n 1 -c 4 -H 5 -W 5 -k 6 -g 4", "-g 4 must divide -c 4 and -k 6"),
     ("conv -n 1 -c 2 -H 2 -W 5 -k 2 -y 3 -x 3", "smaller than the dilated filter"),
     ("conv -n 1 -c 2 -H 5 -W 5 -u 0", "strides must be positive"),
@@ -135,7 +141,19 @@ def test_scale_keeps_groups_and_a_valid_shape():
     assert tiny.input == (7, 7) and tiny.batch == 1
 
 
-@pytest.mark.parametrize("suite", ["seeds", "resnet50", "r3d18"])
+def test_transposed_line_reads_as_miopen_driver_does():
+    case = parse_line("conv -m trans -n 2 -c 8 -H 5 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 "
+                      "-Y 1 -X 0 -g 2 -F 1")
+    assert case.transposed and case.output_padding == (1, 0)
+    assert case.input_size() == [2, 8, 5, 6] and case.weight_size() == [8, 2, 3, 3]
+    expected = torch.nn.functional.conv_transpose2d(
+        torch.zeros(case.input_size()), torch.zeros(case.weight_size()), stride=2, padding=1,
+        output_padding=(1, 0), groups=2)
+    assert case.transposed_output() == tuple(expected.shape[2:])
+    assert "trans" in case.label()
+
+
+@pytest.mark.parametrize("suite", ["seeds", "resnet50", "r3d18", "transposed"])
 def test_suites_parse(suite):
     lines = [l for l in (SUITES / f"{suite}.txt").read_text().splitlines()
              if l.strip() and not l.startswith("#")]
@@ -172,6 +190,28 @@ def test_tiny_suite_end_to_end(tmp_path, capsys):
     assert (out / "results.csv").read_text().startswith("index,case,direction")
     assert "| case | dir | plan |" in (out / "report.md").read_text()
     assert (out / "speedup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_transposed_suite_end_to_end(tmp_path, capsys):
+    """A transposed line times its forward (aten's transposed convolution and
+    every input-gradient strategy that serves the matching convolution), its
+    input gradient (aten alone) and its weight gradient, each checked."""
+    suite = tmp_path / "trans.txt"
+    suite.write_text("conv -m trans -n 2 -c 8 -H 5 -W 5 -k 4 -y 2 -x 2 -u 2 -v 2 -F 7\n"
+                     "conv -m trans -n 1 -c 4 -H 4 -W 5 -k 6 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 "
+                     "-Y 1 -X 1 -F 1 --in_layout NHWC --out_layout NHWC\n")
+    out = tmp_path / "out"
+    assert bench_main(["--suite", str(suite), "--scale", "1", "--iter", "2", "--warmup", "1",
+                       "--check", "--device", "cpu", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert all(r["status"] == "ok" for r in results), [r for r in results if r["status"] != "ok"]
+    rows = {(r["index"], r["direction"], r["strategy"]) for r in results}
+    for strategy in ["bwdconv", "tuned"] + bwdconv.strategies("input"):
+        assert (0, "fwd", strategy) in rows  # kernel = stride: every strategy serves
+    assert {s for i, d, s in rows if (i, d) == (0, "bwd_data")} == {"aten"}
+    assert {(0, "bwd_weight", "splitk"), (1, "fwd", "phase")} <= rows
+    assert (1, "fwd", "swap1x1") not in rows  # a 3x3 filter overlaps at stride 2
+    assert all(r["max_error"] <= 1e-4 for r in results if "max_error" in r)
 
 
 def test_both_swap1x1_writers_are_timed_where_both_serve(tmp_path):
@@ -253,3 +293,20 @@ def test_traffic_records_every_kernel_writing_its_output_once(tmp_path, capsys):
     assert ("splitk", "splitk_reduce") in kernels
     for row in rows:
         assert row[6] == "1.00" and row[7] == "0", row
+
+
+def test_overhead_benchmark_reports_every_kind_pass_and_scope(tmp_path, capsys):
+    from bwdconv.bench import overhead
+
+    out = tmp_path / "overhead.json"
+    assert overhead.main(["--samples", "3", "--calls", "2", "--no-models", "--device", "cpu",
+                          "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["tiny"]
+    assert {(r["kind"], r["planned"].split()[0], r["pass"]) for r in rows} == {
+        (k, p, s) for k in ("conv", "transposed") for p in ("aten", "strategy")
+        for s in ("forward", "forward+backward")}
+    for r in rows:
+        assert r["without_us"] > 0
+        for scope in ("functional", "aten"):
+            assert r[scope]["p25_us"] <= r[scope]["median_us"] <= r[scope]["p75_us"]
+    assert "transposed" in capsys.readouterr().out

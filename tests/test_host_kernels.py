@@ -99,7 +99,7 @@ def input_cases():
     shapes, the many-phase shapes, the staged shapes (NCHW) and the packet
     shapes (channels_last)."""
     rng = random.Random(SEED)
-    cases = [random_case(rng, one_by_one=trial % 3 == 0) for trial in range(72)]
+    cases = [random_case(rng, within_stride=trial % 3 == 0) for trial in range(72)]
     cases += IN_PLACE_CASES + MANY_PHASE_CASES + STAGED_CASES + PACKET_CASES
     return [(trial, case, DTYPES[trial % 4],
              (trial % 2 == 1 or case in IN_PLACE_CASES + PACKET_CASES) and case not in STAGED_CASES)
@@ -125,7 +125,13 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
             launched = [launch["kernel"] for launch in
                         bwdconv._library._C.stop_kernel_recording()["launches"]]
             assert ours.stride() == aten_written.stride(), where
-            assert torch.equal(ours, aten_written), where
+            if forcing[0] == "swap1x1" and w[0, 0].numel() > 1:
+                # Taps: the kernel's GEMM is laid out like dx, the strided
+                # copies' channels-last (docs/DESIGN.md, "swap1x1"), so the
+                # products may round apart by a unit in the last place.
+                torch.testing.assert_close(ours, aten_written, msg=where)
+            else:
+                assert torch.equal(ours, aten_written), where
             assert_accurate(ours, theirs, reference, where)
             if forcing[0] == "scatter":  # its 64-bit offsets on the same shape
                 with bwdconv.kernels_on_host(wide_index=True):
@@ -161,7 +167,7 @@ def test_the_switch_runs_the_kernels_on_the_host_grid():
 
 def splitk_cases():
     rng = random.Random(SEED + 1)
-    cases = [random_case(rng, one_by_one=trial % 5 == 0) for trial in range(40)]
+    cases = [random_case(rng, within_stride=trial % 5 == 0) for trial in range(40)]
     # stride 1 in the first dim (its taps read by row offset), groups,
     # dilation, padding, and a 1x1
     cases += [((2, 4, 12, 12), (6, 2, 3, 3), [1, 1], [1, 1], [1, 1], 2),

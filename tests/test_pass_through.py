@@ -8,7 +8,7 @@ import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
 import bwdconv
-from bwdconv import _cache, _tune, functional
+from bwdconv import _cache, _tune
 from bwdconv._library import _C
 
 OP_NODE = "torch::autograd::CppNode<bwdconv::ops::"
@@ -260,9 +260,9 @@ def fresh_tuning(tmp_path, monkeypatch):
     _C.forget_decisions(True)
 
 
-@pytest.mark.parametrize("winner, node_after", [("aten", "ConvolutionBackward0"),
-                                                ("splitk", OP_NODE)])
-def test_a_key_pending_tuning_takes_the_op_until_decided(fresh_tuning, winner, node_after):
+@pytest.mark.parametrize("winner", bwdconv.strategies("weight"))
+def test_a_key_pending_tuning_takes_the_op_until_decided(fresh_tuning, winner):
+    node_after = "ConvolutionBackward0" if winner == "aten" else OP_NODE
     x = torch.randn(2, 4, 9, 9)
     w = torch.randn(6, 4, 3, 3, requires_grad=True)  # the weight gradient alone
     times = {"aten": 2e-3, "splitk": 2e-3, winner: 1e-3}  # the weight gradient's candidates
@@ -311,4 +311,3 @@ def test_the_python_path_is_taken_under_torch_compile():
         torch.compile(lambda x: F.conv2d(x, w, None, 2), backend=backend, fullgraph=True)(
             torch.randn(2, 4, 9, 9, requires_grad=True))
     assert any("bwdconv" in t for t in traced), traced
-    assert functional._passes_through is _C.functional_passes_through

@@ -19,13 +19,17 @@ ALL_STRATEGIES = bwdconv.strategies()
 GRID_SEED = int(os.environ.get("BWDCONV_TEST_SEED", "20261122"))
 
 
-def random_case(rng, one_by_one=False):
-    """(input size, weight size, stride, padding, dilation, groups), valid for conv."""
+def random_case(rng, within_stride=False):
+    """(input size, weight size, stride, padding, dilation, groups), valid for
+    conv; `within_stride`: a 1x1 filter, or taps within the stride (swap1x1's
+    domain, docs/DESIGN.md "swap1x1")."""
     dims = rng.randint(1, 3)
     groups = rng.choice([1, 1, 2, 3])
-    k = [1 if one_by_one else rng.randint(1, 4) for _ in range(dims)]
+    k = [1 if within_stride else rng.randint(1, 4) for _ in range(dims)]
     s = [rng.randint(1, 4) for _ in range(dims)]
     d = [rng.randint(1, 3) for _ in range(dims)]
+    if within_stride and sum(s) % 2 == 0:  # kernel = stride, drawing nothing more
+        k, d = list(s), [1] * dims
     p = [rng.randint(0, 3) for _ in range(dims)]
     size = [max(1, d[i] * (k[i] - 1) + 1 - 2 * p[i]) + rng.randint(0, 5) for i in range(dims)]
     c, o, n = groups * rng.randint(1, 2), groups * rng.randint(1, 2), rng.randint(1, 2)
@@ -59,7 +63,7 @@ def test_randomized_grid_matches_aten_in_float64(strategy):
     rng = random.Random(GRID_SEED + ALL_STRATEGIES.index(strategy))
     checked = 0
     for trial in range(300):
-        case = random_case(rng, one_by_one=strategy == "swap1x1")
+        case = random_case(rng, within_stride=strategy == "swap1x1")
         if not serves(strategy, case):
             continue
         x, w = operands(case, seed=trial)
@@ -79,7 +83,7 @@ def test_gradcheck_and_gradgradcheck_forced(strategy):
     rng = random.Random(GRID_SEED * 7 + ALL_STRATEGIES.index(strategy))
     checked = 0
     while checked < 12:
-        case = random_case(rng, one_by_one=strategy == "swap1x1")
+        case = random_case(rng, within_stride=strategy == "swap1x1")
         if not serves(strategy, case):
             continue
         x, w = operands(case, seed=checked)
@@ -221,7 +225,8 @@ def test_a_forced_strategy_that_cannot_serve_leaves_the_gradient_to_the_planner(
     torch.testing.assert_close(ours, aten_gradients(dy, x, w, [2, 2], [0, 0], [1, 1], 1)[0])
     assert bwdconv.served()["input"] == dict(bwdconv.served()["input"], aten=1, swap1x1=0)
     assert plan.input_strategy == "aten" and plan.weight_strategy == "aten"
-    assert "input gradient: aten (forced swap1x1 cannot serve it: the filter [3, 3] is not 1x1" in str(plan)
+    assert ("input gradient: aten (forced swap1x1 cannot serve it: the dilated filter 3 is "
+            "longer than the stride 2") in str(plan)
     assert "strict" not in str(plan)
 
 
@@ -229,7 +234,7 @@ def test_strict_forcing_raises_where_the_strategy_cannot_serve():
     w = torch.randn(2, 2, 3, 3)
     dy = torch.randn(1, 2, 4, 4)
     with bwdconv.force_strategy("swap1x1", strict=True):
-        with pytest.raises(ValueError, match="is not 1x1"):
+        with pytest.raises(ValueError, match="is longer than the stride"):
             torch.ops.bwdconv.convolution_backward_input(dy, w, [1, 2, 9, 9], [2, 2], [0, 0],
                                                          [1, 1], 1)
         plan = bwdconv.explain([1, 2, 9, 9], w, 2)  # explains instead of raising

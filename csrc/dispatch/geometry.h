@@ -44,6 +44,11 @@ struct ConvGeometry {
   DType dtype = DType::Float32;
   MemoryLayout layout = MemoryLayout::Contiguous;
   DeviceKind device = DeviceKind::CPU;
+  // The input gradient is the forward of a transposed convolution, whose input
+  // is this convolution's grad_output: the same computation, but aten runs
+  // other kernels for it, so its rules and decisions stand apart
+  // (docs/DESIGN.md, "Transposed convolutions").
+  bool transposed = false;
 
   int64_t in_channels_per_group() const { return in_channels / groups; }
   int64_t out_channels_per_group() const { return out_channels / groups; }

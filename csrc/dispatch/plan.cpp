@@ -20,10 +20,10 @@ constexpr int64_t kSmallInputGradient = int64_t{1} << 16;
 // input gradient, and for a weight gradient (seed 001's heuristics).
 std::pair<Strategy, std::string> seed_rule_input(const ConvGeometry& g,
                                                  const std::vector<Phase>& phases) {
-  if (all_equal_to(g.filter, g.spatial_dims, 1)) {
+  if (!swap1x1_refusal(g, phases)) {
     return {Strategy::swap1x1,
-            "1x1 filter with stride > 1: a GEMM on the small grad_output, then a strided "
-            "scatter of the small result"};
+            "filter within the stride (1x1, or kernel = stride): one GEMM on the small "
+            "grad_output, then a strided scatter of the small result"};
   }
   if (input_elements(g) <= kSmallInputGradient &&
       !refusal(Strategy::phase_stacked, Gradient::input, g, phases)) {
@@ -97,11 +97,21 @@ bool swap1x1_stride1_pays_on_cpu(const ConvGeometry& g) {
          all_equal_to(g.filter, g.spatial_dims, 1);
 }
 
+// A transposed convolution's forward on the CPU, where aten runs oneDNN's
+// deconvolution rather than its backward (docs/DESIGN.md, "Transposed
+// convolutions").
+std::pair<Strategy, std::string> choose_transposed_forward_on_cpu(const ConvGeometry&) {
+  return {Strategy::aten,
+          "a transposed convolution's forward on the CPU: aten's own transposed convolution "
+          "until a strategy is measured faster there"};
+}
+
 // The default strategy for the input gradient and why. Simple rules until
 // measured choices replace them: on the CPU they follow the CPU measurements
 // in benchmarks/results (python -m bwdconv.bench).
 std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
                                               const std::vector<Phase>& phases) {
+  if (g.transposed && g.device == DeviceKind::CPU) return choose_transposed_forward_on_cpu(g);
   if (all_equal_to(g.stride, g.spatial_dims, 1)) {
     if (swap1x1_stride1_pays_on_cpu(g)) {
       return {Strategy::swap1x1,

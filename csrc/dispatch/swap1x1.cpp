@@ -33,9 +33,15 @@ std::vector<BatchDim> stepping_batch_dims(const ConvGeometry& g) {
 }  // namespace
 
 std::optional<std::string> swap1x1_refusal(const ConvGeometry& g, const std::vector<Phase>&) {
-  if (all_equal_to(g.filter, g.spatial_dims, 1)) return std::nullopt;
-  return "the filter " + format_sizes(g.filter, g.spatial_dims) +
-         " is not 1x1 (swap1x1 needs a filter of size 1 in every spatial dim)";
+  for (int i = 0; i < g.spatial_dims; ++i) {
+    if (g.dilated_filter(i) > g.stride[i]) {
+      return "the dilated filter " + std::to_string(g.dilated_filter(i)) + " is longer than the "
+             "stride " + std::to_string(g.stride[i]) + " in dim " + std::to_string(i) +
+             ": its taps overlap (swap1x1 needs a filter within the stride, 1x1 or kernel = "
+             "stride)";
+    }
+  }
+  return std::nullopt;
 }
 
 const char* swap1x1_writer_name(Swap1x1Writer writer) {
@@ -49,6 +55,7 @@ std::optional<Swap1x1Writer> parse_swap1x1_writer(const std::string& name) {
 }
 
 std::optional<std::string> in_place_refusal(const ConvGeometry& g) {
+  if (!all_equal_to(g.filter, g.spatial_dims, 1)) return "the filter is not 1x1";
   if (g.layout != MemoryLayout::ChannelsLast) return "dx is not channels_last";
   if (g.groups != 1) return "grouped: the GEMM is a grouped convolution";
   for (int i = 0; i < g.spatial_dims; ++i) {

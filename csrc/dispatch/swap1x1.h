@@ -17,16 +17,19 @@ enum class Swap1x1Writer {
   in_place,  // a batched GEMM writes straight into dx's strided slots; a pass zeroes the holes
 };
 
-// Why swap1x1 cannot serve the geometry, or nothing when it can: the filter
-// must be 1x1 (size 1 in every spatial dim).
+// Why swap1x1 cannot serve the geometry, or nothing when it can: the taps
+// must not overlap, so that every dx element receives at most one of them:
+// in every dim the dilated filter d(K-1)+1 is no longer than the stride (a
+// 1x1 filter always; a transposed convolution's kernel = stride; see
+// docs/DESIGN.md, "swap1x1").
 std::optional<std::string> swap1x1_refusal(const ConvGeometry& geometry,
                                            const std::vector<Phase>& phases);
 
 const char* swap1x1_writer_name(Swap1x1Writer writer);
 std::optional<Swap1x1Writer> parse_swap1x1_writer(const std::string& name);
 
-// Why the GEMM cannot write into dx's slots, or nothing when it can: dx must
-// be channels_last with one group and no padding, and the slots' rows must
+// Why the GEMM cannot write into dx's slots, or nothing when it can: the
+// filter must be 1x1, dx channels_last with one group and no padding, and the slots' rows must
 // form one uniformly strided batch: with s the stride and X the channels_last
 // strides of dx, slot (n, o_0, ..., o_{d-1}) is at n*X_n + sum o_i*s_i*X_i;
 // among the batch dims (n, o_0, ..., o_{d-2}) with more than one value, each

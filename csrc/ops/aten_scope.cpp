@@ -2,6 +2,7 @@
 
 #include <ATen/native/ConvUtils.h>
 #include <ATen/ops/convolution_backward_native.h>
+#include <ATen/ops/convolution_native.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
@@ -32,13 +33,13 @@ Gradients native_convolution_backward(const at::Tensor& grad_output, const at::T
                                           output_mask);
 }
 
-// bwdconv plans the non-transposed convolutions with 1-3 spatial dims whose
-// arguments are valid (their geometry is returned); everything else, and
-// every error message for bad arguments, stays aten's.
+// bwdconv plans the convolutions with 1-3 spatial dims whose arguments are
+// valid (their geometry is returned); everything else, and every error
+// message for bad arguments, stays aten's.
 std::optional<ConvGeometry> plannable_geometry(const at::Tensor& grad_output,
                                                const at::Tensor& input, const at::Tensor& weight,
-                                               const ConvParams& params, bool transposed) {
-  if (transposed || input.dim() < 3 || input.dim() > 5) return std::nullopt;
+                                               const ConvParams& params) {
+  if (input.dim() < 3 || input.dim() > 5) return std::nullopt;
   const size_t spatial_dims = input.dim() - 2;
   if (params.stride.size() != spatial_dims || params.padding.size() != spatial_dims ||
       params.dilation.size() != spatial_dims || input.scalar_type() != weight.scalar_type() ||
@@ -48,6 +49,31 @@ std::optional<ConvGeometry> plannable_geometry(const at::Tensor& grad_output,
   try {
     return backward_geometry("convolution_backward", grad_output, input.sizes(), weight.sizes(),
                              "weight", weight, params);
+  } catch (const c10::Error&) {
+    return std::nullopt;
+  }
+}
+
+// The geometry of the convolution matching conv_transpose(input, weight)
+// (docs/DESIGN.md, "Transposed convolutions"), when bwdconv plans it and, if
+// given, its input has `output_sizes` (a gradient of the transposed
+// convolution's output).
+std::optional<ConvGeometry> plannable_transposed_geometry(const at::Tensor& input,
+                                                          const at::Tensor& weight,
+                                                          const std::optional<at::Tensor>& bias,
+                                                          const ConvParams& params,
+                                                          at::IntArrayRef output_padding,
+                                                          at::OptionalIntArrayRef output_sizes) {
+  if (input.scalar_type() != weight.scalar_type() || input.device() != weight.device()) {
+    return std::nullopt;
+  }
+  try {
+    ConvGeometry geometry =
+        transposed_geometry("conv_transpose", input, weight, bias, params, output_padding);
+    if (output_sizes && at::IntArrayRef(input_sizes(geometry)) != *output_sizes) {
+      return std::nullopt;
+    }
+    return geometry;
   } catch (const c10::Error&) {
     return std::nullopt;
   }
@@ -78,11 +104,33 @@ class IgnoreWarnings : public c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
 
+// aten::convolution: a transposed convolution's forward is planned as the
+// matching convolution's input gradient; every other call is aten's own
+// composite kernel, untouched.
+at::Tensor planned_convolution(const at::Tensor& input, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                               at::IntArrayRef padding, at::IntArrayRef dilation,
+                               bool transposed, at::IntArrayRef output_padding, int64_t groups) {
+  if (transposed) {
+    const ConvParams params{stride, padding, dilation, groups};
+    if (auto geometry = plannable_transposed_geometry(input, weight, bias, params,
+                                                      output_padding, std::nullopt)) {
+      geometry->transposed = true;
+      const BackwardCall call = backward_call(input, nullptr, &weight, true, false, params);
+      return compute_transposed_forward(*plan_for(*geometry, &call), input, weight, bias,
+                                        output_padding);
+    }
+  }
+  return at::native::convolution(input, weight, bias, stride, padding, dilation, transposed,
+                                 output_padding, groups);
+}
+
 std::unique_ptr<torch::Library> register_for(c10::DispatchKey key) {
   IgnoreWarnings ignore;
   c10::WarningUtils::WarningHandlerGuard guard(&ignore);
   auto library =
       std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+  library->impl("convolution", TORCH_FN(planned_convolution));
   library->impl("convolution_backward", TORCH_FN(planned_convolution_backward));
   return library;
 }
@@ -102,18 +150,61 @@ Registrations& registrations() {
 GradientFormats aten_gradient_formats(const at::Tensor& input, const at::Tensor& weight,
                                       at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride,
                                       at::IntArrayRef padding, at::IntArrayRef dilation,
-                                      int64_t groups) {
+                                      int64_t groups, bool transposed,
+                                      at::IntArrayRef output_padding) {
   const std::vector<int64_t> no_output_padding(stride.size(), 0);
   const at::native::ConvBackend backend = at::native::select_conv_backend(
       input, weight, std::nullopt, c10::fromIntArrayRefSlow(stride),
-      c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation),
-      /*transposed=*/false, c10::fromIntArrayRefSlow(no_output_padding), groups,
+      c10::fromIntArrayRefSlow(padding), c10::fromIntArrayRefSlow(dilation), transposed,
+      c10::fromIntArrayRefSlow(transposed ? output_padding : at::IntArrayRef(no_output_padding)),
+      groups,
       bias_sizes ? std::optional<c10::SymIntArrayRef>(c10::fromIntArrayRefSlow(*bias_sizes))
                  : std::nullopt);
   const at::MemoryFormat format =
       at::native::_determine_backend_memory_format(input, weight, backend);
   return {format, weight_gradient_format(weight, groups, backend, format)};
 }
+
+namespace {
+
+// A transposed convolution's gradients: the input gradient (a forward
+// convolution) and the bias gradient are aten's; the weight gradient is the
+// matching convolution's, whose grad_output is this call's input and whose
+// input is this call's grad_output (docs/DESIGN.md, "Transposed convolutions").
+Gradients planned_transposed_backward(const at::Tensor& grad_output, const at::Tensor& input,
+                                      const at::Tensor& weight,
+                                      at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride,
+                                      at::IntArrayRef padding, at::IntArrayRef dilation,
+                                      at::IntArrayRef output_padding, int64_t groups,
+                                      std::array<bool, 3> output_mask) {
+  const ConvParams params{stride, padding, dilation, groups};
+  const auto native = [&](std::array<bool, 3> mask) {
+    return native_convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
+                                       dilation, /*transposed=*/true, output_padding, groups,
+                                       mask);
+  };
+  const auto geometry = output_mask[1] ? plannable_transposed_geometry(
+                                             input, weight, std::nullopt, params,
+                                             output_padding, grad_output.sizes())
+                                       : std::nullopt;
+  if (!geometry) return native(output_mask);
+  const BackwardCall call = backward_call(input, &grad_output, nullptr, false, true, params);
+  const std::shared_ptr<const Plan> plan = plan_for(*geometry, &call);
+  if (plan->weight.strategy == Strategy::aten) {
+    count_served(Gradient::weight, plan->weight);
+    return native(output_mask);
+  }
+  Gradients grads;
+  if (output_mask[0] || output_mask[2]) grads = native({output_mask[0], false, output_mask[2]});
+  const GradientFormats formats =
+      aten_gradient_formats(input, weight, bias_sizes, stride, padding, dilation, groups,
+                            /*transposed=*/true, output_padding);
+  std::get<1>(grads) =
+      in_layout(compute_grad_weight(*plan, input, grad_output), formats.weight);
+  return grads;
+}
+
+}  // namespace
 
 Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::Tensor& input,
                                        const at::Tensor& weight,
@@ -122,8 +213,12 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
                                        at::IntArrayRef dilation, bool transposed,
                                        at::IntArrayRef output_padding, int64_t groups,
                                        std::array<bool, 3> output_mask) {
+  if (transposed) {
+    return planned_transposed_backward(grad_output, input, weight, bias_sizes, stride, padding,
+                                       dilation, output_padding, groups, output_mask);
+  }
   const ConvParams params{stride, padding, dilation, groups};
-  const auto geometry = plannable_geometry(grad_output, input, weight, params, transposed);
+  const auto geometry = plannable_geometry(grad_output, input, weight, params);
   if (!geometry) {
     return native_convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
                                        dilation, transposed, output_padding, groups,

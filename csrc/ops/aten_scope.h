@@ -1,6 +1,7 @@
-// The "aten" scope: bwdconv's kernel registered for aten::convolution_backward
-// at the CPU and CUDA keys, so every convolution backward in the process
-// (eager autograd, torch.compile's extern calls) is planned by bwdconv.
+// The "aten" scope: bwdconv's kernels registered for aten::convolution (whose
+// transposed forward it plans) and aten::convolution_backward at the CPU and
+// CUDA keys, so every convolution backward and transposed forward in the
+// process (eager autograd, torch.compile's extern calls) is planned by bwdconv.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -11,14 +12,15 @@
 namespace bwdconv::ops {
 
 // The layouts aten's backend gives the input and weight gradients of a
-// (non-transposed) convolution of these real operands.
+// convolution of these real operands (`output_padding` read when transposed).
 struct GradientFormats {
   at::MemoryFormat input, weight;
 };
 GradientFormats aten_gradient_formats(const at::Tensor& input, const at::Tensor& weight,
                                       at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride,
                                       at::IntArrayRef padding, at::IntArrayRef dilation,
-                                      int64_t groups);
+                                      int64_t groups, bool transposed = false,
+                                      at::IntArrayRef output_padding = {});
 
 // aten::convolution_backward planned by bwdconv: the scope's kernel. The
 // gradients planned for aten and the bias gradient come from aten's own

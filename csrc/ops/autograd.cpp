@@ -1,4 +1,4 @@
-// Autograd for the three ops. The backward ops are bilinear, so each one's
+// Autograd for the ops. The backward ops are bilinear, so each one's
 // gradients are again bwdconv ops and every order of derivative is planned:
 //   y  = conv(x, w)               -> dx = bwd_input(dy, w),  dw = bwd_weight(dy, x)
 //   dx = bwd_input(dy, w)  (adjoint of conv in x)  -> d(dy) = conv(g, w),  dw = bwd_weight(dy, g)
@@ -119,6 +119,45 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
       if (grad_weight.defined()) grad_weight = in_layout(grad_weight, formats.weight);
     }
     return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}};
+  }
+};
+
+// y = conv_transpose(x, w) is dx of the matching convolution with grad_output
+// x (docs/DESIGN.md, "Transposed convolutions"), so with g the gradient of y:
+// dx = conv(g, w) and dw = bwd_weight(x, g) with g as that convolution's input.
+class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
+                            const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding,
+                            at::IntArrayRef output_padding, int64_t groups,
+                            at::IntArrayRef dilation) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    ctx->save_for_backward({input, weight});
+    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
+    return call_conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                               dilation);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &input = saved[0], &weight = saved[1];
+    const auto p = SavedParams::load(ctx);
+    const at::Tensor& g = grads[0];
+    at::Tensor grad_input, grad_weight, grad_bias;
+    if (ctx->needs_input_grad(0)) {
+      grad_input =
+          call_convolution(g, weight, std::nullopt, p.stride, p.padding, p.dilation, p.groups);
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_weight = call_backward_weight(input, g, weight.sym_sizes(), p.stride, p.padding,
+                                         p.dilation, p.groups);
+    }
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) {
+      grad_bias = compute_grad_bias(g);
+    }
+    return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}, {}};
   }
 };
 
@@ -265,6 +304,22 @@ at::Tensor convolution_autograd(const at::Tensor& input, const at::Tensor& weigh
       input, weight, bias);
 }
 
+at::Tensor conv_transpose_autograd(const at::Tensor& input, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef output_padding,
+                                   int64_t groups, at::IntArrayRef dilation) {
+  return recorded_if_needed(
+      [&] {
+        return ConvTransposeFunction::apply(input, weight, bias, stride, padding,
+                                            output_padding, groups, dilation);
+      },
+      [&] {
+        return call_conv_transpose(input, weight, bias, stride, padding, output_padding,
+                                   groups, dilation);
+      },
+      input, weight, bias);
+}
+
 // The two backward ops (see Adjoint).
 template <Adjoint kAdjoint>
 at::Tensor backward_autograd(const at::Tensor& grad_output, const at::Tensor& operand,
@@ -286,6 +341,7 @@ at::Tensor backward_autograd(const at::Tensor& grad_output, const at::Tensor& op
 
 TORCH_LIBRARY_IMPL(bwdconv, Autograd, m) {
   m.impl("convolution", TORCH_FN(convolution_autograd));
+  m.impl("conv_transpose", TORCH_FN(conv_transpose_autograd));
   m.impl("convolution_backward_input", TORCH_FN(backward_autograd<Adjoint::input>));
   m.impl("convolution_backward_weight", TORCH_FN(backward_autograd<Adjoint::weight>));
   m.impl("convolution_backward", TORCH_FN(backward_both_autograd));

@@ -1,5 +1,7 @@
 #include "ops/backward.h"
 
+#include <ATen/ops/convolution_native.h>
+
 #include <array>
 #include <map>
 #include <memory>
@@ -77,7 +79,8 @@ std::vector<int64_t> plan_key(const ConvGeometry& g, const Forcing& forcing) {
                            forcing.strategy ? static_cast<int64_t>(*forcing.strategy) : -1,
                            forcing.swap1x1_writer ? static_cast<int64_t>(*forcing.swap1x1_writer)
                                                   : -1,
-                           forcing.strict ? 1 : 0};
+                           forcing.strict ? 1 : 0,
+                           g.transposed ? 1 : 0};
   for (const SpatialSizes* sizes :
        {&g.input, &g.filter, &g.output, &g.stride, &g.padding, &g.dilation}) {
     key.insert(key.end(), sizes->begin(), sizes->begin() + g.spatial_dims);
@@ -181,6 +184,27 @@ at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& input) {
   return compute(Gradient::weight, plan, grad_output, input,
                  gradient_memory_format(input, grad_output));
+}
+
+at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
+                                      const at::Tensor& weight,
+                                      const std::optional<at::Tensor>& bias,
+                                      at::IntArrayRef output_padding) {
+  if (plan.input.strategy == Strategy::aten) {
+    count_served(Gradient::input, plan.input);
+    const ConvParams p = geometry_params(plan.geometry);
+    // aten's composite itself: the aten scope's kernel for aten::convolution
+    // would plan this call again.
+    return at::native::convolution(input, weight, bias, p.stride, p.padding, p.dilation,
+                                   /*transposed=*/true, output_padding, p.groups);
+  }
+  at::Tensor output = compute_grad_input(plan, input, weight);
+  if (bias && bias->defined()) {
+    std::vector<int64_t> per_channel(output.dim(), 1);
+    per_channel[1] = -1;
+    output.add_(bias->view(per_channel));
+  }
+  return output;
 }
 
 std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tensor& grad_output,

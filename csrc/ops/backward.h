@@ -24,6 +24,16 @@ at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
 std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tensor& grad_output,
                                                 const at::Tensor& input, const at::Tensor& weight);
 
+// The forward of a transposed convolution planned as its matching
+// convolution's input gradient (`plan`, its geometry marked transposed):
+// the planned strategy's input gradient of grad_output = input, plus the
+// bias per channel; planned for aten, aten's own transposed convolution
+// (docs/DESIGN.md, "Transposed convolutions").
+at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
+                                      const at::Tensor& weight,
+                                      const std::optional<at::Tensor>& bias,
+                                      at::IntArrayRef output_padding);
+
 // The bias gradient as aten computes it: grad_output summed over every dim
 // but the channel dim.
 at::Tensor compute_grad_bias(const at::Tensor& grad_output);

@@ -22,6 +22,17 @@ at::Tensor call_convolution(const at::Tensor& input, const at::Tensor& weight,
   return op.call(input, weight, bias, stride, padding, dilation, groups);
 }
 
+at::Tensor call_conv_transpose(const at::Tensor& input, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                               at::IntArrayRef padding, at::IntArrayRef output_padding,
+                               int64_t groups, at::IntArrayRef dilation) {
+  static auto op = bwdconv_op<at::Tensor(const at::Tensor&, const at::Tensor&,
+                                         const std::optional<at::Tensor>&, at::IntArrayRef,
+                                         at::IntArrayRef, at::IntArrayRef, int64_t,
+                                         at::IntArrayRef)>("bwdconv::conv_transpose");
+  return op.call(input, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
 using BackwardSignature = at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef,
                                      at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, int64_t);
 

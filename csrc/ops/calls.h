@@ -13,6 +13,11 @@ at::Tensor call_convolution(const at::Tensor& input, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
 
+at::Tensor call_conv_transpose(const at::Tensor& input, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                               at::IntArrayRef padding, at::IntArrayRef output_padding,
+                               int64_t groups, at::IntArrayRef dilation);
+
 at::Tensor call_backward_input(const at::Tensor& grad_output, const at::Tensor& weight,
                                c10::SymIntArrayRef input_size, at::IntArrayRef stride,
                                at::IntArrayRef padding, at::IntArrayRef dilation,

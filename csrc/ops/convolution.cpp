@@ -51,6 +51,22 @@ at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::
   return compute_grad_weight(*plan_for(geometry, &call), grad_output, input);
 }
 
+// The forward of a transposed convolution is the input gradient of the
+// matching convolution, whose input has this call's output size and whose
+// grad_output is this call's input (docs/DESIGN.md, "Transposed convolutions").
+at::Tensor conv_transpose(const at::Tensor& input, const at::Tensor& weight,
+                          const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                          at::IntArrayRef padding, at::IntArrayRef output_padding,
+                          int64_t groups, at::IntArrayRef dilation) {
+  const ConvParams params = params_of(stride, padding, dilation, groups);
+  ConvGeometry geometry =
+      transposed_geometry("bwdconv.conv_transpose", input, weight, bias, params, output_padding);
+  geometry.transposed = true;
+  const BackwardCall call = backward_call(input, nullptr, &weight, true, false, params);
+  return compute_transposed_forward(*plan_for(geometry, &call), input, weight, bias,
+                                    output_padding);
+}
+
 std::tuple<at::Tensor, at::Tensor> convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
@@ -79,12 +95,16 @@ TORCH_LIBRARY(bwdconv, m) {
       "convolution_backward_weight(Tensor grad_output, Tensor input, SymInt[] weight_size, "
       "int[] stride, int[] padding, int[] dilation, int groups) -> Tensor");
   m.def(
+      "conv_transpose(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, "
+      "int[] output_padding, int groups, int[] dilation) -> Tensor");
+  m.def(
       "convolution_backward(Tensor grad_output, Tensor input, Tensor weight, int[] stride, "
       "int[] padding, int[] dilation, int groups) -> (Tensor grad_input, Tensor grad_weight)");
 }
 
 TORCH_LIBRARY_IMPL(bwdconv, CPU, m) {
   m.impl("convolution", TORCH_FN(convolution));
+  m.impl("conv_transpose", TORCH_FN(conv_transpose));
   m.impl("convolution_backward_input", TORCH_FN(convolution_backward_input));
   m.impl("convolution_backward_weight", TORCH_FN(convolution_backward_weight));
   m.impl("convolution_backward", TORCH_FN(convolution_backward));
@@ -92,6 +112,7 @@ TORCH_LIBRARY_IMPL(bwdconv, CPU, m) {
 
 TORCH_LIBRARY_IMPL(bwdconv, CUDA, m) {
   m.impl("convolution", TORCH_FN(convolution));
+  m.impl("conv_transpose", TORCH_FN(conv_transpose));
   m.impl("convolution_backward_input", TORCH_FN(convolution_backward_input));
   m.impl("convolution_backward_weight", TORCH_FN(convolution_backward_weight));
   m.impl("convolution_backward", TORCH_FN(convolution_backward));

@@ -7,6 +7,8 @@
 #include <torch/csrc/jit/frontend/tracer.h>
 
 #include <array>
+#include <initializer_list>
+#include <utility>
 #include <optional>
 #include <vector>
 
@@ -18,29 +20,40 @@
 namespace bwdconv::ops {
 namespace {
 
-// torch.nn.functional.conv{1,2,3}d(input, weight, bias, stride, padding, dilation, groups).
-constexpr std::array<const char*, 7> kConvolutionArguments = {
-    "input", "weight", "bias", "stride", "padding", "dilation", "groups"};
-enum Argument { kInput, kWeight, kBias, kStride, kPadding, kDilation, kGroups };
-using BoundArguments = std::array<PyObject*, kConvolutionArguments.size()>;
+// The signatures of torch.nn.functional's conv{1,2,3}d and conv_transpose{1,2,3}d.
+struct Signature {
+  std::array<const char*, 8> names;
+  size_t count;
+  size_t stride, padding, dilation, groups;
+  std::optional<size_t> output_padding;  // transposed only
+};
+constexpr size_t kInput = 0, kWeight = 1, kBias = 2;
+constexpr Signature kConvolution{
+    {"input", "weight", "bias", "stride", "padding", "dilation", "groups", nullptr},
+    7, 3, 4, 5, 6, std::nullopt};
+constexpr Signature kTransposed{
+    {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"},
+    8, 3, 4, 7, 6, 5};
+using BoundArguments = std::array<PyObject*, 8>;
 
 // The arguments by position in the signature (nullptr: not given), or nothing
 // when they do not bind: the original function raises PyTorch's TypeError.
-std::optional<BoundArguments> bind(PyObject* args, PyObject* kwargs) {
+std::optional<BoundArguments> bind(const Signature& signature, PyObject* args,
+                                   PyObject* kwargs) {
   BoundArguments bound{};
   const Py_ssize_t positional = PyTuple_GET_SIZE(args);
-  if (positional > static_cast<Py_ssize_t>(bound.size())) return std::nullopt;
+  if (positional > static_cast<Py_ssize_t>(signature.count)) return std::nullopt;
   for (Py_ssize_t i = 0; i < positional; ++i) bound[i] = PyTuple_GET_ITEM(args, i);
   if (kwargs == nullptr || kwargs == Py_None) return bound;
   Py_ssize_t position = 0;
   PyObject *name, *value;
   while (PyDict_Next(kwargs, &position, &name, &value)) {
     size_t index = 0;
-    while (index < bound.size() &&
-           PyUnicode_CompareWithASCIIString(name, kConvolutionArguments[index]) != 0) {
+    while (index < signature.count &&
+           PyUnicode_CompareWithASCIIString(name, signature.names[index]) != 0) {
       ++index;
     }
-    if (index == bound.size() || bound[index] != nullptr) return std::nullopt;
+    if (index == signature.count || bound[index] != nullptr) return std::nullopt;
     bound[index] = value;
   }
   return bound;
@@ -81,9 +94,10 @@ bool inside_functorch_transform() {
 
 // What bwdconv.functional's _plans refuses, so that the call goes to the
 // original: operands that are not plain tensors (or parameters) of a planned
-// dtype on the CPU or a GPU, zero-size ones, no gradient needed, a torch.func
-// transform, forward-mode AD, torch.export or torch.jit tracing.
-bool planned_operands(PyObject* input, PyObject* weight, PyObject* bias) {
+// dtype on the CPU or a GPU, zero-size ones, no gradient needed (where a
+// gradient is all bwdconv plans), a torch.func transform, forward-mode AD,
+// torch.export or torch.jit tracing.
+bool planned_operands(PyObject* input, PyObject* weight, PyObject* bias, bool gradient_needed) {
   if (input == nullptr || weight == nullptr || !THPVariable_CheckExact(input) ||
       !THPVariable_CheckExact(weight)) {
     return false;
@@ -97,7 +111,9 @@ bool planned_operands(PyObject* input, PyObject* weight, PyObject* bias) {
       !(x.is_cpu() || x.is_cuda()) || x.numel() == 0 || w.numel() == 0) {
     return false;
   }
-  if (!at::GradMode::is_enabled() || !(x.requires_grad() || w.requires_grad())) return false;
+  const bool needs_gradient =
+      at::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad());
+  if (gradient_needed && !needs_gradient) return false;
   return !inside_functorch_transform() && !forward_ad_level_open() &&
          !exporting() && !torch::jit::tracer::isTracing();
 }
@@ -155,26 +171,35 @@ std::optional<Values> string_padding(PyObject* padding, const Values& stride,
   return left;
 }
 
-// The convolution's arguments (stride, padding, dilation, groups), or nothing
-// when they are not plain ints bwdconv.functional would read the same way.
+// The call's arguments, or nothing when they are not plain ints that
+// bwdconv.functional would read the same way.
 struct Arguments {
-  Values stride, padding, dilation;
+  Values stride, padding, dilation, output_padding;
   int64_t groups = 1;
+
+  ConvParams params() const { return {stride, padding, dilation, groups}; }
 };
 
-std::optional<Arguments> read_arguments(const BoundArguments& bound, int spatial_dims,
-                                        const at::Tensor& weight) {
+std::optional<Arguments> read_arguments(const Signature& signature, const BoundArguments& bound,
+                                        int spatial_dims, const at::Tensor& weight) {
   Arguments a;
-  auto stride = per_dim_values(bound[kStride], spatial_dims, 1);
-  auto dilation = per_dim_values(bound[kDilation], spatial_dims, 1);
+  auto stride = per_dim_values(bound[signature.stride], spatial_dims, 1);
+  auto dilation = per_dim_values(bound[signature.dilation], spatial_dims, 1);
   if (!stride || !dilation || weight.dim() != spatial_dims + 2) return std::nullopt;
+  PyObject* padding_object = bound[signature.padding];
+  const bool named_padding = padding_object != nullptr && PyUnicode_Check(padding_object);
+  if (named_padding && signature.output_padding) return std::nullopt;
   std::optional<Values> padding =
-      bound[kPadding] != nullptr && PyUnicode_Check(bound[kPadding])
-          ? string_padding(bound[kPadding], *stride, *dilation, weight)
-          : per_dim_values(bound[kPadding], spatial_dims, 0);
+      named_padding ? string_padding(padding_object, *stride, *dilation, weight)
+                    : per_dim_values(padding_object, spatial_dims, 0);
   if (!padding) return std::nullopt;
-  if (bound[kGroups] != nullptr) {
-    const auto groups = exact_int(bound[kGroups]);
+  if (signature.output_padding) {
+    auto output_padding = per_dim_values(bound[*signature.output_padding], spatial_dims, 0);
+    if (!output_padding) return std::nullopt;
+    a.output_padding = std::move(*output_padding);
+  }
+  if (bound[signature.groups] != nullptr) {
+    const auto groups = exact_int(bound[signature.groups]);
     if (!groups) return std::nullopt;
     a.groups = *groups;
   }
@@ -186,47 +211,97 @@ std::optional<Arguments> read_arguments(const BoundArguments& bound, int spatial
 
 enum class Route { original, bwdconv };
 
-// Where the functional call of conv{spatial_dims}d goes.
-Route route_convolution(int spatial_dims, PyObject* args, PyObject* kwargs) {
-  const auto bound = bind(args, kwargs);
-  if (!bound) return Route::original;
-  PyObject* bias_object = (*bound)[kBias];
-  if (!planned_operands((*bound)[kInput], (*bound)[kWeight], bias_object)) return Route::original;
-  const at::Tensor& input = THPVariable_Unpack((*bound)[kInput]);
-  const at::Tensor& weight = THPVariable_Unpack((*bound)[kWeight]);
-  const auto arguments = read_arguments(*bound, spatial_dims, weight);
-  if (!arguments) return Route::bwdconv;
-  const std::optional<at::Tensor> bias =
-      bias_object == nullptr || bias_object == Py_None
-          ? std::nullopt
-          : std::optional<at::Tensor>(THPVariable_Unpack(bias_object));
-  const ConvParams params{arguments->stride, arguments->padding, arguments->dilation,
-                          arguments->groups};
+// Counts what PyTorch's node computes for a pass-through call; with the
+// aten scope enabled, that scope counts it itself.
+void count_passed_through(std::initializer_list<std::pair<Gradient, const GradientPlan*>> served) {
+  if (aten_scope_enabled()) return;
+  for (const auto& [gradient, plan] : served) {
+    if (plan) count_served(gradient, *plan);
+  }
+}
+
+// conv{spatial_dims}d: PyTorch's node when each gradient the call needs is
+// planned for aten.
+Route route_convolution(const at::Tensor& input, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias, const Arguments& arguments,
+                        int spatial_dims) {
+  const ConvParams params = arguments.params();
   const std::optional<ConvGeometry> geometry =
       forward_call_geometry(input, weight, bias, params, spatial_dims);
   if (!geometry) return Route::original;  // invalid: the original raises
   const BackwardCall call = forward_backward_call(input, weight, params);
   const std::shared_ptr<const Plan> plan = aten_only_plan(*geometry, call);
   if (!plan) return Route::bwdconv;
-  // PyTorch's node computes them; the aten scope counts them itself.
-  if (!aten_scope_enabled()) {
-    if (call.wants_input) count_served(Gradient::input, plan->input);
-    if (call.wants_weight) count_served(Gradient::weight, plan->weight);
-  }
+  count_passed_through({{Gradient::input, call.wants_input ? &plan->input : nullptr},
+                        {Gradient::weight, call.wants_weight ? &plan->weight : nullptr}});
   return Route::original;
 }
 
-PyObject* functional_passes_through(PyObject* /*module*/, PyObject* const* args,
-                                    Py_ssize_t nargs) {
+// conv_transpose{spatial_dims}d: PyTorch's function when its forward (the
+// matching convolution's input gradient) and, if needed, its weight gradient
+// are planned for aten; its input gradient is a forward convolution.
+Route route_transposed(const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, const Arguments& arguments,
+                       int spatial_dims) {
+  if (input.dim() != spatial_dims + 2) return Route::bwdconv;  // unbatched: the Python path
+  const ConvParams params = arguments.params();
+  std::optional<ConvGeometry> geometry;
+  try {
+    geometry = transposed_geometry("conv_transpose", input, weight, bias, params,
+                                   arguments.output_padding);
+  } catch (const c10::Error&) {
+    return Route::original;  // invalid, or an output padding bwdconv does not plan
+  }
+  // The weight gradient is the matching convolution's, planned as such.
+  ConvGeometry forward_geometry = *geometry;
+  forward_geometry.transposed = true;
+  const std::shared_ptr<const Plan> plan = aten_only_plan(
+      forward_geometry, backward_call(input, nullptr, &weight, true, false, params));
+  if (!plan) return Route::bwdconv;
+  const bool weight_gradient = at::GradMode::is_enabled() && weight.requires_grad();
+  std::shared_ptr<const Plan> weight_plan;
+  if (weight_gradient) {
+    weight_plan =
+        aten_only_plan(*geometry, backward_call(input, nullptr, nullptr, false, true, params));
+    if (!weight_plan) return Route::bwdconv;
+  }
+  count_passed_through({{Gradient::input, &plan->input},
+                        {Gradient::weight, weight_gradient ? &weight_plan->weight : nullptr}});
+  return Route::original;
+}
+
+// Where a functional call with `signature` goes.
+Route route(const Signature& signature, int spatial_dims, PyObject* args, PyObject* kwargs) {
+  const auto bound = bind(signature, args, kwargs);
+  if (!bound) return Route::original;
+  const bool transposed = signature.output_padding.has_value();
+  PyObject* bias_object = (*bound)[kBias];
+  if (!planned_operands((*bound)[kInput], (*bound)[kWeight], bias_object, !transposed)) {
+    return Route::original;
+  }
+  const at::Tensor& input = THPVariable_Unpack((*bound)[kInput]);
+  const at::Tensor& weight = THPVariable_Unpack((*bound)[kWeight]);
+  const auto arguments = read_arguments(signature, *bound, spatial_dims, weight);
+  if (!arguments) return Route::bwdconv;
+  const std::optional<at::Tensor> bias =
+      bias_object == nullptr || bias_object == Py_None
+          ? std::nullopt
+          : std::optional<at::Tensor>(THPVariable_Unpack(bias_object));
+  return transposed ? route_transposed(input, weight, bias, *arguments, spatial_dims)
+                    : route_convolution(input, weight, bias, *arguments, spatial_dims);
+}
+
+// (spatial_dims, args, kwargs) -> bool, for the functions of `signature`.
+template <const Signature& kSignature>
+PyObject* passes_through(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 3 || !PyLong_Check(args[0]) || !PyTuple_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError,
-                    "functional_passes_through(spatial_dims, args: tuple, kwargs: dict | None)");
+    PyErr_SetString(PyExc_TypeError, "expected (spatial_dims, args: tuple, kwargs: dict | None)");
     return nullptr;
   }
   const long spatial_dims = PyLong_AsLong(args[0]);
   try {
-    const Route route = route_convolution(static_cast<int>(spatial_dims), args[1], args[2]);
-    return PyBool_FromLong(route == Route::original);
+    const Route decided = route(kSignature, static_cast<int>(spatial_dims), args[1], args[2]);
+    return PyBool_FromLong(decided == Route::original);
   } catch (pybind11::error_already_set& error) {
     error.restore();  // raised by the tuning hook (KeyboardInterrupt...)
     return nullptr;
@@ -239,10 +314,15 @@ PyObject* functional_passes_through(PyObject* /*module*/, PyObject* const* args,
 }  // namespace
 
 PyMethodDef functional_route_methods[] = {
-    {"functional_passes_through", reinterpret_cast<PyCFunction>(functional_passes_through),
-     METH_FASTCALL,
-     "functional_passes_through(spatial_dims, args, kwargs) -> bool: whether the functional "
-     "call goes to the function bwdconv replaced (docs/DESIGN.md, \"Pass-through\")."},
+    {"functional_passes_through",
+     reinterpret_cast<PyCFunction>(passes_through<kConvolution>), METH_FASTCALL,
+     "functional_passes_through(spatial_dims, args, kwargs) -> bool: whether the call of "
+     "conv{spatial_dims}d goes to the function bwdconv replaced (docs/DESIGN.md, "
+     "\"Pass-through\")."},
+    {"transposed_passes_through",
+     reinterpret_cast<PyCFunction>(passes_through<kTransposed>), METH_FASTCALL,
+     "transposed_passes_through(spatial_dims, args, kwargs) -> bool: the same for "
+     "conv_transpose{spatial_dims}d."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace bwdconv::ops

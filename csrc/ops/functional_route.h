@@ -16,6 +16,10 @@ namespace bwdconv::ops {
 // because its backward is planned for aten for every gradient it needs.
 // False: bwdconv's Python wrapper takes the call (it may still find it
 // invalid and hand it to the original to raise).
+//
+// transposed_passes_through(spatial_dims, args, kwargs) -> bool: the same for
+// conv_transpose{spatial_dims}d, whose forward bwdconv plans too, with or
+// without a gradient.
 extern PyMethodDef functional_route_methods[];
 
 }  // namespace bwdconv::ops

@@ -193,6 +193,48 @@ ConvGeometry backward_geometry(const char* op, const at::Tensor& grad_output,
   return g;
 }
 
+namespace {
+
+std::vector<int64_t> transposed_output_sizes(at::IntArrayRef input_sizes,
+                                             at::IntArrayRef weight_sizes,
+                                             const ConvParams& p,
+                                             at::IntArrayRef output_padding) {
+  std::vector<int64_t> sizes{input_sizes[0], weight_sizes[1] * p.groups};
+  for (size_t i = 0; i + 2 < input_sizes.size(); ++i) {
+    sizes.push_back((input_sizes[i + 2] - 1) * p.stride[i] - 2 * p.padding[i] +
+                    p.dilation[i] * (weight_sizes[i + 2] - 1) + output_padding[i] + 1);
+  }
+  return sizes;
+}
+
+}  // namespace
+
+ConvGeometry transposed_geometry(const char* op, const at::Tensor& input,
+                                 const at::Tensor& weight,
+                                 const std::optional<at::Tensor>& bias,
+                                 const ConvParams& params, at::IntArrayRef output_padding) {
+  check_rank(op, "input", input);
+  check_same_rank(op, "weight", input.dim(), weight.sizes());
+  check_param_lengths(op, params, static_cast<int>(input.dim()) - 2);
+  TORCH_CHECK(output_padding.size() == params.stride.size(), op,
+              ": expected one output_padding value per spatial dim, but got output_padding=",
+              output_padding);
+  for (size_t i = 0; i < output_padding.size(); ++i) {
+    TORCH_CHECK(output_padding[i] >= 0 && output_padding[i] < params.stride[i], op,
+                ": expected output_padding smaller than the stride, but got output_padding=",
+                output_padding, " and stride=", params.stride);
+  }
+  if (bias && bias->defined()) {
+    check_matches(op, "bias", *bias, "weight", weight);
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == weight.size(1) * params.groups, op,
+                ": expected bias of size [", weight.size(1) * params.groups,
+                "] (one value per output channel), but got bias of size ", bias->sizes());
+  }
+  const std::vector<int64_t> output_sizes =
+      transposed_output_sizes(input.sizes(), weight.sizes(), params, output_padding);
+  return backward_geometry(op, input, output_sizes, weight.sizes(), "weight", weight, params);
+}
+
 at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes, at::MemoryFormat format) {
   return at::empty(sizes, like.options().memory_format(format));
 }

@@ -47,6 +47,18 @@ std::optional<ConvGeometry> forward_call_geometry(const at::Tensor& input,
                                                   const std::optional<at::Tensor>& bias,
                                                   const ConvParams& params, int spatial_dims);
 
+// Checks the operands of conv_transpose(input, weight, bias) and returns the
+// validated geometry of the matching convolution (its grad_output is
+// `input`; its input has the transposed convolution's output size, per
+// spatial dim (I - 1)s - 2p + d(K - 1) + output_padding + 1). An output
+// padding must be smaller than the stride: then the matching convolution maps
+// the output back to exactly the input's size. Its `transposed` flag is left
+// unset: the forward's caller sets it.
+ConvGeometry transposed_geometry(const char* op, const at::Tensor& input,
+                                 const at::Tensor& weight,
+                                 const std::optional<at::Tensor>& bias,
+                                 const ConvParams& params, at::IntArrayRef output_padding);
+
 // Checks grad_output against the sizes of the forward operands and the other
 // operand tensor (weight for the input gradient, input for the weight
 // gradient); returns the validated geometry of that forward convolution.

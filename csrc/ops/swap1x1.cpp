@@ -1,8 +1,9 @@
 #include "ops/swap1x1.h"
 
+#include <c10/util/accumulate.h>
+
 #include <vector>
 
-#include "ops/filter.h"
 #include "ops/interleave.h"
 #include "ops/kernels.h"
 
@@ -17,29 +18,51 @@ at::Tensor channels_last_view(const at::Tensor& t) {
   return t.permute(order);
 }
 
-// W^T dy[q] for every q: one GEMM over the channels of the small grad_output.
-// Grouped: a grouped 1x1 conv. Ungrouped, for the CPU's strided copies:
-// [N*L, K] x [K, C] with the filter read as stored (a transposed filter
+// The taps of the filter, T = prod(K) of them, as one GEMM operand: element
+// [o, t*C/g + c] of group g's block is w[g*O/g + o, c, tap t] (taps row-major),
+// so that tap t's products are channels [t*C/g, (t+1)*C/g) of each group's
+// block of T*C/g result channels. Ungrouped: the matrix [O, T*C] (a view of
+// the weight for a 1x1 filter). Grouped: the filter [g*T*C/g, O/g, 1...] of
+// a grouped 1x1 convolution.
+at::Tensor stacked_taps(const at::Tensor& weight, int64_t groups) {
+  const int64_t out_channels = weight.size(0), per_group = weight.size(1);
+  const int64_t taps = c10::multiply_integers(weight.sizes().slice(2));
+  if (groups == 1) {
+    return weight.reshape({out_channels, per_group, taps})
+        .transpose(1, 2)
+        .reshape({out_channels, taps * per_group});
+  }
+  std::vector<int64_t> sizes{groups * taps * per_group, out_channels / groups};
+  sizes.resize(weight.dim(), 1);
+  return weight.reshape({groups, out_channels / groups, per_group, taps})
+      .permute({0, 3, 2, 1})
+      .reshape(sizes);
+}
+
+// W_t^T dy[q] for every q and tap t: one GEMM over the channels of the small
+// grad_output (a grouped 1x1 convolution when grouped), result channels as
+// stacked_taps orders them. Ungrouped, for the CPU's strided copies:
+// [N*L, K] x [K, T*C] with the filter read as stored (a transposed filter
 // operand makes BLAS backends copy it) and grad_output viewed channels-last
 // (free for channels_last, a copy of the small tensor otherwise); the result
-// is the channels_last [N, C, L...]. Ungrouped, for the interleave kernel
+// is the channels_last [N, T*C, L...]. Ungrouped, for the interleave kernel
 // (`like_dx`): laid out like dx, so the kernel reads rows of the result as it
 // writes rows of dx (an NCHW dx read from a channels_last result would read
-// every element C elements after the last): for NCHW the batched
-// [C, K] x [N, K, L], whose transposed filter operand GPU BLAS reads as is.
+// every element T*C elements after the last): for NCHW the batched
+// [T*C, K] x [N, K, L], whose transposed filter operand GPU BLAS reads as is.
 at::Tensor small_gradient(const at::Tensor& grad_output, const at::Tensor& weight,
                           int64_t groups, bool like_dx, at::MemoryFormat format) {
   const int64_t dims = grad_output.dim() - 2;
+  const at::Tensor filter = stacked_taps(weight, groups);
   if (groups > 1) {
     const std::vector<int64_t> ones(dims, 1), zeros(dims, 0);
-    return at::convolution(grad_output, adjoint_filter(weight, groups), std::nullopt, ones,
-                           zeros, ones, /*transposed=*/false, zeros, groups);
+    return at::convolution(grad_output, filter, std::nullopt, ones, zeros, ones,
+                           /*transposed=*/false, zeros, groups);
   }
-  const int64_t out_channels = weight.size(0), in_channels = weight.size(1);
-  const at::Tensor filter = weight.reshape({out_channels, in_channels});
+  const int64_t out_channels = weight.size(0), result_channels = filter.size(1);
   if (like_dx && format == at::MemoryFormat::Contiguous) {
     std::vector<int64_t> sizes = grad_output.sizes().vec();
-    sizes[1] = in_channels;
+    sizes[1] = result_channels;
     return at::matmul(filter.t(), grad_output.reshape({grad_output.size(0), out_channels, -1}))
         .view(sizes);
   }
@@ -48,9 +71,16 @@ at::Tensor small_gradient(const at::Tensor& grad_output, const at::Tensor& weigh
     to_first.push_back(d - 1);
     last_sizes.push_back(grad_output.size(d));
   }
-  last_sizes.push_back(in_channels);
+  last_sizes.push_back(result_channels);
   const at::Tensor rows = channels_last_view(grad_output).reshape({-1, out_channels});
   return at::mm(rows, filter).view(last_sizes).permute(to_first);
+}
+
+// Tap t (row-major over the filter) of a phase with one tap per dim.
+int64_t tap_index(const Phase& phase, const ConvGeometry& g) {
+  int64_t t = 0;
+  for (int i = 0; i < g.spatial_dims; ++i) t = t * g.filter[i] + phase.dims[i].first_tap;
+  return t;
 }
 
 // The in_place writer (docs/DESIGN.md, "swap1x1"): dx's slots dx[n, s*o] as a
@@ -75,22 +105,34 @@ void gemm_into_slots(const ConvGeometry& g, const at::Tensor& grad_output,
 
 at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
                               const at::Tensor& weight, at::MemoryFormat format) {
+  const ConvGeometry& g = plan.geometry;
   at::Tensor dx = empty_input_gradient(plan, grad_output, format);
-  // With K = 1 only phase 0 (every residue 0) has a tap: dx[s*q - p] = W^T dy[q];
-  // the other phases are the holes and are zero-filled by the interleave pass.
   std::vector<PhaseInput> inputs(plan.phases.size());
   if (plan.swap1x1->writer == Swap1x1Writer::in_place) {
     // The planner chose in_place from grad_output's layout, which leads dx's.
     TORCH_INTERNAL_ASSERT(format != at::MemoryFormat::Contiguous && dx.is_contiguous(format),
                           "swap1x1 in_place planned for a dx that is not channels_last");
-    gemm_into_slots(plan.geometry, grad_output, weight, dx);
+    // A 1x1 filter: only phase 0 (every residue 0) has a tap, dx[s*q - p] = W^T dy[q].
+    gemm_into_slots(g, grad_output, weight, dx);
     inputs[0].write = hip::PhaseWrite::Keep;
-  } else {
-    inputs[0].write = hip::PhaseWrite::Copy;
-    inputs[0].result = small_gradient(grad_output, weight, plan.geometry.groups,
-                                      runs_kernels(dx), format);
+    interleave(dx, plan, inputs, ChannelMap{g.in_channels, 0});
+    return dx;
   }
-  interleave(dx, plan, inputs, ChannelMap{plan.geometry.in_channels, 0});
+  // A filter within the stride gives each tap t a phase of its own, residue
+  // t*d with no row shift: dx[s*q + t*d - p] = W_t^T dy[q] (docs/DESIGN.md,
+  // "swap1x1"); the phases without a tap are the holes, zero-filled by the
+  // interleave pass.
+  const at::Tensor result =
+      small_gradient(grad_output, weight, g.groups, runs_kernels(dx), format);
+  const int64_t per_group = g.in_channels / g.groups;
+  const int64_t taps = c10::multiply_integers(weight.sizes().slice(2));
+  for (size_t n = 0; n < plan.phases.size(); ++n) {
+    if (plan.phases[n].empty()) continue;
+    inputs[n].write = hip::PhaseWrite::Copy;
+    inputs[n].result = result;
+    inputs[n].channel_offset = tap_index(plan.phases[n], g) * per_group;
+  }
+  interleave(dx, plan, inputs, ChannelMap{per_group, taps * per_group});
   return dx;
 }
 

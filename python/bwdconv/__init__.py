@@ -1,7 +1,8 @@
 """bwdconv: convolution backward planned per shape.
 
     import bwdconv
-    bwdconv.enable()          # nn.Conv*d / F.conv*d backward planned by bwdconv
+    bwdconv.enable()          # nn.Conv*d / F.conv*d backward, nn.ConvTranspose*d forward
+                              # and backward, planned by bwdconv
     bwdconv.enable("aten")    # every aten::convolution_backward in the process
 """
 
@@ -22,7 +23,14 @@ from ._kernels import _apply_environment as _apply_kernel_environment
 from ._kernels import kernels_on_host, kernels_on_host_enabled
 from ._model import ModelExplanation, explain_model
 from ._tune import autotuning, clear_decisions, decisions, is_autotuning, set_autotune
-from .functional import conv1d, conv2d, conv3d
+from .functional import (
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+)
 
 __all__ = [
     "enable",
@@ -32,6 +40,9 @@ __all__ = [
     "conv1d",
     "conv2d",
     "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
     "grad",
     "explain",
     "Explanation",

@@ -1,10 +1,11 @@
 """Routing PyTorch's convolutions through bwdconv, and back.
 
 Two scopes:
-- "functional": torch.nn.functional.conv1d/conv2d/conv3d (and so every
-  nn.Conv1d/2d/3d, padding modes included) call bwdconv's ops, whose autograd
-  plans the backward; calls bwdconv does not plan go to the functions replaced
-  (see bwdconv.functional).
+- "functional": torch.nn.functional.conv1d/conv2d/conv3d and
+  conv_transpose1d/2d/3d (and so every nn.Conv*d and nn.ConvTranspose*d,
+  padding modes included) are planned by bwdconv: a call planned for aten
+  goes to the function replaced, so PyTorch's own autograd node serves it;
+  a call with a strategy planned calls bwdconv's ops (see bwdconv.functional).
 - "aten": bwdconv's kernel is registered for aten::convolution_backward at the
   CPU and CUDA dispatch keys, so every convolution backward in the process is
   planned, including the extern call torch.compile/inductor emits for it.
@@ -24,7 +25,13 @@ SCOPES = ("functional", "aten")
 
 _lock = threading.Lock()
 _originals = {}  # name -> the torch.nn.functional function bwdconv replaced
-_REPLACEMENTS = {1: functional.conv1d, 2: functional.conv2d, 3: functional.conv3d}
+# name -> (bwdconv's replacement, the table of originals it calls, spatial dims)
+_REPLACEMENTS = {
+    f"{prefix}{dims}d": (getattr(functional, f"{prefix}{dims}d"), table, dims)
+    for prefix, table in (("conv", functional.originals),
+                          ("conv_transpose", functional.transposed_originals))
+    for dims in (1, 2, 3)
+}
 
 
 def _check_scope(scope):
@@ -57,9 +64,8 @@ def enable(scope="functional", autotune=None, *, export_ops=False):
             return
         functional.export_ops = export_ops
         if not _originals:
-            for dims, replacement in _REPLACEMENTS.items():
-                name = f"conv{dims}d"
-                _originals[name] = functional.originals[dims] = getattr(torch.nn.functional, name)
+            for name, (replacement, table, dims) in _REPLACEMENTS.items():
+                _originals[name] = table[dims] = getattr(torch.nn.functional, name)
                 setattr(torch.nn.functional, name, replacement)
 
 

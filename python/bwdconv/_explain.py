@@ -59,11 +59,12 @@ class Explanation:
     """A plan, readable (str) and as a dict (to_dict)."""
 
     def __init__(self, plan, input_size, weight_size, stride, padding, dilation, groups,
-                 measurement=None):
+                 measurement=None, transposed_input_size=None):
         self._plan = dict(plan)
         if measurement is not None:
             self._plan["measurement"] = measurement
         self._plan.update(
+            transposed_input_size=transposed_input_size,
             input_size=list(input_size),
             weight_size=list(weight_size),
             stride=list(stride),
@@ -95,15 +96,22 @@ class Explanation:
 
     def __str__(self):
         p = self._plan
-        lines = [
-            f"conv{p['spatial_dims']}d input {p['input_size']} weight {p['weight_size']} "
-            f"stride {p['stride']} padding {p['padding']} dilation {p['dilation']} "
-            f"groups {p['groups']} -> output {p['output_size']} "
-            f"({p['dtype']}, {p['layout']}, {p['device']})",
-        ]
+        arguments = (f"weight {p['weight_size']} stride {p['stride']} padding {p['padding']} "
+                     f"dilation {p['dilation']} groups {p['groups']}")
+        formats = f"({p['dtype']}, {p['layout']}, {p['device']})"
+        transposed = p["transposed_input_size"] is not None
+        if transposed:
+            lines = [f"conv_transpose{p['spatial_dims']}d input {p['transposed_input_size']} "
+                     f"{arguments} -> output {p['input_size']} {formats}",
+                     "  input gradient: aten (a forward convolution)"]
+        else:
+            lines = [f"conv{p['spatial_dims']}d input {p['input_size']} {arguments} "
+                     f"-> output {p['output_size']} {formats}"]
+        labels = {"input": "forward (the matching input gradient)" if transposed
+                  else "input gradient", "weight": "weight gradient"}
         for gradient in ("input", "weight"):
             plan = p[gradient]
-            lines.append(f"  {gradient} gradient: {plan['strategy']} ({plan['reason']})")
+            lines.append(f"  {labels[gradient]}: {plan['strategy']} ({plan['reason']})")
             if plan.get("measured") and "measurement" in p:
                 lines += _measurement_lines(p["measurement"]["gradients"][gradient])
             for c in plan["candidates"]:
@@ -141,8 +149,17 @@ def _sizes(x):
     return list(x.shape) if isinstance(x, torch.Tensor) else [int(v) for v in x]
 
 
+def _transposed_output_size(input_size, weight_size, stride, padding, dilation, groups,
+                            output_padding):
+    """conv_transpose's output size: the matching convolution's input size."""
+    spatial = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, d, op in zip(
+        input_size[2:], weight_size[2:], stride, padding, dilation, output_padding)]
+    return [input_size[0], weight_size[1] * groups] + spatial
+
+
 def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=None,
-            channels_last=None, device=None, weight_channels_last=None, device_index=None):
+            channels_last=None, device=None, weight_channels_last=None, device_index=None,
+            transposed=False, output_padding=0):
     """The plan bwdconv makes for conv(input, weight) with these arguments.
 
     `input` and `weight` are tensors or size sequences (N, C, spatial...).
@@ -151,6 +168,13 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     `weight_channels_last` to the weight tensor's layout (contiguous for sizes).
     A decision measured by autotuning for a backward of both gradients shows
     with its times (`to_dict()["measurement"]`).
+
+    `transposed=True` explains conv_transpose(input, weight) with
+    `output_padding`: its forward is the input gradient of the matching
+    convolution (docs/DESIGN.md, "Transposed convolutions") and shows as the
+    plan's "input" entry, with a decision measured for it; its weight gradient
+    is that convolution's weight gradient; its input gradient is a forward
+    convolution, aten's.
     """
     input_size, weight_size = _sizes(input), _sizes(weight)
     spatial_dims = len(weight_size) - 2
@@ -159,18 +183,27 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     stride = expand(stride, spatial_dims, "stride")
     padding = expand(padding, spatial_dims, "padding")
     dilation = expand(dilation, spatial_dims, "dilation")
-    request = _tune.request_of(input, weight, stride, padding, dilation, groups, dtype=dtype,
+    # A transposed convolution's input (its dtype, layout and device) is the
+    # matching convolution's grad_output; its output that convolution's input.
+    request = _tune.request_of(input, weight, stride, padding, dilation, groups,
+                               wants_weight=not transposed, dtype=dtype,
                                channels_last=channels_last, device=device,
                                weight_channels_last=weight_channels_last,
-                               device_index=device_index)
-    plan = _C.plan(input_size, weight_size, stride, padding, dilation, groups, request["dtype"],
-                   request["layout"] == "channels_last", request["device"],
-                   request["weight_layout"] == "channels_last", request["device_index"])
+                               device_index=device_index, transposed=transposed)
+    if transposed:
+        output_padding = expand(output_padding, spatial_dims, "output_padding")
+        request["input_size"] = _transposed_output_size(input_size, weight_size, stride, padding,
+                                                        dilation, groups, output_padding)
+    plan = _C.plan(request["input_size"], weight_size, stride, padding, dilation, groups,
+                   request["dtype"], request["layout"] == "channels_last", request["device"],
+                   request["weight_layout"] == "channels_last", request["device_index"],
+                   transposed)
     measurement = None
     if plan["input"]["measured"] or plan["weight"]["measured"]:
         measurement = _tune.decision_for(request)
-    return Explanation(plan, input_size, weight_size, stride, padding, dilation, groups,
-                       measurement)
+    return Explanation(plan, request["input_size"], weight_size, stride, padding, dilation,
+                       groups, measurement, transposed_input_size=input_size if transposed
+                       else None)
 
 
 def forced_strategy():

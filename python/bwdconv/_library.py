@@ -66,6 +66,14 @@ def _convolution_fake(input, weight, bias, stride, padding, dilation, groups):
     )
 
 
+@torch.library.register_fake("bwdconv::conv_transpose")
+def _conv_transpose_fake(input, weight, bias, stride, padding, output_padding, groups, dilation):
+    _check_same_device(input, "input", weight, "weight")
+    return torch.ops.aten.convolution.default(
+        input, weight, bias, stride, padding, dilation, True, output_padding, groups
+    )
+
+
 @torch.library.register_fake("bwdconv::convolution_backward_input")
 def _backward_input_fake(grad_output, weight, input_size, stride, padding, dilation, groups):
     _check_backward_operands(grad_output, weight, "weight", input_size, "input_size", stride)

@@ -12,29 +12,36 @@ __all__ = ["explain_model", "ModelExplanation"]
 
 
 class ModelExplanation:
-    """One entry per convolution call in a forward pass: the layer, its shapes
-    and the strategies for the gradients that backward will compute (None for
-    a gradient nothing asks for, e.g. the input gradient of the first layer),
-    and whether a measured decision (autotuning) chose each."""
+    """One entry per convolution call in a forward pass: the layer, its shapes,
+    whether it is transposed, the strategy of its forward (aten's for a
+    convolution; planned for a transposed one) and of the gradients that
+    backward will compute (None for a gradient nothing asks for, e.g. the
+    input gradient of the first layer), and whether a measured decision
+    (autotuning) chose each."""
 
     def __init__(self, layers):
         self.layers = layers
 
     def counts(self):
-        """{"input": {strategy: n}, "weight": {...}}: what one backward should serve."""
-        counts = {"input": collections.Counter(), "weight": collections.Counter()}
+        """{"input": {strategy: n}, "weight": {...}}: what one backward should
+        serve; "forward": {strategy: n} for the transposed layers' forwards."""
+        counts = {"input": collections.Counter(), "weight": collections.Counter(),
+                  "forward": collections.Counter()}
         for layer in self.layers:
             for gradient in ("input", "weight"):
                 if layer[gradient]:
                     counts[gradient][layer[gradient]] += 1
-        return {g: dict(c) for g, c in counts.items()}
+            if layer["transposed"]:
+                counts["forward"][layer["forward"]] += 1
+        return {g: dict(c) for g, c in counts.items() if c or g != "forward"}
 
     def __str__(self):
-        rows = [("layer", "input", "weight", "stride", "input grad", "weight grad")]
+        rows = [("layer", "input", "weight", "stride", "forward", "input grad", "weight grad")]
         for layer in self.layers:
-            rows.append((layer["name"], "x".join(map(str, layer["input_size"])),
+            name = layer["name"] + (" (transposed)" if layer["transposed"] else "")
+            rows.append((name, "x".join(map(str, layer["input_size"])),
                          "x".join(map(str, layer["weight_size"])),
-                         "x".join(map(str, layer["stride"])),
+                         "x".join(map(str, layer["stride"])), _strategy_cell(layer, "forward"),
                          _strategy_cell(layer, "input"), _strategy_cell(layer, "weight")))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
@@ -70,16 +77,26 @@ def explain_model(model, *example_inputs, **example_kwargs):
     saved_buffers = [(b, b.detach().clone()) for b in model.buffers()]
     stack, handles = _module_names(model)
 
-    def observe(input, weight, stride, padding, dilation, groups):
-        plan = explain(input, weight, stride, padding, dilation, groups)
+    def observe(input, weight, stride, padding, dilation, groups, output_padding):
+        transposed = output_padding is not None
+        plan = explain(input, weight, stride, padding, dilation, groups, transposed=transposed,
+                       output_padding=output_padding or 0)
+        measured = {g: plan.to_dict()[g]["measured"] for g in ("input", "weight")}
         layers.append({
             "name": stack[-1] if stack and stack[-1] else "<model>",
+            "transposed": transposed,
             "input_size": list(input.shape), "weight_size": list(weight.shape),
             "stride": list(stride), "padding": list(padding),
             "dilation": list(dilation), "groups": groups,
-            "input": plan.input_strategy if input.requires_grad else None,
+            # A transposed convolution's forward is the matching input
+            # gradient; its own input gradient is aten's forward convolution.
+            "forward": plan.input_strategy if transposed else "aten",
+            "input": ("aten" if transposed else plan.input_strategy)
+            if input.requires_grad else None,
             "weight": plan.weight_strategy if weight.requires_grad else None,
-            "measured": {g: plan.to_dict()[g]["measured"] for g in ("input", "weight")},
+            "measured": {"forward": transposed and measured["input"],
+                         "input": not transposed and measured["input"],
+                         "weight": measured["weight"]},
         })
 
     functional._observers.append(observe)

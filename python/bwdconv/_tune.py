@@ -158,10 +158,13 @@ def _sizes(values):
 
 def key_of(request):
     """The cache key of a backward call: device, versions, dtype, both
-    layouts, the full geometry and the wanted gradients, readable."""
+    layouts, the full geometry and the wanted gradients (the input gradient
+    marked when it is a transposed convolution's forward), readable."""
     from . import __version__
 
     wanted = "+".join(g for g in ("input", "weight") if request[f"wants_{g}"])
+    if request.get("transposed"):
+        wanted += " (transposed forward)"
     return " | ".join([
         device_description(request["device"], request["device_index"]),
         f"torch {torch.__version__}",
@@ -178,7 +181,7 @@ def key_of(request):
 
 def request_of(input, weight, stride, padding, dilation, groups, wants_input=True,
                wants_weight=True, *, dtype=None, channels_last=None, weight_channels_last=None,
-               device=None, device_index=None):
+               device=None, device_index=None, transposed=False):
     """The fields of a backward call's key, from tensors or sizes (defaults as
     in bwdconv.explain)."""
     from torch._prims_common import suggest_memory_format
@@ -204,7 +207,7 @@ def request_of(input, weight, stride, padding, dilation, groups, wants_input=Tru
             "channels_last" if weight_channels_last else "contiguous",
             "input_size": sizes[0], "weight_size": sizes[1], "stride": list(stride),
             "padding": list(padding), "dilation": list(dilation), "groups": groups,
-            "wants_input": wants_input, "wants_weight": wants_weight}
+            "wants_input": wants_input, "wants_weight": wants_weight, "transposed": transposed}
 
 
 def decision_for(request):
@@ -392,6 +395,17 @@ def decide(samples):
                                 f"(best: {best} {speedup:.2f}x)")
 
 
+def _aten_transposed_forward(input, weight, output_size, stride, padding, dilation, groups):
+    """aten's conv_transpose(input, weight) of this output size: what a
+    transposed convolution's forward costs without bwdconv (the matching
+    input gradient runs other kernels in aten)."""
+    output_padding = [
+        o - ((i - 1) * s - 2 * p + d * (k - 1) + 1) for o, i, k, s, p, d in zip(
+            output_size[2:], input.shape[2:], weight.shape[2:], stride, padding, dilation)]
+    return torch.ops.aten.convolution(input, weight, None, stride, padding, dilation, True,
+                                      output_padding, groups)
+
+
 def _measure(request, key):
     """The cache entry for a call: per wanted gradient, the verified
     candidates' times, the excluded ones and the decision."""
@@ -407,6 +421,8 @@ def _measure(request, key):
 
         def run(candidate, to=None, operand=operand, sizes=sizes, gradient=gradient):
             g_out, other = (dy, operand) if to is None else (dy.to(to), operand.to(to))
+            if candidate[0] == "aten" and gradient == "input" and request["transposed"]:
+                return _aten_transposed_forward(g_out, other, sizes, *args)
             return _C.gradient_with(gradient, candidate[0], candidate[1], g_out, other, sizes,
                                     *args)
 

@@ -1,16 +1,18 @@
-"""bwdconv.conv1d/conv2d/conv3d: torch.nn.functional's signatures, bwdconv's backward.
+"""bwdconv.conv*d and conv_transpose*d: torch.nn.functional's signatures, bwdconv's plans.
 
 A call bwdconv does not plan goes to the original function (torch.nn.functional's
 conv1d/2d/3d as enable() found them), so that PyTorch computes it, or raises its
 own exception, exactly as without bwdconv. bwdconv plans calls whose input and
 weight are plain tensors (or parameters) of a planned dtype on the CPU or a GPU,
-with no zero-size input or weight, that need a gradient, and that run outside
+with no zero-size input or weight, that need a gradient (a transposed
+convolution's forward is planned with or without one), and that run outside
 torch.func transforms, forward-mode AD, torch.jit tracing and torch.export
 (unless export_ops is on). Invalid arguments raise PyTorch's own error: when
 bwdconv's op refuses a call, the original function is called to raise it.
 """
 
 import inspect
+import typing
 
 import torch
 import torch.autograd.forward_ad as _forward_ad
@@ -19,7 +21,8 @@ from torch._subclasses.fake_tensor import FakeTensor
 from ._library import _C
 from ._args import check_input_rank, expand
 
-__all__ = ["conv1d", "conv2d", "conv3d"]
+__all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d"]
 
 _pad = torch.nn.functional.pad
 
@@ -27,6 +30,9 @@ _pad = torch.nn.functional.pad
 # enable() replaced, torch.nn.functional's own until then.
 originals = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d,
              3: torch.nn.functional.conv3d}
+transposed_originals = {1: torch.nn.functional.conv_transpose1d,
+                        2: torch.nn.functional.conv_transpose2d,
+                        3: torch.nn.functional.conv_transpose3d}
 
 # When True, torch.export and torch.jit.trace record bwdconv's ops (see enable).
 export_ops = False
@@ -66,14 +72,16 @@ def _inside_functorch_transform():
     return type(torch._C._functorch.peek_interpreter_stack()) is not type(None)
 
 
-def _plans(input, weight, bias):
+def _plans(input, weight, bias, gradient_needed=True):
     """Cheap checks that the call is one bwdconv plans; anything else, invalid
     calls included, goes to the original function."""
     if not (_plain(input) and _plain(weight) and (bias is None or _plain(bias))):
         return False  # None, numbers, tensor subclasses (fake, functional, DTensor...)
     if input.dtype not in _PLANNED_DTYPES or not (input.is_cpu or input.is_cuda):
         return False
-    if input.numel() == 0 or weight.numel() == 0 or not _needs_gradient(input, weight, bias):
+    if input.numel() == 0 or weight.numel() == 0:
+        return False
+    if gradient_needed and not _needs_gradient(input, weight, bias):
         return False
     if _inside_functorch_transform():
         return False  # torch.func's transforms apply PyTorch's own rules
@@ -135,7 +143,23 @@ def _planned_convolution(input, weight, bias, stride, padding, dilation, groups,
         padding = expand(padding, spatial_dims, "padding")
     out = torch.ops.bwdconv.convolution(input, weight, bias, stride, padding, dilation, groups)
     for observer in _observers:
-        observer(input, weight, stride, padding, dilation, groups)
+        observer(input, weight, stride, padding, dilation, groups, None)
+    return out.squeeze(0) if unbatched else out
+
+
+def _planned_transposed(input, weight, bias, stride, padding, output_padding, groups, dilation,
+                        spatial_dims):
+    unbatched = check_input_rank(input, spatial_dims)
+    if unbatched:
+        input = input.unsqueeze(0)
+    stride, padding, output_padding, dilation = (
+        expand(value, spatial_dims, name) for value, name in (
+            (stride, "stride"), (padding, "padding"), (output_padding, "output_padding"),
+            (dilation, "dilation")))
+    out = torch.ops.bwdconv.conv_transpose(input, weight, bias, stride, padding, output_padding,
+                                           groups, dilation)
+    for observer in _observers:
+        observer(input, weight, stride, padding, dilation, groups, output_padding)
     return out.squeeze(0) if unbatched else out
 
 
@@ -144,31 +168,59 @@ def _arguments(input, weight, bias=None, stride=1, padding=0, dilation=1, groups
     return input, weight, bias, stride, padding, dilation, groups
 
 
-# Eager calls are routed in C++ (docs/DESIGN.md, "Pass-through"): the original
-# function takes every call bwdconv does not plan and every call whose
-# backward is planned for aten, so PyTorch's own autograd node serves it.
-_passes_through = _C.functional_passes_through
+def _transposed_arguments(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+                          groups=1, dilation=1):
+    """torch.nn.functional.conv_transpose*d's signature, its defaults filled in."""
+    return input, weight, bias, stride, padding, output_padding, groups, dilation
+
+
+class _Kind(typing.NamedTuple):
+    """What differs between conv*d and conv_transpose*d for the router."""
+    originals: dict
+    passes_through: typing.Callable  # the C++ routing (docs/DESIGN.md, "Pass-through")
+    arguments: typing.Callable
+    planned: typing.Callable
+    gradient_needed: bool
+
+
+_CONVOLUTION = _Kind(originals, _C.functional_passes_through, _arguments,
+                     _planned_convolution, True)
+_TRANSPOSED = _Kind(transposed_originals, _C.transposed_passes_through, _transposed_arguments,
+                    _planned_transposed, False)
 _is_compiling = torch.compiler.is_compiling
 
 
-def convolution(spatial_dims, args, kwargs):
-    """conv{spatial_dims}d(*args, **kwargs): planned by bwdconv, or the original
-    called with the arguments exactly as given (so that its errors read the same)."""
-    # Traced calls (torch.compile, export with export_ops) and calls that
-    # explain_model observes take the Python path below.
+def _call(kind, spatial_dims, args, kwargs):
+    """The call planned by bwdconv, or the original called with the arguments
+    exactly as given (so that its errors read the same). Eager calls are
+    routed in C++ first: the original takes every call bwdconv does not plan
+    and every call planned for aten, so that PyTorch's own autograd node
+    serves it. Traced calls (torch.compile, export with export_ops) and calls
+    that explain_model observes take the Python path."""
+    original = kind.originals[spatial_dims]
     if not (export_ops or _observers or _is_compiling()) and \
-            _passes_through(spatial_dims, args, kwargs):
-        return originals[spatial_dims](*args, **kwargs)
+            kind.passes_through(spatial_dims, args, kwargs):
+        return original(*args, **kwargs)
     try:
-        arguments = _arguments(*args, **kwargs)
+        arguments = kind.arguments(*args, **kwargs)
     except TypeError:
         arguments = None
-    if arguments is not None and _plans(*arguments[:3]):
+    if arguments is not None and _plans(*arguments[:3], gradient_needed=kind.gradient_needed):
         try:
-            return _planned_convolution(*arguments, spatial_dims)
+            return kind.planned(*arguments, spatial_dims)
         except (RuntimeError, ValueError, TypeError, IndexError):
             pass  # an invalid call: the original raises PyTorch's own error
-    return originals[spatial_dims](*args, **kwargs)
+    return original(*args, **kwargs)
+
+
+def convolution(spatial_dims, args, kwargs):
+    """conv{spatial_dims}d(*args, **kwargs) (see _call)."""
+    return _call(_CONVOLUTION, spatial_dims, args, kwargs)
+
+
+def transposed_convolution(spatial_dims, args, kwargs):
+    """conv_transpose{spatial_dims}d(*args, **kwargs) (see _call)."""
+    return _call(_TRANSPOSED, spatial_dims, args, kwargs)
 
 
 def conv1d(*args, **kwargs):
@@ -186,9 +238,27 @@ def conv3d(*args, **kwargs):
     return convolution(3, args, kwargs)
 
 
+def conv_transpose1d(*args, **kwargs):
+    """torch.nn.functional.conv_transpose1d, planned by bwdconv forward and backward."""
+    return transposed_convolution(1, args, kwargs)
+
+
+def conv_transpose2d(*args, **kwargs):
+    """torch.nn.functional.conv_transpose2d, planned by bwdconv forward and backward."""
+    return transposed_convolution(2, args, kwargs)
+
+
+def conv_transpose3d(*args, **kwargs):
+    """torch.nn.functional.conv_transpose3d, planned by bwdconv forward and backward."""
+    return transposed_convolution(3, args, kwargs)
+
+
 # torch.jit.script resolves torch.nn.functional's convolutions to aten's by
 # identity; the replacements script to the same ops, and help() shows their
 # signature.
 for _dims, _function in ((1, conv1d), (2, conv2d), (3, conv3d)):
     torch.jit._builtins._register_builtin(_function, f"aten::conv{_dims}d")
     _function.__signature__ = inspect.signature(_arguments)
+for _dims, _function in ((1, conv_transpose1d), (2, conv_transpose2d), (3, conv_transpose3d)):
+    torch.jit._builtins._register_builtin(_function, f"aten::conv_transpose{_dims}d")
+    _function.__signature__ = inspect.signature(_transposed_arguments)

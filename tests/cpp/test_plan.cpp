@@ -85,6 +85,24 @@ TEST(Plan, DefaultChoicesOnGpusWaitForMeasurements) {
   expect_aten_waiting_for(make_plan(conv(2, 200, 3, 2, 1, 8, 16)).input, "phase (");
 }
 
+TEST(Plan, TransposedForwardOnTheCpuIsAtensUntilMeasured) {
+  // A forward that is a transposed convolution keeps aten's own kernel on the
+  // CPU, where the same geometry's input gradient would take swap1x1.
+  ConvGeometry one_by_one = conv(2, 50, 1, 2, 0, 4, 64);
+  one_by_one.device = DeviceKind::CPU;
+  one_by_one.dtype = DType::BFloat16;
+  ASSERT_EQ(make_plan(one_by_one).input.strategy, Strategy::swap1x1);
+  one_by_one.transposed = true;
+  const Plan plan = make_plan(one_by_one);
+  EXPECT_EQ(plan.input.strategy, Strategy::aten);
+  EXPECT_NE(plan.input.reason.find("transposed"), std::string::npos) << plan.input.reason;
+  EXPECT_EQ(make_plan(one_by_one, Strategy::swap1x1).input.strategy, Strategy::swap1x1);
+  // On a GPU the seeds' choice waits for the GPU benchmark, as for any input gradient.
+  ConvGeometry unet = conv(2, 16, 2, 2, 0, 1, 8);
+  unet.transposed = true;
+  expect_aten_waiting_for(make_plan(unet).input, "swap1x1");
+}
+
 TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
   ConvGeometry strided = conv(2, 200, 3, 2, 1, 8, 16);
   strided.device = DeviceKind::CPU;
@@ -225,7 +243,8 @@ TEST(Plan, StrictForcingRefusesAShapeItServesNeitherGradientOf) {
     make_plan(conv(2, 9, 3, 2, 1), Strategy::swap1x1, std::nullopt, /*strict=*/true);
     FAIL() << "swap1x1 was forced strictly on a 3x3 filter";
   } catch (const std::invalid_argument& error) {
-    EXPECT_NE(std::string(error.what()).find("is not 1x1"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("is longer than the stride"), std::string::npos)
+        << error.what();
   }
 }
 

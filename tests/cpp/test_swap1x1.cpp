@@ -144,6 +144,72 @@ TEST(Swap1x1, InPlaceNeedsChannelsLastOneGroupAndNoPadding) {
             Swap1x1Writer::in_place);
 }
 
+// Whether every dx position of one dim receives at most one tap, by brute
+// force over (o, k): the positions o*s + k*d - p.
+bool taps_never_overlap(int64_t input, int64_t filter, int64_t stride, int64_t padding,
+                        int64_t dilation) {
+  const int64_t output = conv_output_size(input, filter, stride, padding, dilation);
+  std::vector<int> hits(input, 0);
+  for (int64_t o = 0; o < output; ++o) {
+    for (int64_t k = 0; k < filter; ++k) {
+      const int64_t i = o * stride + k * dilation - padding;
+      if (i >= 0 && i < input && ++hits[i] > 1) return false;
+    }
+  }
+  return true;
+}
+
+// Whether each phase has at most one tap, read at dy's own row (m_k = 0):
+// what one GEMM for every tap needs (docs/DESIGN.md, "swap1x1").
+bool one_unshifted_tap_per_phase(const ConvGeometry& g) {
+  for (const Phase& phase : enumerate_phases(g)) {
+    const PhaseDim& pd = phase.dims[0];
+    if (pd.tap_count > 1 || (pd.tap_count == 1 && pd.conv_padding != 0)) return false;
+  }
+  return true;
+}
+
+TEST(Swap1x1, ServesExactlyTheFiltersWithinTheStride) {
+  std::mt19937 rng(3);
+  int served = 0, refused = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    ConvGeometry g = one_by_one(rng, 1);
+    g.filter[0] = 1 + rng() % 4;
+    g.dilation[0] = 1 + rng() % 3;
+    g.padding[0] = rng() % 2;
+    g.input[0] = g.dilated_filter(0) + rng() % 12;
+    derive_output_sizes(g);
+    const auto refusal = swap1x1_refusal(g, enumerate_phases(g));
+    EXPECT_EQ(!refusal, one_unshifted_tap_per_phase(g))
+        << "filter " << g.filter[0] << " dilation " << g.dilation[0] << " stride "
+        << g.stride[0];
+    if (!refusal) {
+      ++served;
+      EXPECT_TRUE(taps_never_overlap(g.input[0], g.filter[0], g.stride[0], g.padding[0],
+                                     g.dilation[0]));
+    } else {
+      ++refused;
+    }
+  }
+  EXPECT_GT(served, 200);
+  EXPECT_GT(refused, 200);
+}
+
+TEST(Swap1x1, KernelEqualToStrideIsServedButNotInPlace) {
+  std::mt19937 rng(7);
+  ConvGeometry g = one_by_one(rng, 2);
+  g.input[0] = g.input[1] = 8;
+  g.filter[0] = g.filter[1] = g.stride[0] = g.stride[1] = 2;
+  derive_output_sizes(g);
+  EXPECT_FALSE(swap1x1_refusal(g, enumerate_phases(g)).has_value());
+  ASSERT_TRUE(in_place_refusal(g).has_value());
+  EXPECT_NE(in_place_refusal(g)->find("1x1"), std::string::npos) << *in_place_refusal(g);
+  g.filter[1] = 3;  // taps 0 and 2 of dim 1 land on residue 0 of stride 2
+  derive_output_sizes(g);
+  ASSERT_TRUE(swap1x1_refusal(g, enumerate_phases(g)).has_value());
+  EXPECT_NE(swap1x1_refusal(g, enumerate_phases(g))->find("dim 1"), std::string::npos);
+}
+
 TEST(Swap1x1, WriterNamesRoundTrip) {
   for (Swap1x1Writer writer : {Swap1x1Writer::fused, Swap1x1Writer::in_place}) {
     EXPECT_EQ(parse_swap1x1_writer(swap1x1_writer_name(writer)), writer);

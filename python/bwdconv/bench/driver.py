@@ -5,6 +5,11 @@
 The first word names the data type (conv: float32, convfp16, convbfp16); the
 flags follow MIOpenDriver's names, short or long. -F selects directions as a
 bit mask (1 forward, 2 backward data, 4 backward weight; 0 means all three).
+`-m trans` is a transposed convolution, as in MIOpenDriver: -c and -H/-W are
+its input's channels and sizes, -k its output channels, the weight is
+[c, k/g, y, x], and -Y/-X (--trans_output_pad_h/w, -% in 3D) its output
+padding; its forward is the matching convolution's input gradient
+(docs/DESIGN.md, "Transposed convolutions").
 """
 
 import dataclasses
@@ -43,14 +48,15 @@ INTEGER_FLAGS = {
     "F": ("forw", "directions"),
     "i": ("iter", "iterations"),
     "_": ("spatial_dim", "spatial_dims"),
+    "%": ("trans_output_pad_d", "output_pad_d"),
+    "Y": ("trans_output_pad_h", "output_pad_h"),
+    "X": ("trans_output_pad_w", "output_pad_w"),
 }
 LAYOUT_FLAGS = {"I": ("in_layout", "in_layout"), "O": ("out_layout", "out_layout"),
                 "f": ("fil_layout", "fil_layout")}
-# Accepted for compatibility with MIOpenDriver lines; they do not change what is measured
-# (the transposed-convolution output paddings only matter in -m trans, which is refused).
+# Accepted for compatibility with MIOpenDriver lines; they do not change what is measured.
 IGNORED_FLAGS = {
     "t": "time", "V": "verify", "s": "search", "w": "wall", "b": "bias", "r": "pad_val",
-    "%": "trans_output_pad_d", "Y": "trans_output_pad_h", "X": "trans_output_pad_w",
     "C": "verification_cache", "P": "printconv", "o": "dump_output", "d": "in_data",
     "e": "weights", "a": "in_bias", "D": "dout_data", "S": "solution", "Z": "tensor_vect",
     "L": "vector_length",
@@ -88,6 +94,8 @@ class ConvCase:
     filter_channels_last: bool = False
     iterations: int | None = None
     line: str = ""
+    transposed: bool = False  # -m trans: in_channels/input are the transposed input's
+    output_padding: tuple = ()
 
     @property
     def spatial_dims(self):
@@ -100,7 +108,15 @@ class ConvCase:
         return [self.batch, self.in_channels, *self.input]
 
     def weight_size(self):
+        if self.transposed:
+            return [self.in_channels, self.out_channels // self.groups, *self.filter]
         return [self.out_channels, self.in_channels // self.groups, *self.filter]
+
+    def transposed_output(self):
+        """A transposed convolution's output sizes: (I-1)s - 2p + d(K-1) + op + 1."""
+        return tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, d, op in zip(
+            self.input, self.filter, self.stride, self.padding, self.dilation,
+            self.output_padding))
 
     def label(self):
         dims = "x".join(map(str, self.input))
@@ -108,8 +124,12 @@ class ConvCase:
         stride = "x".join(map(str, self.stride))
         layout = " NHWC" if self.channels_last else ""
         group = f" g{self.groups}" if self.groups > 1 else ""
+        trans = ""
+        if self.transposed:
+            trans = " trans" + (f" op{'x'.join(map(str, self.output_padding))}"
+                                if any(self.output_padding) else "")
         return (f"{DTYPE_COMMANDS[self.dtype]} n{self.batch} c{self.in_channels} {dims} "
-                f"k{self.out_channels} {fil}/{stride}{group}{layout}")
+                f"k{self.out_channels} {fil}/{stride}{group}{layout}{trans}")
 
     def to_line(self):
         """This case as a MIOpenDriver line."""
@@ -124,6 +144,11 @@ class ConvCase:
             if three:
                 words += [f"--{depth}", values[0]]
             words += [f"-{h}", values[-2], f"-{w}", values[-1]]
+        if self.transposed:
+            words += ["-m", "trans"]
+            if three:
+                words += ["--trans_output_pad_d", self.output_padding[0]]
+            words += ["-Y", self.output_padding[-2], "-X", self.output_padding[-1]]
         words += ["-g", self.groups, "-F", self.directions]
         if three:
             words += ["--spatial_dim", 3]
@@ -199,13 +224,13 @@ def _integer(values, name, default):
 
 def _case_from(command, values, line):
     mode = values.get("m", "conv")
-    if mode != "conv":
-        raise DriverLineError(f"mode {mode!r} is not supported (only -m conv)")
+    if mode not in ("conv", "trans"):
+        raise DriverLineError(f"mode {mode!r} is not supported (-m conv or -m trans)")
     spatial_dims = _integer(values, "_", 2)
     if spatial_dims not in (2, 3):
         raise DriverLineError(f"--spatial_dim must be 2 or 3, got {spatial_dims}")
     if spatial_dims == 2:
-        for flag in ("!", "@", "$", "#", "^"):
+        for flag in ("!", "@", "$", "#", "^", "%"):
             if flag in values:
                 raise DriverLineError(
                     f"--{INTEGER_FLAGS[flag][0]} needs --spatial_dim 3")
@@ -231,6 +256,8 @@ def _case_from(command, values, line):
         directions=directions or (FORWARD | BACKWARD_DATA | BACKWARD_WEIGHT),
         iterations=_integer(values, "i", None),
         line=line,
+        transposed=mode == "trans",
+        output_padding=per_dim("%", "Y", "X", 0),
     )
     in_layout = values.get("I")
     out_layout = values.get("O")
@@ -278,11 +305,27 @@ def _validate(case):
     for ok, message in checks:
         if not ok:
             raise DriverLineError(message)
+    if case.transposed:
+        _validate_transposed(case)
+        return
+    if any(case.output_padding):
+        raise DriverLineError("output padding (-Y/-X) needs -m trans")
     for i, (size, k, p, d) in enumerate(zip(case.input, case.filter, case.padding, case.dilation)):
         if size + 2 * p < d * (k - 1) + 1:
             raise DriverLineError(
                 f"spatial dim {i}: input {size} with padding {p} is smaller than the dilated "
                 f"filter {d * (k - 1) + 1}")
+
+
+def _validate_transposed(case):
+    for i, (op, s, d) in enumerate(zip(case.output_padding, case.stride, case.dilation)):
+        if op >= max(s, d):
+            raise DriverLineError(
+                f"spatial dim {i}: output padding {op} must be smaller than the stride {s} or "
+                f"the dilation {d}")
+    if min(case.input) < 1 or min(case.transposed_output()) < 1:
+        raise DriverLineError(
+            f"the transposed convolution's output {list(case.transposed_output())} is empty")
 
 
 def with_layout(case, layout):
@@ -307,6 +350,8 @@ def scale_case(case, scale):
     spatial = tuple(
         max(d * (k - 1) + 1 - 2 * p, size // scale, 1)
         for size, k, p, d in zip(case.input, case.filter, case.padding, case.dilation))
+    if case.transposed:  # its input is the small tensor; its output grows from it
+        spatial = tuple(max(size // scale, 1) for size in case.input)
     return dataclasses.replace(
         case, batch=max(1, case.batch // scale), in_channels=channels(case.in_channels),
         out_channels=channels(case.out_channels), input=spatial)

@@ -77,7 +77,7 @@ def measure(case, iterations, copy_gbps):
 
     rows = []
     names = kernels()
-    for name, fn, forced in forced_entries(explanation, BACKWARD_DATA, call, list(names)):
+    for name, fn, forced in forced_entries(explanation, "input", call, list(names)):
         strategy, writer = forced
         kernel = names[strategy]
         with forcing(forced):

@@ -2,11 +2,12 @@
 
     python -m bwdconv.bench.overhead [--samples 27] [--calls 200] [--steps 22] [--json FILE]
 
-Tiny convolutions isolate the per-call cost: each is timed without bwdconv,
-with enable() (the functional scope) and with enable("aten"), forward only
-(under no_grad) and forward + backward, once as the rules plan it (aten) and
-once with a strategy forced (swap1x1 on a 1x1 stride-2 convolution, so the
-call takes bwdconv's own op). The modes alternate within each sample, in a
+Tiny convolutions and transposed convolutions isolate the per-call cost:
+each is timed without bwdconv, with enable() (the functional scope) and with
+enable("aten"), forward only (under no_grad) and forward + backward, once as
+the rules plan it (aten) and once with a strategy forced (swap1x1 on a
+stride-2 convolution whose filter is within the stride, so the call takes
+bwdconv's own op). The modes alternate within each sample, in a
 rotating order, and each sample times `--calls` calls; a mode's added cost is
 the median over samples of (mode - without), with the 25th and 75th
 percentiles as its spread.
@@ -18,6 +19,7 @@ step by step; the ratio is median(without) / median(mode): above 1 is faster.
 
 import argparse
 import contextlib
+import itertools
 import json
 import statistics
 import time
@@ -41,26 +43,29 @@ def mode(name):
         yield
 
 
-def _conv(x, w, stride):
-    return torch.nn.functional.conv2d(x, w, None, stride)
+KINDS = {"conv": torch.nn.functional.conv2d, "transposed": torch.nn.functional.conv_transpose2d}
 
 
-def tiny_case(planned, device):
-    """(forward, forward_backward, strategy forced or None) for a tiny convolution."""
-    if planned == "aten":
-        shape, stride, forced = (1, 2, 4, 4), 1, None
+def tiny_case(kind, planned, device):
+    """(forward, forward_backward, strategy forced or None) for a tiny
+    convolution (a 1x1 filter) or transposed convolution (kernel = stride)."""
+    transposed = kind == "transposed"
+    if planned == "aten":  # the CPU rules plan aten for both
+        shape, stride, forced = (1, 2, 4, 4), 1 if not transposed else 2, None
     else:
         shape, stride, forced = (1, 2, 8, 8), 2, "swap1x1"
     x = torch.randn(shape, device=device, requires_grad=True)
-    w = torch.randn(4, 2, 1, 1, device=device, requires_grad=True)
+    w = torch.randn((2, 4, stride, stride) if transposed else (4, 2, 1, 1), device=device,
+                    requires_grad=True)
+    function = KINDS[kind]
 
     def forward():
         with torch.no_grad():
-            _conv(x, w, stride)
+            function(x, w, None, stride)
 
     def forward_backward():
         x.grad = w.grad = None
-        _conv(x, w, stride).sum().backward()
+        function(x, w, None, stride).sum().backward()
 
     return forward, forward_backward, forced
 
@@ -80,10 +85,10 @@ def _spread(values):
 
 
 def tiny_overheads(device, samples, calls):
-    """[{planned, pass, without_us, <mode>: {median_us, p25_us, p75_us}}, ...]."""
+    """[{kind, planned, pass, without_us, <mode>: {median_us, p25_us, p75_us}}, ...]."""
     results = []
-    for planned in ("aten", "strategy"):
-        forward, forward_backward, forced = tiny_case(planned, device)
+    for kind, planned in itertools.product(KINDS, ("aten", "strategy")):
+        forward, forward_backward, forced = tiny_case(kind, planned, device)
         for name, fn in (("forward", forward), ("forward+backward", forward_backward)):
             per_mode = {m: [] for m in MODES}
             with bwdconv.force_strategy(forced):
@@ -95,7 +100,8 @@ def tiny_overheads(device, samples, calls):
                     for m in order:
                         with mode(m):
                             per_mode[m].append(_per_call_us(fn, calls, device))
-            row = {"planned": planned if forced is None else f"strategy ({forced} forced)",
+            row = {"kind": kind,
+                   "planned": planned if forced is None else f"strategy ({forced} forced)",
                    "pass": name, "without_us": round(statistics.median(per_mode["without"]), 2)}
             for m in MODES[1:]:
                 row[m] = _spread([a - b for a, b in zip(per_mode[m], per_mode["without"])])
@@ -152,7 +158,7 @@ def _print_tiny(rows):
     for r in rows:
         cells = "  ".join(f"{m} {r[m]['median_us']:+7.2f} [{r[m]['p25_us']:+.2f}, "
                           f"{r[m]['p75_us']:+.2f}]" for m in MODES[1:])
-        print(f"  {r['planned']:26s} {r['pass']:17s} without {r['without_us']:8.2f} us | {cells}")
+        print(f"  {r['kind']:10s} {r['planned']:26s} {r['pass']:17s} without {r['without_us']:8.2f} us | {cells}")
 
 
 def _print_training(rows):

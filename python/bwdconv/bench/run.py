@@ -37,9 +37,14 @@ def make_operands(case, device, seed=0):
     x = tensor(case.input_size(), case.channels_last)
     w = tensor(case.weight_size(), case.filter_channels_last)
     args = (list(case.stride), list(case.padding), list(case.dilation), case.groups)
-    y = torch.ops.aten.convolution(x, w, None, *args[:3], False, [0] * case.spatial_dims, args[3])
+    y = torch.ops.aten.convolution(x, w, None, *args[:3], case.transposed,
+                                   _output_padding(case), args[3])
     dy = tensor(y.shape, case.channels_last)
     return x, w, dy, args
+
+
+def _output_padding(case):
+    return list(case.output_padding) if case.transposed else [0] * case.spatial_dims
 
 
 def flops(case, output):
@@ -52,6 +57,36 @@ def bytes_moved(x, w, dy):
     """The least traffic of any direction: two of x, w, dy read once and the
     third written once."""
     return sum(t.numel() * t.element_size() for t in (x, w, dy))
+
+
+def transposed_callables(direction, x, w, dy, args, output_padding):
+    """callables() for a transposed convolution: its forward is planned as the
+    matching input gradient, its weight gradient as the matching weight
+    gradient (grad_output x, input dy); its input gradient, a forward
+    convolution, is aten's alone."""
+    stride, padding, dilation, groups = args
+    if direction == FORWARD:
+        def aten():
+            return torch.ops.aten.convolution(x, w, None, stride, padding, dilation, True,
+                                              output_padding, groups)
+
+        def ours():
+            return torch.ops.bwdconv.conv_transpose(x, w, None, stride, padding,
+                                                    output_padding, groups, dilation)
+        return {"aten": aten, "bwdconv": ours}, forced_strategies("input")
+    mask = [direction == BACKWARD_DATA, direction == BACKWARD_WEIGHT, False]
+
+    def aten_backward():
+        return torch.ops.aten.convolution_backward(
+            dy, x, w, None, stride, padding, dilation, True, output_padding, groups,
+            mask)[mask.index(True)]
+    if direction == BACKWARD_DATA:
+        return {"aten": aten_backward}, ()
+
+    def ours_weight():
+        return torch.ops.bwdconv.convolution_backward_weight(
+            x, dy, list(w.shape), stride, padding, dilation, groups)
+    return {"aten": aten_backward, "bwdconv": ours_weight}, forced_strategies("weight")
 
 
 def callables(direction, x, w, dy, args):
@@ -84,12 +119,16 @@ def _error(result, reference):
     return (result.double() - reference).abs().max().item()
 
 
-def _reference(direction, x, w, dy, args):
+def _reference(direction, x, w, dy, args, case):
     stride, padding, dilation, groups = args
+    x, w, dy = x.double(), w.double(), dy.double()
+    if direction == FORWARD:
+        return torch.ops.aten.convolution(x, w, None, stride, padding, dilation, case.transposed,
+                                          _output_padding(case), groups)
     mask = [direction == BACKWARD_DATA, direction == BACKWARD_WEIGHT, False]
     grads = torch.ops.aten.convolution_backward(
-        dy.double(), x.double(), w.double(), None, stride, padding, dilation, False,
-        [0] * len(stride), groups, mask)
+        dy, x, w, None, stride, padding, dilation, case.transposed, _output_padding(case),
+        groups, mask)
     return grads[0] if direction == BACKWARD_DATA else grads[1]
 
 
@@ -110,11 +149,20 @@ def forcing(forced):
     return bwdconv.force_strategy(forced[0], swap1x1_writer=forced[1], strict=True)
 
 
-def tuned_choice(direction, x, w, args):
+def tuned_choice(direction, x, w, args, case=None, dy=None):
     """The strategy autotuning chose for this call, or "-" (no decision)."""
-    entry = _tune.decision_for(_tune.request_of(
-        x, w, *args, wants_input=direction == BACKWARD_DATA,
-        wants_weight=direction == BACKWARD_WEIGHT))
+    if case is not None and case.transposed:
+        if direction == FORWARD:  # keyed as the matching input gradient
+            plan = bwdconv.explain(x, w, *args, transposed=True,
+                                   output_padding=list(case.output_padding)).to_dict()
+            measured = plan.get("measurement")
+            entry = measured if plan["input"]["measured"] else None
+        else:  # the matching weight gradient: input dy, grad_output x
+            entry = _tune.decision_for(_tune.request_of(dy, w, *args, wants_input=False))
+    else:
+        entry = _tune.decision_for(_tune.request_of(
+            x, w, *args, wants_input=direction == BACKWARD_DATA,
+            wants_weight=direction == BACKWARD_WEIGHT))
     if entry is None:
         return "-"
     decided = next(iter(entry["gradients"].values()))
@@ -122,12 +170,12 @@ def tuned_choice(direction, x, w, args):
         else decided["choice"]
 
 
-def forced_entries(plan, direction, fn, strategies):
+def forced_entries(plan, gradient, fn, strategies):
     """(name, fn, forcing) for each strategy that serves; swap1x1 once per
     writer where both can write dx ("swap1x1[fused]", "swap1x1[in_place]")."""
     entries = []
     for s in strategies:
-        if not plan.serves(s, "input" if direction == BACKWARD_DATA else "weight"):
+        if not plan.serves(s, gradient):
             continue
         if s == "swap1x1" and plan.to_dict()["swap1x1"]["in_place_refusal"] is None:
             entries += [(f"{s}[{w}]", fn, (s, w)) for w in SWAP1X1_WRITERS]
@@ -179,28 +227,46 @@ def _checked(entries, reference, aten_error, rows, base):
     return kept, errors
 
 
+def planned_gradients(case, x, w, dy, args):
+    """{direction: (plan, gradient)} for the directions bwdconv plans: a
+    convolution's backward, a transposed convolution's forward (the matching
+    input gradient) and weight gradient (the matching one: input dy)."""
+    if not case.transposed:
+        plan = bwdconv.explain(x, w, *args)
+        return {BACKWARD_DATA: (plan, "input"), BACKWARD_WEIGHT: (plan, "weight")}
+    forward = bwdconv.explain(x, w, *args, transposed=True,
+                              output_padding=list(case.output_padding))
+    return {FORWARD: (forward, "input"), BACKWARD_WEIGHT: (bwdconv.explain(dy, w, *args),
+                                                           "weight")}
+
+
 def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
     """One result row per (direction, strategy); `index` numbers the case in its run."""
     x, w, dy, args = make_operands(case, device)
-    plan = bwdconv.explain(x, w, *args)
+    planned = planned_gradients(case, x, w, dy, args)
     rows = []
     for direction in case.direction_list():
-        fns, strategies = callables(direction, x, w, dy, args)
-        chosen = {BACKWARD_DATA: plan.input_strategy,
-                  BACKWARD_WEIGHT: plan.weight_strategy}.get(direction)
-        reference = _reference(direction, x, w, dy, args) if check and direction != FORWARD else None
+        if case.transposed:
+            fns, strategies = transposed_callables(direction, x, w, dy, args,
+                                                   list(case.output_padding))
+        else:
+            fns, strategies = callables(direction, x, w, dy, args)
+        plan, gradient = planned.get(direction, (None, None))
+        chosen = getattr(plan, f"{gradient}_strategy") if plan else None
+        reference = _reference(direction, x, w, dy, args, case) \
+            if check and (direction != FORWARD or case.transposed) else None
         aten_error = _error(fns["aten"](), reference) if reference is not None else None
         entries = [("aten", fns["aten"], PLANNED)]
         if "bwdconv" in fns:  # the planner's rules, the tuned choice, each strategy forced
             entries.append(("bwdconv", fns["bwdconv"], PLANNED))
             entries.append(("tuned", fns["bwdconv"], TUNED))
-            entries += forced_entries(plan, direction, fns["bwdconv"], strategies)
+            entries += forced_entries(plan, gradient, fns["bwdconv"], strategies)
         base = {"index": index, "case": case.label(), "line": case.line or case.to_line(),
                 "direction": DIRECTION_NAMES[direction], "plan": chosen, "status": "ok"}
         entries, errors = _checked(entries, reference, aten_error, rows, base)
         times = _timed(entries, device, warmup, iterations)
         if "bwdconv" in fns:
-            base["tuned"] = tuned_choice(direction, x, w, args)
+            base["tuned"] = tuned_choice(direction, x, w, args, case, dy)
             add_call_costs(times, {"bwdconv": chosen,
                                    "tuned": chosen if base["tuned"] == "-" else base["tuned"]})
         aten_ms = statistics.median(times["aten"])
@@ -209,7 +275,8 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
             if name in errors:
                 row["max_error"], row["aten_max_error"] = errors[name], aten_error
             seconds = row["median_ms"] * 1e-3
-            row["tflops"] = flops(case, dy.shape[2:]) / seconds / 1e12
+            row["tflops"] = flops(case, x.shape[2:] if case.transposed else dy.shape[2:]) \
+                / seconds / 1e12
             row["gbps"] = bytes_moved(x, w, dy) / seconds / 1e9
             row["roofline"] = _roofline_fraction(row, case, peaks, copy_gbps)
             row["speedup"] = aten_ms / row["median_ms"]

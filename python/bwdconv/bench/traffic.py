@@ -110,7 +110,7 @@ def strategy_rows(case, explanation, direction, call, minimum):
     rows_for divides by."""
     gradient = "input" if direction == BACKWARD_DATA else "weight"
     rows = []
-    for name, fn, forced in forced_entries(explanation, direction, call,
+    for name, fn, forced in forced_entries(explanation, gradient, call,
                                            kernel_strategies(gradient)):
         with forcing(forced):
             record = recorded(fn)
