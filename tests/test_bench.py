@@ -310,3 +310,21 @@ def test_overhead_benchmark_reports_every_kind_pass_and_scope(tmp_path, capsys):
         for scope in ("functional", "aten"):
             assert r[scope]["p25_us"] <= r[scope]["median_us"] <= r[scope]["p75_us"]
     assert "transposed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ["conv", "transposed"])
+def test_overhead_cases_call_what_each_mode_enabled(kind):
+    """The benchmark's calls reach torch.nn.functional as enable() left it:
+    bwdconv serves them in the functional scope, nothing does without it."""
+    from bwdconv.bench import overhead
+
+    _, forward_backward, forced = overhead.tiny_case(kind, "strategy", torch.device("cpu"))
+    held_out = overhead._held_out_step(
+        next(c for c in overhead.HELD_OUT if c[0].startswith(overhead.KINDS[kind])),
+        torch.device("cpu"))
+    for fn in (forward_backward, held_out):
+        for name, served in (("without", 0), ("functional", 1)):
+            bwdconv.reset_served()
+            with bwdconv.force_strategy(forced), overhead.mode(name):
+                fn()
+            assert sum(bwdconv.served()["input"].values()) == served, (fn, name)

@@ -229,8 +229,12 @@ def _why_not_now(request):
     """Why tuning cannot happen for this call now (the rules or cache decide),
     or None."""
     operands = [request[n] for n in ("grad_output", "input", "weight") if request[n] is not None]
-    if not operands or request["grad_output"] is None:
-        return "no operands (explain)"
+    # A wanted gradient is timed on grad_output and its other operand: the
+    # weight for the input gradient, the input for the weight gradient.
+    needed = ["grad_output"] + ["weight"] * request["wants_input"] + \
+        ["input"] * request["wants_weight"]
+    if any(request[n] is None for n in needed):
+        return "no operands (explain, or a call whose operands come later)"
     if any(t.device.type == "meta" or isinstance(t, torch._subclasses.FakeTensor)
            for t in operands):
         return "fake or meta tensors"

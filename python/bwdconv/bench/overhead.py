@@ -15,12 +15,18 @@ percentiles as its spread.
 The training steps (ResNet-18 and MobileNetV2 from torchvision, batch 2,
 64x64, float32; batch 32 at 224x224 too on a GPU) alternate the three modes
 step by step; the ratio is median(without) / median(mode): above 1 is faster.
+
+With --tuned, shapes that no suite of the project contains are autotuned
+(the first call of each mode tunes; decisions from this run only) and a
+forward + backward step of each is timed the same way: what a user who
+turns autotuning on pays or gains.
 """
 
 import argparse
 import contextlib
 import itertools
 import json
+import os
 import statistics
 import time
 
@@ -43,7 +49,8 @@ def mode(name):
         yield
 
 
-KINDS = {"conv": torch.nn.functional.conv2d, "transposed": torch.nn.functional.conv_transpose2d}
+# torch.nn.functional's names, looked up at each call (enable() replaces them).
+KINDS = {"conv": "conv2d", "transposed": "conv_transpose2d"}
 
 
 def tiny_case(kind, planned, device):
@@ -57,15 +64,15 @@ def tiny_case(kind, planned, device):
     x = torch.randn(shape, device=device, requires_grad=True)
     w = torch.randn((2, 4, stride, stride) if transposed else (4, 2, 1, 1), device=device,
                     requires_grad=True)
-    function = KINDS[kind]
+    name = KINDS[kind]
 
     def forward():
         with torch.no_grad():
-            function(x, w, None, stride)
+            getattr(torch.nn.functional, name)(x, w, None, stride)
 
     def forward_backward():
         x.grad = w.grad = None
-        function(x, w, None, stride).sum().backward()
+        getattr(torch.nn.functional, name)(x, w, None, stride).sum().backward()
 
     return forward, forward_backward, forced
 
@@ -153,6 +160,87 @@ def training_step_ratios(device, steps):
     return results
 
 
+# Held out of every suite in benchmarks/suites: (name, make input, make weight,
+# stride, padding, dtype, channels_last).
+HELD_OUT = [
+    ("conv2d 3x3 s2 f32", (8, 32, 56, 56), (64, 32, 3, 3), 2, 1, torch.float32, False),
+    ("conv2d 1x1 s2 bf16", (8, 64, 56, 56), (128, 64, 1, 1), 2, 0, torch.bfloat16, False),
+    ("conv2d 3x3 s2 f16 NHWC", (4, 64, 32, 32), (128, 64, 3, 3), 2, 1, torch.float16, True),
+    ("conv2d 5x5 s2 f32", (8, 16, 64, 64), (32, 16, 5, 5), 2, 2, torch.float32, False),
+    ("conv1d k7 s2 f32", (16, 64, 512), (128, 64, 7), 2, 3, torch.float32, False),
+    ("conv3d 3x3x3 s2 bf16", (2, 16, 16, 32, 32), (32, 16, 3, 3, 3), 2, 1, torch.bfloat16, False),
+    ("conv_transpose2d k2 s2 f32", (8, 64, 28, 28), (64, 32, 2, 2), 2, 0, torch.float32, False),
+]
+
+
+@contextlib.contextmanager
+def _environment(name, value):
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = previous
+
+
+def _held_out_step(case, device):
+    _, x_size, w_size, stride, padding, dtype, channels_last = case
+    x = torch.randn(x_size, device=device, dtype=dtype, requires_grad=True)
+    if channels_last:
+        x = x.detach().to(memory_format=torch.channels_last).requires_grad_()
+    w = torch.randn(w_size, device=device, dtype=dtype, requires_grad=True)
+    name = case[0].split()[0]
+
+    def step():
+        x.grad = w.grad = None
+        getattr(torch.nn.functional, name)(x, w, None, stride, padding).sum().backward()
+    return step
+
+
+def tuned_step_ratios(device, steps):
+    """[{shape, without_ms, <mode>: {ratio, ms, tuned}}]: forward + backward
+    of held-out shapes, without bwdconv and in each scope with autotuning on;
+    the decisions come from this run (a cache directory of its own)."""
+    import tempfile
+
+    from bwdconv import _cache, _tune
+
+    results, users_cache = [], _tune._state.cache
+    with tempfile.TemporaryDirectory() as cache_dir, \
+            _environment("BWDCONV_CACHE_DIR", cache_dir):
+        _tune._state.cache = _cache.DecisionCache()
+        _tune.clear_decisions()
+        for case in HELD_OUT:
+            step = _held_out_step(case, device)
+            known = set(_tune.decisions())
+            times = {m: [] for m in MODES}
+            with _tune.autotuning():
+                for index in range(steps + 2):  # the first round tunes, two warm up
+                    for m in MODES[index % 3:] + MODES[:index % 3]:
+                        with mode(m):
+                            t = dev.time_ms(step, device, warmup=0, iterations=1)[0]
+                        if index >= 2:
+                            times[m].append(t)
+            median = {m: statistics.median(t) for m, t in times.items()}
+            tuned = {k: e for k, e in _tune.decisions().items() if k not in known}
+            row = {"shape": case[0], "without_ms": round(median["without"], 3),
+                   "decisions": sorted({f"{g} {d['choice']}" for e in tuned.values()
+                                        for g, d in e["gradients"].items()})}
+            for m in MODES[1:]:
+                ratios = [a / b for a, b in zip(times["without"], times[m])]
+                q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+                row[m] = {"ratio": round(median["without"] / median[m], 3),
+                          "ms": round(median[m], 3), "round_ratio_p25": round(q1, 3),
+                          "round_ratio_p75": round(q3, 3)}
+            results.append(row)
+        _tune.clear_decisions()
+    _tune._state.cache = users_cache
+    return results
+
+
 def _print_tiny(rows):
     print("tiny convolutions: added us per call over no bwdconv (median [p25, p75])")
     for r in rows:
@@ -171,6 +259,16 @@ def _print_training(rows):
               f"without {r['without_ms']:8.2f} ms | {cells}")
 
 
+def _print_tuned(rows):
+    print("autotuned forward + backward on held-out shapes: median(without) / median(mode) "
+          "(per-round ratio p25-p75), the decisions tuned")
+    for r in rows:
+        cells = "  ".join(f"{m} {r[m]['ratio']:.3f} [{r[m]['round_ratio_p25']:.3f}-"
+                          f"{r[m]['round_ratio_p75']:.3f}]" for m in MODES[1:])
+        print(f"  {r['shape']:28s} without {r['without_ms']:8.2f} ms | {cells} | "
+              f"{', '.join(r['decisions']) or '-'}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=27)
@@ -178,6 +276,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=22)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--no-models", action="store_true", help="tiny convolutions only")
+    parser.add_argument("--tuned", action="store_true",
+                        help="also autotune held-out shapes and time their steps")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -195,6 +295,9 @@ def main(argv=None):
             _print_training(result["training"])
         except ImportError:
             print("training steps skipped: torchvision is not installed")
+    if args.tuned:
+        result["tuned"] = tuned_step_ratios(device, args.steps)
+        _print_tuned(result["tuned"])
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
