@@ -233,7 +233,7 @@ TEST(Plan, ForcedStrategyServesWhatItCanAndPlansTheRest) {
             std::string::npos) << forced.weight.reason;
   const Plan neither = make_plan(conv(2, 9, 3, 2, 1), Strategy::swap1x1);
   EXPECT_EQ(neither.input.strategy, make_plan(conv(2, 9, 3, 2, 1)).input.strategy);
-  EXPECT_NE(neither.input.reason.find("forced swap1x1 cannot serve it: the filter"),
+  EXPECT_NE(neither.input.reason.find("forced swap1x1 cannot serve it: the dilated filter"),
             std::string::npos) << neither.input.reason;
 }
 
