@@ -12,6 +12,7 @@
 
 #include "ops/aten.h"
 #include "ops/decisions.h"
+#include "ops/out_of_memory.h"
 #include "ops/strategies.h"
 
 namespace bwdconv::ops {
@@ -129,9 +130,11 @@ PlanLookup plan_lookup(const ConvGeometry& geometry, const Forcing& forcing,
                        const BackwardCall* call) {
   if (call && !forcing.strategy && !forcing.swap1x1_writer) {
     DecisionLookup decision = look_up_decision(geometry, *call);
-    if (decision.plan || decision.pending) return {std::move(decision.plan), decision.pending};
+    if (decision.plan || decision.pending) {
+      return {avoiding_out_of_memory(std::move(decision.plan)), decision.pending};
+    }
   }
-  return {rules_plan(geometry, forcing), false};
+  return {avoiding_out_of_memory(rules_plan(geometry, forcing)), false};
 }
 
 std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const BackwardCall* call) {
@@ -141,7 +144,8 @@ std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Backwar
 std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,
                                      const BackwardCall* call) {
   PlanLookup lookup = plan_lookup(geometry, forcing, call);
-  return lookup.plan ? std::move(lookup.plan) : rules_plan(geometry, forcing);
+  return lookup.plan ? std::move(lookup.plan)
+                     : avoiding_out_of_memory(rules_plan(geometry, forcing));
 }
 
 std::shared_ptr<const Plan> aten_only_plan(const ConvGeometry& geometry,
@@ -165,11 +169,19 @@ namespace {
 at::Tensor compute(Gradient gradient, const Plan& plan, const at::Tensor& grad_output,
                    const at::Tensor& operand, at::MemoryFormat format) {
   const Strategy strategy = plan.of(gradient).strategy;
-  count_served(gradient, plan.of(gradient));
   const GradientFn fn = implementation(strategy, gradient);
   TORCH_INTERNAL_ASSERT(fn != nullptr, strategy_name(strategy), " planned for the ",
                         gradient_name(gradient), " gradient");
-  return in_layout(corrupted_if_asked(strategy, fn(plan, grad_output, operand, format)), format);
+  bool by_aten = false;
+  at::Tensor result = aten_if_out_of_memory(
+      gradient, plan,
+      [&] { return corrupted_if_asked(strategy, fn(plan, grad_output, operand, format)); },
+      [&] {
+        by_aten = true;
+        return implementation(Strategy::aten, gradient)(plan, grad_output, operand, format);
+      });
+  count_served(gradient, by_aten ? GradientPlan{} : plan.of(gradient));
+  return in_layout(result, format);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "dispatch/plan.h"
 #include "ops/decisions.h"
+#include "ops/out_of_memory.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -163,6 +164,12 @@ std::pair<at::Tensor, at::Tensor> gradients_by_name(
   return gradients_with(decision, grad_output, input, weight, {stride, padding, dilation, groups});
 }
 
+void run_out_of_memory(const std::vector<std::string>& names) {
+  std::vector<Strategy> strategies;
+  for (const std::string& name : names) strategies.push_back(strategy_named(name));
+  set_out_of_memory_strategies(strategies);
+}
+
 void corrupt(const std::optional<std::string>& strategy) {
   set_corrupted_strategy(strategy ? std::optional<Strategy>(strategy_named(*strategy))
                                   : std::nullopt);
@@ -183,6 +190,8 @@ void register_tuning_bindings(py::module& m) {
         py::arg("input"), py::arg("weight"), py::arg("stride"), py::arg("padding"),
         py::arg("dilation"), py::arg("groups"));
   m.def("_set_corrupted_strategy", &corrupt, py::arg("strategy"));
+  m.def("_set_out_of_memory_strategies", &run_out_of_memory, py::arg("strategies"));
+  m.def("_forget_out_of_memory", &forget_out_of_memory);
 }
 
 }  // namespace bwdconv::ops
