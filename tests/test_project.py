@@ -123,6 +123,16 @@ def test_the_environment_table_lists_every_environment_variable_the_code_reads()
     assert not stale, f"in docs/environment.md's table, read by no code: {stale}"
 
 
+def test_the_doctors_meanings_cover_the_documented_variables():
+    from bwdconv import _variables
+
+    documented = {name for name in documented_variables() if name.startswith("BWDCONV_")}
+    assert documented, "docs/environment.md's table has BWDCONV_ rows"
+    assert documented == set(_variables.MEANINGS), (
+        "docs/environment.md and bwdconv/_variables.py (MEANINGS) differ: "
+        f"{sorted(documented ^ set(_variables.MEANINGS))}")
+
+
 def test_every_declared_pytest_marker_is_used():
     config = (ROOT / "pyproject.toml").read_text()
     declared = re.findall(r'^\s*"(\w+):', config.split("markers", 1)[1], re.M)
