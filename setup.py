@@ -123,5 +123,5 @@ setup(
         ]
     },
     python_requires=">=3.10",
-    install_requires=["torch>=2.6"],
+    install_requires=["torch>=2.6", "tqdm"],
 )

@@ -34,7 +34,7 @@ install_python_packages() {
   fi
   echo "== python packages ($TORCH_SPEC)"
   "$BWDCONV_VENV/bin/pip" install -q --upgrade pip wheel "setuptools<82"
-  "$BWDCONV_VENV/bin/pip" install -q "$TORCH_SPEC" "$TORCHVISION_SPEC" numpy ninja pybind11 \
+  "$BWDCONV_VENV/bin/pip" install -q "$TORCH_SPEC" "$TORCHVISION_SPEC" numpy ninja pybind11 tqdm \
     pytest expecttest matplotlib nvidia-cuda-cuobjdump==13.2.86 nvidia-cuda-nvdisasm==13.2.86
 }
 
