@@ -9,6 +9,10 @@ plain C++, run on the CPU grid executor for CPU tensors when asked).
 - ROCm torch: the same kernel sources through torch's hipify and hipcc;
   PYTORCH_ROCM_ARCH is respected and defaults to gfx90a and gfx940.
 BWDCONV_FORCE_CPU=1 skips the kernels; BWDCONV_DEBUG=1 builds without optimisation.
+Objects are kept in build/extension/ between builds, so that pip install -e .
+(whose editable and wheel builds otherwise compile in a new temporary
+directory each time) recompiles only the sources that changed or include a
+header that did (ninja's dependency files).
 Beside the extension the build writes _build.json: what it was built with
 (toolchain, architectures, flags, torch), which `python -m bwdconv` reports.
 """
@@ -93,8 +97,20 @@ def build_record(toolchain, ext):
     }
 
 
+PERSISTENT_BUILD_DIR = os.path.join(ROOT, "build", "extension")
+
+
 class BuildExtensionWithRecord(cpp_extension.BuildExtension):
-    """torch's build_ext, then _build.json written beside the built extension."""
+    """torch's build_ext compiling in build/extension/ (unless told another
+    directory), then _build.json written beside the built extension."""
+
+    def finalize_options(self):
+        if self.build_temp is None:
+            self.build_temp = PERSISTENT_BUILD_DIR
+        # setuptools' own up-to-date check compares the sources, not the headers,
+        # with the built extension: always let ninja decide what to recompile.
+        self.force = True
+        super().finalize_options()
 
     def run(self):
         super().run()
