@@ -9,10 +9,18 @@ plain C++, run on the CPU grid executor for CPU tensors when asked).
 - ROCm torch: the same kernel sources through torch's hipify and hipcc;
   PYTORCH_ROCM_ARCH is respected and defaults to gfx90a and gfx940.
 BWDCONV_FORCE_CPU=1 skips the kernels; BWDCONV_DEBUG=1 builds without optimisation.
+Objects are kept in build/extension/ between builds, so that pip install -e .
+(whose editable and wheel builds otherwise compile in a new temporary
+directory each time) recompiles only the sources that changed or include a
+header that did (ninja's dependency files).
+Beside the extension the build writes _build.json: what it was built with
+(toolchain, architectures, flags, torch), which `python -m bwdconv` reports.
 """
 
 import glob
+import json
 import os
+import re
 
 from setuptools import find_packages, setup
 from torch.utils import cpp_extension
@@ -38,8 +46,17 @@ def gpu_toolchain():
     return None
 
 
-def extension():
-    toolchain = gpu_toolchain()
+def kernel_architectures(toolchain):
+    """The GPU architectures the kernels are compiled for (the environment
+    variable torch's build reads, with bwdconv's default)."""
+    if toolchain == "cuda":
+        return os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+    if toolchain == "hip":
+        return os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx90a;gfx940")
+    return ""
+
+
+def extension(toolchain):
     # The C++ standard is torch's choice (newer releases need C++20).
     cxx_flags = ["-O0" if DEBUG else "-O3", "-g" if DEBUG else "-DNDEBUG"]
     include_dirs = [os.path.join(ROOT, "csrc")]
@@ -54,12 +71,8 @@ def extension():
         )
     files += sources("csrc/hip/*.cu")
     defines = ["-DBWDCONV_WITH_GPU_KERNELS"]
-    if toolchain == "cuda":
-        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
-        device_flags = ["-O3", "--expt-relaxed-constexpr"]
-    else:
-        os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx90a;gfx940")
-        device_flags = ["-O3"]
+    kernel_architectures(toolchain)
+    device_flags = ["-O3", "--expt-relaxed-constexpr"] if toolchain == "cuda" else ["-O3"]
     return cpp_extension.CUDAExtension(
         "bwdconv._C",
         files,
@@ -68,17 +81,63 @@ def extension():
     )
 
 
+def build_record(toolchain, ext):
+    """What the extension is built with, as `python -m bwdconv` reports it."""
+    import torch
+
+    return {
+        "toolchain": toolchain or "cpu",
+        "architectures": [a for a in re.split(r"[;,\s]+", kernel_architectures(toolchain)) if a],
+        "debug": DEBUG,
+        "force_cpu": os.environ.get("BWDCONV_FORCE_CPU", "0") == "1",
+        "compile_args": ext.extra_compile_args,
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "torch_hip": torch.version.hip,
+    }
+
+
+PERSISTENT_BUILD_DIR = os.path.join(ROOT, "build", "extension")
+
+
+class BuildExtensionWithRecord(cpp_extension.BuildExtension):
+    """torch's build_ext compiling in build/extension/ (unless told another
+    directory), then _build.json written beside the built extension."""
+
+    def finalize_options(self):
+        if self.build_temp is None:
+            self.build_temp = PERSISTENT_BUILD_DIR
+        # setuptools' own up-to-date check compares the sources, not the headers,
+        # with the built extension: always let ninja decide what to recompile.
+        self.force = True
+        super().finalize_options()
+
+    def run(self):
+        super().run()
+        built = self.get_ext_fullpath("bwdconv._C")
+        with open(os.path.join(os.path.dirname(built), "_build.json"), "w") as f:
+            json.dump(build_record(TOOLCHAIN, self.extensions[0]), f, indent=1, sort_keys=True)
+            f.write("\n")
+
+
+TOOLCHAIN = gpu_toolchain()
+
 setup(
     name="bwdconv",
     version="0.1.0",
     description="Planned, faster convolution backward for PyTorch",
     package_dir={"": "python"},
     packages=find_packages("python"),
-    ext_modules=[extension()],
-    cmdclass={"build_ext": cpp_extension.BuildExtension},
+    ext_modules=[extension(TOOLCHAIN)],
+    cmdclass={"build_ext": BuildExtensionWithRecord},
     entry_points={
-        "console_scripts": ["bwdconv-bench=bwdconv.bench:main", "bwdconv-demo=bwdconv.demo:main"]
+        "console_scripts": [
+            "bwdconv-bench=bwdconv.bench:main",
+            "bwdconv-tune=bwdconv.tune:main",
+            "bwdconv-doctor=bwdconv.doctor:main",
+            "bwdconv-demo=bwdconv.demo:main",
+        ]
     },
     python_requires=">=3.10",
-    install_requires=["torch>=2.6"],
+    install_requires=["torch>=2.6", "tqdm"],
 )

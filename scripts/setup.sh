@@ -34,16 +34,26 @@ install_python_packages() {
   fi
   echo "== python packages ($TORCH_SPEC)"
   "$BWDCONV_VENV/bin/pip" install -q --upgrade pip wheel "setuptools<82"
-  "$BWDCONV_VENV/bin/pip" install -q "$TORCH_SPEC" "$TORCHVISION_SPEC" numpy ninja pybind11 \
+  "$BWDCONV_VENV/bin/pip" install -q "$TORCH_SPEC" "$TORCHVISION_SPEC" numpy ninja pybind11 tqdm \
     pytest expecttest matplotlib nvidia-cuda-cuobjdump==13.2.86 nvidia-cuda-nvdisasm==13.2.86
 }
 
+# setup.py keeps the extension's objects here between builds; ninja recompiles
+# only the sources that changed or include a header that did.
+OBJECTS="$ROOT/build/extension"
+
+count_objects() { { find "$OBJECTS" -name '*.o' "$@" 2>/dev/null || true; } | wc -l; }
+
 build_extension() {
-  echo "== building bwdconv (pip install -e . --no-build-isolation)"
-  local start=$SECONDS
+  echo "== building bwdconv (pip install -e . --no-build-isolation; objects kept in build/extension)"
+  local start=$SECONDS stamp compiled
+  stamp="$(mktemp)"
   (cd "$ROOT" && MAX_JOBS="${MAX_JOBS:-$(nproc)}" \
     "$BWDCONV_VENV/bin/pip" install -q -e . --no-build-isolation)
-  echo "== extension built in $((SECONDS - start)) s; $(cd /tmp && "$BWDCONV_VENV/bin/python" -c \
+  compiled="$(count_objects -newer "$stamp")"
+  rm -f "$stamp"
+  echo "== extension built in $((SECONDS - start)) s: $compiled of $(count_objects) objects compiled, the others up to date"
+  echo "== $(cd /tmp && "$BWDCONV_VENV/bin/python" -c \
     'import torch, bwdconv; print("torch", torch.__version__, "- csrc/hip kernels in the extension:", bwdconv._library._C.gpu_kernels)')"
 }
 

@@ -1,13 +1,16 @@
 """The benchmark harness: MIOpenDriver parser, suites, and a tiny run end to end."""
 
+import io
 import json
 import pathlib
+import sys
 
 import pytest
 import torch
 
 import bwdconv
 
+from bwdconv._progress import progress_bar
 from bwdconv.bench import DriverLineError, parse_line, scale_case
 from bwdconv.bench.cli import main as bench_main
 from bwdconv.bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, FORWARD
@@ -212,6 +215,36 @@ def test_transposed_suite_end_to_end(tmp_path, capsys):
     assert {(0, "bwd_weight", "splitk"), (1, "fwd", "phase")} <= rows
     assert (1, "fwd", "swap1x1") not in rows  # a 3x3 filter overlaps at stride 2
     assert all(r["max_error"] <= 1e-4 for r in results if "max_error" in r)
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def test_progress_bars_show_on_a_terminal_only():
+    quiet, terminal = io.StringIO(), Terminal()
+    for stream in (quiet, terminal):
+        assert list(progress_bar(range(3), desc="items", unit="item", stream=stream)) == [0, 1, 2]
+    assert quiet.getvalue() == ""
+    assert "items" in terminal.getvalue() and "0/3" in terminal.getvalue()
+
+
+def test_the_bench_shows_each_line_it_runs_on_a_terminal(tmp_path, monkeypatch, capsys):
+    lines = ["--iter", "1", "--warmup", "0", "--scale", "1", "--device", "cpu", "--out",
+             str(tmp_path), "conv", "-n", "1", "-c", "2", "-H", "5", "-W", "5", "-k", "2", "-y",
+             "1", "-x", "1", "-F", "2", "conv", "-n", "1", "-c", "2", "-H", "7", "-W", "7", "-k",
+             "2", "-y", "1", "-x", "1", "-F", "2"]
+    assert bench_main(lines) == 0
+    assert "bench" not in capsys.readouterr().err  # stderr is no terminal here
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert bench_main(lines) == 0
+    shown = terminal.getvalue()
+    assert "bench" in shown and "0/2" in shown and "1/2" in shown
+    assert "5x5" in shown and "7x7" in shown, shown
 
 
 def test_both_swap1x1_writers_are_timed_where_both_serve(tmp_path):

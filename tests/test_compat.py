@@ -244,7 +244,7 @@ def test_create_graph_gradients_keep_aten_strides_in_the_functional_scope(name):
         assert a.stride() == e.stride() and a.dtype == e.dtype
         torch.testing.assert_close(a, e, rtol=tolerance, atol=tolerance)
     # (The bias gradient, a sum of a grad_output that needs no gradient, needs
-    # none with bwdconv; aten's marks it as needing one: README, differences.)
+    # none with bwdconv; aten's marks it as needing one: docs/limitations.md.)
     assert ours[0].requires_grad and ours[1].requires_grad
 
 

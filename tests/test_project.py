@@ -1,7 +1,8 @@
 """The repository explains itself: its design document exists and every
-citation of it resolves, nothing depends on files outside the repository,
-the README's environment table matches the code, and every declared pytest
-marker is used."""
+citation of it resolves, every link between the README and docs/ resolves,
+nothing depends on files outside the repository, the environment table of
+docs/environment.md matches the code, and every declared pytest marker is
+used."""
 
 import pathlib
 import re
@@ -53,6 +54,27 @@ def test_the_readme_points_to_the_design():
     assert "docs/DESIGN.md" in (ROOT / "README.md").read_text()
 
 
+def markdown_links(path):
+    """The relative file links of a markdown file: [text](target), anchors dropped."""
+    targets = re.findall(r"\]\(([^)\s]+)\)", path.read_text())
+    return [t.split("#", 1)[0] for t in targets if "://" not in t and not t.startswith("#")]
+
+
+def test_every_link_of_the_readme_and_docs_resolves():
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    links = [(page, target) for page in pages for target in markdown_links(page)]
+    assert len(links) > len(pages), "the README and docs/ link to each other"
+    broken = [f"{page.relative_to(ROOT)}: {target}" for page, target in links
+              if not (page.parent / target).exists()]
+    assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+
+
+def test_the_readme_links_every_docs_page():
+    readme = set(markdown_links(ROOT / "README.md"))
+    pages = {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}
+    assert not pages - readme, f"docs/ pages the README does not link: {sorted(pages - readme)}"
+
+
 def test_nothing_depends_on_files_outside_the_repository():
     folder = "shared" + "/"  # the workplace folder beside a clone, spelled so this line is no hit
     outside = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in tracked_files()
@@ -83,20 +105,32 @@ def variables_read():
     return found
 
 
-def readme_variables():
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Environment variables", 1)[1].split("\n## ", 1)[0]
-    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", section, re.M))
+ENVIRONMENT_DOC = ROOT / "docs" / "environment.md"
 
 
-def test_the_readme_table_lists_every_environment_variable_the_code_reads():
+def documented_variables():
+    """The variables of the table in docs/environment.md (its rows' first cells)."""
+    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", ENVIRONMENT_DOC.read_text(), re.M))
+
+
+def test_the_environment_table_lists_every_environment_variable_the_code_reads():
     read = variables_read()
     assert "BWDCONV_STRATEGY" in read and "BWDCONV_VENV" in read  # the patterns find reads
-    table = readme_variables()
+    table = documented_variables()
     missing = sorted(set(read) - table)
-    assert not missing, f"read by the code, not in README.md's table: {missing} ({read})"
+    assert not missing, f"read by the code, not in docs/environment.md's table: {missing} ({read})"
     stale = sorted(name for name in table - set(read) if name.startswith("BWDCONV_"))
-    assert not stale, f"in README.md's table, read by no code: {stale}"
+    assert not stale, f"in docs/environment.md's table, read by no code: {stale}"
+
+
+def test_the_doctors_meanings_cover_the_documented_variables():
+    from bwdconv import _variables
+
+    documented = {name for name in documented_variables() if name.startswith("BWDCONV_")}
+    assert documented, "docs/environment.md's table has BWDCONV_ rows"
+    assert documented == set(_variables.MEANINGS), (
+        "docs/environment.md and bwdconv/_variables.py (MEANINGS) differ: "
+        f"{sorted(documented ^ set(_variables.MEANINGS))}")
 
 
 def test_every_declared_pytest_marker_is_used():

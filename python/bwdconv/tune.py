@@ -25,7 +25,8 @@ from . import _tune
 from .bench.cli import add_layout_option, read_suite, split_lines, suite_path
 from .bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, DriverLineError, parse_line, \
     scale_case, with_layout
-from .bench.run import make_operands, progress
+from ._progress import progress_bar
+from .bench.run import make_operands
 
 
 def tune_case(case, device):
@@ -57,6 +58,20 @@ def tune_model(name, input_size, dtype, device):
     autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
     with bwdconv.enabled(), _tune.autotuning(), autocast:
         model(x).float().sum().backward()
+
+
+def tune_model_with_progress(name, input_size, dtype, device):
+    """tune_model, with one step of a progress bar per shape it tunes."""
+    with progress_bar(desc=f"tune {name}", unit="shape") as bar:
+        def starting(key):
+            bar.set_postfix_str(key.split(" | ")[6])
+            bar.update()
+
+        _tune._state.progress = starting
+        try:
+            tune_model(name, input_size, dtype, device)
+        finally:
+            _tune._state.progress = None
 
 
 def _short(key):
@@ -160,20 +175,14 @@ def main(argv=None):
     device = torch.device(args.device)
     _tune.BUDGET_SECONDS = args.budget
     before = set(bwdconv.decisions())
-    for index, case in enumerate(cases):
-        progress(index, len(cases), case.label())
-        tune_case(case, device)
-    if cases:
-        progress(len(cases), len(cases), "done")
+    with progress_bar(total=len(cases), desc="tune", unit="line") as bar:
+        for case in cases:
+            bar.set_postfix_str(case.label())
+            tune_case(case, device)
+            bar.update()
     if args.model:
-        tuned = []
-        _tune._state.progress = lambda key: (tuned.append(key), progress(
-            len(tuned) - 1, len(tuned), key.split(" | ")[6]))
-        try:
-            tune_model(args.model, [int(v) for v in args.input_size.split("x")],
-                       getattr(torch, args.dtype), device)
-        finally:
-            _tune._state.progress = None
+        tune_model_with_progress(args.model, [int(v) for v in args.input_size.split("x")],
+                                 getattr(torch, args.dtype), device)
     entries = bwdconv.decisions()
     new = {k: e for k, e in entries.items() if k not in before}
     print(f"\n{len(new)} new decisions ({len(entries)} in {_tune._cache.path()}); "

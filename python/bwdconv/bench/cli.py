@@ -11,10 +11,12 @@ import sys
 
 import torch
 
+from bwdconv._progress import progress_bar
+
 from . import device as dev
 from . import report
 from .driver import DTYPES, DriverLineError, parse_line, scale_case, with_layout
-from .run import progress, run_case
+from .run import run_case
 
 SUITE_DIRS = [
     pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "suites",  # source checkout
@@ -117,12 +119,13 @@ def main(argv=None):
           f"after {warmup} warm-up | copy bandwidth {copy_gbps:.1f} GB/s", flush=True)
 
     rows = []
-    for index, case in enumerate(cases):
-        scaled = scale_case(case, scale)
-        progress(index, len(cases), scaled.label())
-        rows += run_case(index, scaled, device, warmup, case.iterations or iterations, args.check,
-                         peaks, copy_gbps)
-    progress(len(cases), len(cases), "done")
+    with progress_bar(total=len(cases), desc="bench", unit="line") as bar:
+        for index, case in enumerate(cases):
+            scaled = scale_case(case, scale)
+            bar.set_postfix_str(scaled.label())
+            rows += run_case(index, scaled, device, warmup, case.iterations or iterations,
+                             args.check, peaks, copy_gbps)
+            bar.update()
     print(report.table(rows))
     out = report.write_all(args.out, meta, rows)
     written = ["results.json", "results.csv", "report.md"]

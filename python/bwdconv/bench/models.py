@@ -18,6 +18,7 @@ from torch import nn
 
 import bwdconv
 from bwdconv import _tune
+from bwdconv._progress import progress_bar
 
 from . import device as dev
 
@@ -53,7 +54,8 @@ def measure(name, make, shape, device, dtype, steps):
         plan = bwdconv.explain_model(model, x)
     sides = {"aten": _nothing, "bwdconv": _rules, "tuned": _tuned}
     times = {side: [] for side in sides}
-    for step in range(steps + 1):  # the first round warms up (and tunes)
+    # The first round warms up (and tunes).
+    for step in progress_bar(range(steps + 1), desc=name, unit="round"):
         for side, context in sides.items():
             with context(), autocast:
                 t = backward_ms(model, x, device)

@@ -2,7 +2,6 @@
 
 import math
 import statistics
-import sys
 
 import torch
 
@@ -293,14 +292,3 @@ def _roofline_fraction(row, case, peaks, copy_gbps):
     if compute:
         bound_s = max(bound_s, row["tflops"] * row["median_ms"] * 1e-3 / compute)
     return bound_s / (row["median_ms"] * 1e-3)
-
-
-def progress(done, total, label):
-    if not sys.stderr.isatty():
-        return
-    width = 30
-    filled = width * done // max(total, 1)
-    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label[:50]:50s}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
