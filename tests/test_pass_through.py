@@ -311,3 +311,16 @@ def test_the_python_path_is_taken_under_torch_compile():
         torch.compile(lambda x: F.conv2d(x, w, None, 2), backend=backend, fullgraph=True)(
             torch.randn(2, 4, 9, 9, requires_grad=True))
     assert any("bwdconv" in t for t in traced), traced
+
+
+def test_asymmetric_same_padding_planned_for_aten_passes_through():
+    """bwdconv pads an asymmetric 'same' call itself; planned for aten, it is
+    PyTorch's call all the same (its node, and its batched gradients)."""
+    x = torch.randn(1, 1, 1, 11, 12, dtype=torch.double, requires_grad=True)
+    w = torch.randn(1, 1, 1, 4, 4, dtype=torch.double, requires_grad=True)
+    with bwdconv.enabled():
+        assert F.conv3d(x, w, padding="same").grad_fn.name() == "ConvolutionBackward0"
+        assert torch.autograd.gradcheck(lambda a, b: F.conv3d(a, b, padding="same"), (x, w),
+                                        check_batched_grad=True)
+        with bwdconv.force_strategy("phase"):  # a strategy planned: bwdconv's node
+            assert F.conv3d(x, w, padding="same").grad_fn.name().startswith(OP_NODE)

@@ -231,8 +231,8 @@ def _why_not_now(request):
     operands = [request[n] for n in ("grad_output", "input", "weight") if request[n] is not None]
     # A wanted gradient is timed on grad_output and its other operand: the
     # weight for the input gradient, the input for the weight gradient.
-    needed = ["grad_output"] + ["weight"] * request["wants_input"] + \
-        ["input"] * request["wants_weight"]
+    needed = ["grad_output"] + ["weight"] * request.get("wants_input", False) + \
+        ["input"] * request.get("wants_weight", False)
     if any(request[n] is None for n in needed):
         return "no operands (explain, or a call whose operands come later)"
     if any(t.device.type == "meta" or isinstance(t, torch._subclasses.FakeTensor)

@@ -117,13 +117,23 @@ def _same_padding(input, weight, stride, dilation, groups, spatial_dims):
     left = [t // 2 for t in total]
     extra = [t - 2 * l for t, l in zip(total, left)]
     if any(extra):
-        _warn_as_aten_for_asymmetric_same_padding(input, weight, stride, dilation, groups,
-                                                  spatial_dims)
         pad_last_dim_first = []
         for e in reversed(extra):
             pad_last_dim_first += [0, e]
         input = _pad(input, pad_last_dim_first)
-    return input, left
+    return input, left, any(extra)
+
+
+# What _planned_convolution returns for a call whose plan is aten's alone:
+# the caller hands the arguments as given to the original function.
+PASS_THROUGH = object()
+
+
+def _routed(spatial_dims, input, weight, bias, stride, padding, dilation, groups):
+    """Whether an eager call whose arguments bwdconv normalised itself is
+    planned for aten alone (docs/DESIGN.md, "Pass-through")."""
+    return not (export_ops or _observers or _is_compiling()) and _C.functional_passes_through(
+        spatial_dims, (input, weight, bias, stride, padding, dilation, groups), None)
 
 
 def _planned_convolution(input, weight, bias, stride, padding, dilation, groups, spatial_dims):
@@ -136,7 +146,14 @@ def _planned_convolution(input, weight, bias, stride, padding, dilation, groups,
         if padding == "valid":
             padding = [0] * spatial_dims
         elif padding == "same":
-            input, padding = _same_padding(input, weight, stride, dilation, groups, spatial_dims)
+            input, padding, asymmetric = _same_padding(input, weight, stride, dilation, groups,
+                                                       spatial_dims)
+            # The router reads 'same' padding only where it is symmetric.
+            if _routed(spatial_dims, input, weight, bias, stride, padding, dilation, groups):
+                return PASS_THROUGH
+            if asymmetric:
+                _warn_as_aten_for_asymmetric_same_padding(input, weight, stride, dilation,
+                                                          groups, spatial_dims)
         else:
             raise ValueError(f"Invalid padding string '{padding}', should be 'same' or 'valid'")
     else:
@@ -207,7 +224,9 @@ def _call(kind, spatial_dims, args, kwargs):
         arguments = None
     if arguments is not None and _plans(*arguments[:3], gradient_needed=kind.gradient_needed):
         try:
-            return kind.planned(*arguments, spatial_dims)
+            result = kind.planned(*arguments, spatial_dims)
+            if result is not PASS_THROUGH:
+                return result
         except (RuntimeError, ValueError, TypeError, IndexError):
             pass  # an invalid call: the original raises PyTorch's own error
     return original(*args, **kwargs)
