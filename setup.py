@@ -9,16 +9,27 @@ plain C++, run on the CPU grid executor for CPU tensors when asked).
 - ROCm torch: the same kernel sources through torch's hipify and hipcc;
   PYTORCH_ROCM_ARCH is respected and defaults to gfx90a and gfx940.
 BWDCONV_FORCE_CPU=1 skips the kernels; BWDCONV_DEBUG=1 builds without optimisation.
+A torch older than python/bwdconv/_version.py's TORCH_MINIMUM is refused.
 """
 
 import glob
 import os
+import runpy
 
+import torch
 from setuptools import find_packages, setup
-from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 DEBUG = os.environ.get("BWDCONV_DEBUG", "0") == "1"
+# The oldest supported torch and why it is that one: python/bwdconv/_version.py,
+# run alone (bwdconv is not importable before it is built).
+VERSION = runpy.run_path(os.path.join(ROOT, "python", "bwdconv", "_version.py"))
+TOO_OLD = VERSION["too_old_message"](torch.__version__)
+if TOO_OLD is not None:
+    raise SystemExit(f"error: {TOO_OLD}")
+
+# After the check: importing it prints torch's notes on CUDA and ROCm.
+from torch.utils import cpp_extension  # noqa: E402
 
 
 def sources(pattern):
@@ -29,8 +40,6 @@ def gpu_toolchain():
     """'cuda', 'hip' or None: which kernel build this torch and machine allow."""
     if os.environ.get("BWDCONV_FORCE_CPU", "0") == "1":
         return None
-    import torch
-
     if torch.version.hip is not None and cpp_extension.ROCM_HOME is not None:
         return "hip"
     if torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None:
@@ -80,5 +89,5 @@ setup(
         "console_scripts": ["bwdconv-bench=bwdconv.bench:main", "bwdconv-demo=bwdconv.demo:main"]
     },
     python_requires=">=3.10",
-    install_requires=["torch>=2.6"],
+    install_requires=[f"torch>={VERSION['TORCH_MINIMUM']}"],
 )
