@@ -3,7 +3,7 @@
 # supported torch release from PyPI and runs a smoke subset of pytest.
 #
 #   bash scripts/torch_matrix.sh              # every supported minor (SUPPORTED below)
-#   bash scripts/torch_matrix.sh 2.7.1 2.15.0 # just these releases
+#   bash scripts/torch_matrix.sh 2.8.0 2.15.0 # just these releases
 #   bash scripts/torch_matrix.sh oldest       # the oldest supported release
 #
 # Per release, under ~/.cache/bwdconv/matrix/<version>, reused by re-runs:
@@ -26,7 +26,7 @@ MATRIX_DIR="$HOME/.cache/bwdconv/matrix"
 # The newest patch of every minor from the declared minimum
 # (python/bwdconv/_version.py) to the newest release on PyPI when this list
 # was last checked.
-SUPPORTED=(2.7.1 2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0)
+SUPPORTED=(2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0)
 # Whole files, no -k filter (about a minute per release on 2 cores).
 SMOKE_TESTS=(tests/test_ops.py tests/test_compat.py tests/test_aten_scope.py tests/test_compile.py
              tests/test_transforms.py)

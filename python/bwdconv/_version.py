@@ -8,15 +8,18 @@ Plain Python only: no import of torch or of the package.
 
 import re
 
-# The oldest minor release scripts/torch_matrix.sh builds and tests. Not 2.6:
-# the functional scope tells torch.export's tracing from other calls by
-# torch.compiler's exporting flag (python/bwdconv/functional.py,
-# _tracing_for_an_artifact), which torch 2.6 does not have.
-TORCH_MINIMUM = "2.7"
+# The oldest minor release scripts/torch_matrix.sh builds and tests. Older
+# releases lack what bwdconv is built on:
+# - 2.7: aten::bmm and aten::baddbmm with an out_dtype, which splitk's GEMMs
+#   use to sum float16/bfloat16 operands into fp32 partials without copying
+#   them to fp32 first (csrc/ops/splitk.cpp, gemm);
+# - 2.6: torch.compiler's exporting flag, by which the functional scope tells
+#   torch.export's tracing from other calls (python/bwdconv/functional.py).
+TORCH_MINIMUM = "2.8"
 
 
 def release(version):
-    """(major, minor) of a torch version string: "2.7.1+cu126" -> (2, 7)."""
+    """(major, minor) of a torch version string: "2.8.0+cu128" -> (2, 8)."""
     match = re.match(r"(\d+)\.(\d+)", str(version))
     if match is None:
         raise ValueError(f"not a torch version: {version!r}")
