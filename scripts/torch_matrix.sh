@@ -36,7 +36,7 @@ TOOLS=(numpy pytest expecttest ninja pybind11 "setuptools<82" wheel)
 wait_for_pause_file() {
   local file="${BWDCONV_MATRIX_PAUSE_FILE:-}"
   while [ -n "$file" ] && [ -e "$file" ]; do
-    echo "   ($file exists: waiting)"
+    echo "   ($file exists: waiting)" >&2  # stdout may be a result being read
     sleep 30
   done
 }
