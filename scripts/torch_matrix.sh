@@ -13,7 +13,8 @@
 #               and no object file is shared between releases;
 #   build.log, test.log.
 # Ends with one line per release: build ok/failed, tests passed/failed/
-# skipped, seconds. Exits non-zero when any build or test failed.
+# skipped/xfailed, seconds (the build's and the tests' exclude time spent
+# waiting for the pause file; the total includes it and the install). Exits non-zero when any build or test failed.
 #
 # MAX_JOBS: parallel compile jobs (default: torch's choice).
 # BWDCONV_MATRIX_PAUSE_FILE: while this file exists, wait before each install,
@@ -62,7 +63,6 @@ copy_tree() {
 
 build() {
   local venv="$1" src="$2" log="$3"
-  wait_for_pause_file
   # --no-deps: pip must not swap the torch under test for another.
   (cd "$src" && PATH="$venv/bin:$PATH" BWDCONV_FORCE_CPU=1 \
     "$venv/bin/pip" install --no-build-isolation --no-deps --force-reinstall . ) > "$log" 2>&1
@@ -73,7 +73,6 @@ build() {
 # xfailed" (failed counts errors too).
 smoke_tests() {
   local venv="$1" src="$2" log="$3"
-  wait_for_pause_file
   (cd "$src" && "$venv/bin/python" -m pytest "${SMOKE_TESTS[@]}" -q -p no:cacheprovider) > "$log" 2>&1
   local summary
   summary="$(grep -E "^(=+ )?[0-9]+ (passed|failed|skipped|error)" "$log" | tail -n 1)"
@@ -92,16 +91,19 @@ run_release() {
   fi
   echo "== torch $version: building a copy in $src" >&2
   copy_tree "$src"
+  wait_for_pause_file
   local build_start=$SECONDS
   if build "$venv" "$src" "$dir/build.log"; then
     build_state="ok"
   else
     grep -E "error|Error" "$dir/build.log" | head -n 20 >&2
   fi
-  local build_seconds=$((SECONDS - build_start)) test_start=$SECONDS
+  local build_seconds=$((SECONDS - build_start)) test_start
   local passed=0 failed=0 skipped=0 xfailed=0
   if [ "$build_state" = ok ]; then
     echo "== torch $version: smoke tests" >&2
+    wait_for_pause_file
+    test_start=$SECONDS
     read -r passed failed skipped xfailed < <(smoke_tests "$venv" "$src" "$dir/test.log")
     tests="$passed passed, $failed failed, $skipped skipped, $xfailed xfailed ($((SECONDS - test_start)) s)"
     grep -E "^(FAILED|ERROR) " "$dir/test.log" >&2
