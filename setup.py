@@ -15,18 +15,29 @@ directory each time) recompiles only the sources that changed or include a
 header that did (ninja's dependency files).
 Beside the extension the build writes _build.json: what it was built with
 (toolchain, architectures, flags, torch), which `python -m bwdconv` reports.
+A torch older than python/bwdconv/_version.py's TORCH_MINIMUM is refused.
 """
 
 import glob
 import json
 import os
 import re
+import runpy
 
+import torch
 from setuptools import find_packages, setup
-from torch.utils import cpp_extension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 DEBUG = os.environ.get("BWDCONV_DEBUG", "0") == "1"
+# The oldest supported torch and why it is that one: python/bwdconv/_version.py,
+# run alone (bwdconv is not importable before it is built).
+VERSION = runpy.run_path(os.path.join(ROOT, "python", "bwdconv", "_version.py"))
+TOO_OLD = VERSION["too_old_message"](torch.__version__)
+if TOO_OLD is not None:
+    raise SystemExit(f"error: {TOO_OLD}")
+
+# After the check: importing it prints torch's notes on CUDA and ROCm.
+from torch.utils import cpp_extension  # noqa: E402
 
 
 def sources(pattern):
@@ -37,8 +48,6 @@ def gpu_toolchain():
     """'cuda', 'hip' or None: which kernel build this torch and machine allow."""
     if os.environ.get("BWDCONV_FORCE_CPU", "0") == "1":
         return None
-    import torch
-
     if torch.version.hip is not None and cpp_extension.ROCM_HOME is not None:
         return "hip"
     if torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None:
@@ -139,5 +148,5 @@ setup(
         ]
     },
     python_requires=">=3.10",
-    install_requires=["torch>=2.6", "tqdm"],
+    install_requires=[f"torch>={VERSION['TORCH_MINIMUM']}", "tqdm"],
 )

@@ -14,7 +14,7 @@ from bwdconv import _cache, _tune, _variables, doctor
 from bwdconv._library import _C
 
 KEYS = {
-    "versions": {"bwdconv", "torch", "torch_cuda", "torch_hip", "python"},
+    "versions": {"bwdconv", "torch", "torch_required", "torch_cuda", "torch_hip", "python"},
     "build": {"gpu_kernels", "toolchain", "architectures", "debug", "compile_args",
               "built_against_torch", "record", "torch_arch_list"},
     "device": {"cpu", "threads", "gpus"},
@@ -39,6 +39,7 @@ def test_versions_are_the_running_ones():
     v = doctor.report()["versions"]
     assert (v["bwdconv"], v["torch"], v["torch_cuda"]) == \
         (bwdconv.__version__, torch.__version__, torch.version.cuda)
+    assert v["torch_required"] == f"torch>={bwdconv._version.TORCH_MINIMUM}"  # as setup.py
 
 
 def test_the_build_record_agrees_with_the_extension():

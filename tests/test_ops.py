@@ -7,6 +7,7 @@ import torch
 from torch.testing._internal.optests import opcheck
 
 import bwdconv
+from bwdconv._version import release
 from conftest import aten_gradients
 
 # (input size, weight size, stride, padding, dilation, groups): 1-3 spatial
@@ -153,7 +154,15 @@ def test_opcheck(case, channels_last):
             (dy, x, w, stride, padding, dilation, groups))
 
 
-@pytest.mark.parametrize("channels_last", [False, True])
+# Before torch 2.11, aten.convolution_backward's meta function gave contiguous
+# gradients whatever the operands' layout, unlike aten's own kernels (channels_last
+# here); bwdconv follows the rule 2.11 fixed the meta function to.
+OLD_CONVOLUTION_BACKWARD_META = release(torch.__version__) < (2, 11)
+
+
+@pytest.mark.parametrize("channels_last", [False, pytest.param(True, marks=pytest.mark.xfail(
+    OLD_CONVOLUTION_BACKWARD_META, strict=True,
+    reason="this torch's meta function ignores the channels_last layout its kernels give"))])
 def test_gradient_layout_matches_pytorch_meta(channels_last):
     x, w, _ = make_operands(CASES[2], dtype=torch.float32)
     if channels_last:

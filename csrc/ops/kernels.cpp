@@ -2,7 +2,9 @@
 
 #include <atomic>
 
-#include <c10/core/impl/VirtualGuardImpl.h>
+#if defined(BWDCONV_WITH_GPU_KERNELS)
+#include <ATen/cuda/CUDAContext.h>
+#endif
 
 namespace bwdconv::ops {
 
@@ -34,8 +36,17 @@ void set_kernel_switches(KernelSwitches switches) {
 bool runs_kernels(const at::Tensor& t) { return !t.is_cpu() || kernel_switches().on_host; }
 
 hip::NativeStream current_stream(const at::Tensor& t) {
-  const c10::impl::VirtualGuardImpl guard(t.device().type());
-  return guard.getStream(t.device()).native_handle();
+#if defined(BWDCONV_WITH_GPU_KERNELS)
+  // Every supported torch has this getter (c10::Stream::native_handle, the
+  // device-generic route, is missing from older ones); in a ROCm build
+  // torch's hipify turns it into HIP's, whose stream() is the hipStream_t.
+  return at::cuda::getCurrentCUDAStream(t.device().index()).stream();
+#else
+  // No device launcher of this build takes a stream: each reports that the
+  // kernels are missing (csrc/hip/without_device/).
+  static_cast<void>(t);
+  return nullptr;
+#endif
 }
 
 void check_launch(hip::LaunchError error, const char* kernel) {

@@ -29,8 +29,8 @@ void set_kernel_switches(KernelSwitches switches);
 // GPUs, on the CPU when switched on.
 bool runs_kernels(const at::Tensor& t);
 
-// The native handle of the stream torch is using on `t`'s device (c10's
-// device-generic guard: the same code for CUDA and ROCm).
+// The native handle of the stream torch is using on `t`'s device
+// (cudaStream_t or hipStream_t); null in a build without GPU kernels.
 hip::NativeStream current_stream(const at::Tensor& t);
 
 // Throws, naming the kernel, when a launch reported an error.

@@ -1,7 +1,14 @@
 """Loads the compiled operator library and registers its fake (meta) kernels."""
 
 import torch
-from torch._prims_common import suggest_memory_format
+
+from ._version import check_torch
+
+# A torch older than the supported minimum gets one clear error here, before
+# anything of bwdconv (or of torch it relies on) is loaded.
+check_torch(torch.__version__)
+
+from torch._prims_common import suggest_memory_format  # noqa: E402
 
 try:
     from . import _C

@@ -28,6 +28,8 @@ MEANINGS = {
     "BWDCONV_VENV": ("scripts", "the virtual environment the scripts create and use"),
     "BWDCONV_TORCH": ("scripts", "the torch requirement setup.sh installs"),
     "BWDCONV_TORCHVISION": ("scripts", "the torchvision requirement setup.sh installs"),
+    "BWDCONV_MATRIX_PAUSE_FILE": ("scripts", "torch_matrix.sh waits while this file exists"),
+    "BWDCONV_CI_OLDEST_TORCH": ("scripts", "1: CI also smoke-tests the oldest supported torch"),
     "BWDCONV_CMAKE_BUILD": ("scripts", "the CMake build directory of test.sh"),
     "BWDCONV_GPU_STEPS": ("scripts", "the gpu_check.sh steps to run"),
     "BWDCONV_GPU_BUDGET": ("scripts", "seconds for the whole gpu_check.sh"),

@@ -20,7 +20,7 @@ import torch
 
 import bwdconv
 
-from . import _cache, _tune, _variables
+from . import _cache, _tune, _variables, _version
 from ._library import _C
 
 BUILD_RECORD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build.json")
@@ -37,6 +37,7 @@ def read_build_record(path=BUILD_RECORD):
 
 def versions():
     return {"bwdconv": bwdconv.__version__, "torch": torch.__version__,
+            "torch_required": f"torch>={_version.TORCH_MINIMUM}",
             "torch_cuda": torch.version.cuda, "torch_hip": torch.version.hip,
             "python": platform.python_version()}
 
@@ -166,7 +167,8 @@ def text(facts):
     torch_build = "CPU" if not (v["torch_cuda"] or v["torch_hip"]) else \
         f"CUDA {v['torch_cuda']}" if v["torch_cuda"] else f"ROCm/HIP {v['torch_hip']}"
     return [
-        f"bwdconv {v['bwdconv']}, torch {v['torch']} ({torch_build}), python {v['python']}",
+        f"bwdconv {v['bwdconv']}, torch {v['torch']} ({torch_build}; supported: "
+        f"{v['torch_required']}), python {v['python']}",
         f"built against torch: {_shown(b['built_against_torch'])}"
         + ("" if b["record"] else " (no build record)"),
         f"GPU kernels: {_kernel_line(b)}",
