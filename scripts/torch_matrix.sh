@@ -32,7 +32,7 @@ SUPPORTED=(2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0)
 SMOKE_TESTS=(tests/test_ops.py tests/test_compat.py tests/test_aten_scope.py tests/test_compile.py
              tests/test_transforms.py)
 # What the build and the smoke tests need besides torch (no torchvision: no smoke test uses it).
-TOOLS=(numpy pytest expecttest ninja pybind11 "setuptools<82" wheel)
+TOOLS=(numpy pytest expecttest ninja pybind11 "setuptools<82" wheel tqdm)
 
 wait_for_pause_file() {
   local file="${BWDCONV_MATRIX_PAUSE_FILE:-}"
