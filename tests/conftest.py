@@ -22,6 +22,34 @@ def restore_bwdconv_state():
     bwdconv._explain._C.set_forcing(None, None)
 
 
+@pytest.fixture
+def fresh_tuning(tmp_path, monkeypatch):
+    """An empty decisions cache of the test's own, no decisions in memory,
+    short tuning; afterwards autotuning off, real timing and call costs,
+    nothing corrupted, no decisions."""
+    from bwdconv import _cache, _tune
+
+    monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_tune, "KEY_SECONDS", 0.05)
+    monkeypatch.setattr(_tune._state, "cache", _cache.DecisionCache())
+    bwdconv._library._C.forget_decisions(True)
+    yield
+    _tune.set_autotune(False)
+    _tune._state.timer = None
+    _tune._state.call_cost = None
+    bwdconv._library._C._set_corrupted_strategy(None)
+    bwdconv._library._C.forget_decisions(True)
+
+
+def free_port():
+    """A TCP port free on the loopback interface (for a process group)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def aten_gradients(grad_output, input, weight, stride, padding, dilation, groups):
     """Reference input and weight gradients from aten.convolution_backward."""
     grad_input, grad_weight, _ = torch.ops.aten.convolution_backward(

@@ -165,15 +165,24 @@ def test_suites_parse(suite):
     assert len({c.to_line() for c in cases}) == len(cases), "a suite lists a conv twice"
 
 
-def test_tiny_suite_end_to_end(tmp_path, capsys):
-    suite = tmp_path / "tiny.txt"
-    suite.write_text("# two shapes\n"
-                     "conv -n 2 -c 4 -H 9 -W 9 -k 8 -y 1 -x 1 -u 2 -v 2 -F 2\n"
-                     "conv -n 1 -c 2 --in_d 5 -H 6 -W 6 -k 2 --fil_d 3 -y 3 -x 3 --pad_d 1 "
-                     "-p 1 -q 1 --conv_stride_d 2 -u 2 -v 2 --spatial_dim 3 -F 7\n")
+def run_checked_suite(tmp_path, name, lines):
+    """The bench on a suite file of `lines` at full size, two checked
+    iterations on the CPU; returns its output directory."""
+    suite = tmp_path / f"{name}.txt"
+    suite.write_text(lines)
     out = tmp_path / "out"
     assert bench_main(["--suite", str(suite), "--scale", "1", "--iter", "2", "--warmup", "1",
                        "--check", "--device", "cpu", "--out", str(out)]) == 0
+    return out
+
+
+def test_tiny_suite_end_to_end(tmp_path, capsys):
+    out = run_checked_suite(
+        tmp_path, "tiny",
+        "# two shapes\n"
+        "conv -n 2 -c 4 -H 9 -W 9 -k 8 -y 1 -x 1 -u 2 -v 2 -F 2\n"
+        "conv -n 1 -c 2 --in_d 5 -H 6 -W 6 -k 2 --fil_d 3 -y 3 -x 3 --pad_d 1 "
+        "-p 1 -q 1 --conv_stride_d 2 -u 2 -v 2 --spatial_dim 3 -F 7\n")
     printed = capsys.readouterr().out
     assert "swap1x1" in printed and "bwd_weight" in printed
     data = json.loads((out / "results.json").read_text())
@@ -199,13 +208,11 @@ def test_transposed_suite_end_to_end(tmp_path, capsys):
     """A transposed line times its forward (aten's transposed convolution and
     every input-gradient strategy that serves the matching convolution), its
     input gradient (aten alone) and its weight gradient, each checked."""
-    suite = tmp_path / "trans.txt"
-    suite.write_text("conv -m trans -n 2 -c 8 -H 5 -W 5 -k 4 -y 2 -x 2 -u 2 -v 2 -F 7\n"
-                     "conv -m trans -n 1 -c 4 -H 4 -W 5 -k 6 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 "
-                     "-Y 1 -X 1 -F 1 --in_layout NHWC --out_layout NHWC\n")
-    out = tmp_path / "out"
-    assert bench_main(["--suite", str(suite), "--scale", "1", "--iter", "2", "--warmup", "1",
-                       "--check", "--device", "cpu", "--out", str(out)]) == 0
+    out = run_checked_suite(
+        tmp_path, "trans",
+        "conv -m trans -n 2 -c 8 -H 5 -W 5 -k 4 -y 2 -x 2 -u 2 -v 2 -F 7\n"
+        "conv -m trans -n 1 -c 4 -H 4 -W 5 -k 6 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 "
+        "-Y 1 -X 1 -F 1 --in_layout NHWC --out_layout NHWC\n")
     results = json.loads((out / "results.json").read_text())["results"]
     assert all(r["status"] == "ok" for r in results), [r for r in results if r["status"] != "ok"]
     rows = {(r["index"], r["direction"], r["strategy"]) for r in results}
@@ -250,13 +257,11 @@ def test_the_bench_shows_each_line_it_runs_on_a_terminal(tmp_path, monkeypatch, 
 def test_both_swap1x1_writers_are_timed_where_both_serve(tmp_path):
     """A channels_last 1x1 stride-2 case whose slots form one strided batch
     gets a row per writer; an NCHW one gets the single swap1x1 row."""
-    suite = tmp_path / "writers.txt"
-    suite.write_text("conv -n 2 -c 4 -H 8 -W 9 -k 8 -y 1 -x 1 -u 2 -v 2 -F 2 "
-                     "--in_layout NHWC --out_layout NHWC\n"
-                     "conv -n 2 -c 4 -H 8 -W 9 -k 8 -y 1 -x 1 -u 2 -v 2 -F 2\n")
-    out = tmp_path / "out"
-    assert bench_main(["--suite", str(suite), "--scale", "1", "--iter", "2", "--warmup", "1",
-                       "--check", "--device", "cpu", "--out", str(out)]) == 0
+    out = run_checked_suite(
+        tmp_path, "writers",
+        "conv -n 2 -c 4 -H 8 -W 9 -k 8 -y 1 -x 1 -u 2 -v 2 -F 2 "
+        "--in_layout NHWC --out_layout NHWC\n"
+        "conv -n 2 -c 4 -H 8 -W 9 -k 8 -y 1 -x 1 -u 2 -v 2 -F 2\n")
     results = json.loads((out / "results.json").read_text())["results"]
     assert all(r["status"] == "ok" for r in results)
     names = {(r["index"], r["strategy"]) for r in results if r["strategy"].startswith("swap1x1")}

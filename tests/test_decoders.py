@@ -4,7 +4,6 @@ scopes as without it, eager, compiled and under DDP, and the models bench
 times them."""
 
 import os
-import socket
 
 import pytest
 import torch
@@ -15,6 +14,7 @@ from torch import nn
 import bwdconv
 from bwdconv.bench import models as models_bench
 from bwdconv.bench.decoders import DCGANGenerator, UNet
+from conftest import free_port
 
 DECODERS = {
     "unet": (lambda: UNet(width=4, depth=2), (2, 3, 16, 16)),
@@ -138,12 +138,6 @@ def _ddp_worker(rank, world, port, batches, results):
         dist.destroy_process_group()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ddp_two_processes_train_the_generator_as_one():
     g = torch.Generator().manual_seed(3)
     batches = [torch.randn(4, 8, 1, 1, dtype=torch.float64, generator=g) for _ in range(2)]
@@ -152,7 +146,7 @@ def test_ddp_two_processes_train_the_generator_as_one():
     reference.eval()
     expected = _train(reference, batches, reference.parameters())
     results = mp.get_context("spawn").Queue()
-    workers = mp.start_processes(_ddp_worker, args=(2, _free_port(), batches, results),
+    workers = mp.start_processes(_ddp_worker, args=(2, free_port(), batches, results),
                                  nprocs=2, join=False, start_method="spawn")
     got = results.get(timeout=120)  # before joining: rank 0 exits once its put is read
     while not workers.join():

@@ -3,7 +3,6 @@ and disabled on the CPU, eager and compiled, channels_last, the plans inside
 the models, and DistributedDataParallel with gloo."""
 
 import os
-import socket
 
 import pytest
 import torch
@@ -12,6 +11,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 import bwdconv
+from conftest import free_port
 
 torchvision = pytest.importorskip("torchvision")
 
@@ -200,12 +200,6 @@ class _Scaled(nn.Module):
         return self.inner(x) * self.factor ** 0.5
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_ddp_two_processes_match_one_process():
     steps = 3
     g = torch.Generator().manual_seed(3)
@@ -214,7 +208,7 @@ def test_ddp_two_processes_match_one_process():
     expected = _train(SmallNet().double(), batches, steps)
     context = mp.get_context("spawn")
     results = context.Queue()
-    mp.start_processes(_ddp_worker, args=(2, _free_port(), batches, steps, results), nprocs=2,
+    mp.start_processes(_ddp_worker, args=(2, free_port(), batches, steps, results), nprocs=2,
                        join=True, start_method="spawn")
     got = results.get(timeout=60)
     for a, b in zip(got, expected, strict=True):

@@ -8,7 +8,7 @@ import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 
 import bwdconv
-from bwdconv import _cache, _tune
+from bwdconv import _tune
 from bwdconv._library import _C
 
 OP_NODE = "torch::autograd::CppNode<bwdconv::ops::"
@@ -245,19 +245,6 @@ def test_strict_forcing_that_cannot_serve_still_raises_in_backward():
         out = F.conv2d(x, w, None, 2)
         with pytest.raises(ValueError, match="swap1x1"):
             out.sum().backward()
-
-
-@pytest.fixture
-def fresh_tuning(tmp_path, monkeypatch):
-    monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(_tune, "KEY_SECONDS", 0.05)
-    _tune._state.cache = _cache.DecisionCache()
-    _C.forget_decisions(True)
-    yield
-    _tune.set_autotune(False)
-    _tune._state.timer = None
-    _tune._state.call_cost = None
-    _C.forget_decisions(True)
 
 
 @pytest.mark.parametrize("winner", bwdconv.strategies("weight"))

@@ -313,25 +313,20 @@ def test_explain_model_lists_transposed_layers_with_their_forward():
     assert "(transposed)" in str(explanation)
 
 
-def test_autotuning_a_transposed_training_step_tunes_forward_and_weight(tmp_path, monkeypatch):
+def test_autotuning_a_transposed_training_step_tunes_forward_and_weight(fresh_tuning):
     import warnings
 
-    from bwdconv import _cache, _tune
+    from bwdconv import _tune
 
-    monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(_tune._state, "cache", _cache.DecisionCache())
     module = nn.ConvTranspose2d(8, 4, 2, stride=2).double()
     x = torch.randn(2, 8, 6, 6, dtype=torch.double)
     expected = module_step(module, x)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # the tuner warns when it fails
-            with bwdconv.enabled(), _tune.autotuning():
-                for _ in range(2):
-                    got = module_step(module, x)
-        keys = list(bwdconv.decisions())
-    finally:
-        _tune.clear_decisions()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the tuner warns when it fails
+        with bwdconv.enabled(), _tune.autotuning():
+            for _ in range(2):
+                got = module_step(module, x)
+    keys = list(bwdconv.decisions())
     for a, e in zip(got, expected, strict=True):
         torch.testing.assert_close(a, e, rtol=1e-10, atol=1e-10)
     assert any("transposed forward" in k for k in keys), keys

@@ -24,19 +24,9 @@ ONE_BY_ONE = ((2, 8, 8, 8), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1)
 
 
 @pytest.fixture(autouse=True)
-def fresh_decisions(tmp_path, monkeypatch):
-    """Every test: an empty cache directory of its own, no decisions in
-    memory, autotuning off, real timing, nothing corrupted."""
-    monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path / "cache"))
+def fresh_decisions(fresh_tuning, monkeypatch):
+    """Every test: conftest's fresh_tuning, with a longer tuning per key."""
     monkeypatch.setattr(_tune, "KEY_SECONDS", 0.2)
-    _tune._state.cache = _cache.DecisionCache()
-    _C.forget_decisions(True)
-    yield
-    _tune.set_autotune(False)
-    _tune._state.timer = None
-    _tune._state.call_cost = None
-    _C._set_corrupted_strategy(None)
-    _C.forget_decisions(True)
 
 
 def operands(case, dtype=torch.float32, seed=0):

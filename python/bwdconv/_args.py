@@ -24,6 +24,14 @@ def expand(value, spatial_dims, name):
     return values
 
 
+def transposed_spatial_output(input, filter, stride, padding, dilation, output_padding):
+    """A transposed convolution's output sizes per spatial dim:
+    (I - 1)s - 2p + d(K - 1) + output_padding + 1 (docs/DESIGN.md,
+    "Transposed convolutions")."""
+    return [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, d, op in zip(
+        input, filter, stride, padding, dilation, output_padding)]
+
+
 def check_input_rank(input, spatial_dims):
     """True when `input` is unbatched; raises for a rank conv*d does not take."""
     if input.dim() == spatial_dims + 1:

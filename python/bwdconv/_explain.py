@@ -7,7 +7,7 @@ import os
 import torch
 
 from . import _tune
-from ._args import expand
+from ._args import expand, transposed_spatial_output
 from ._library import _C
 
 __all__ = [
@@ -152,9 +152,8 @@ def _sizes(x):
 def _transposed_output_size(input_size, weight_size, stride, padding, dilation, groups,
                             output_padding):
     """conv_transpose's output size: the matching convolution's input size."""
-    spatial = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, d, op in zip(
-        input_size[2:], weight_size[2:], stride, padding, dilation, output_padding)]
-    return [input_size[0], weight_size[1] * groups] + spatial
+    return [input_size[0], weight_size[1] * groups] + transposed_spatial_output(
+        input_size[2:], weight_size[2:], stride, padding, dilation, output_padding)
 
 
 def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=None,

@@ -49,6 +49,7 @@ import warnings
 import torch
 
 from . import _cache, _overhead
+from ._args import transposed_spatial_output
 from ._library import _C
 
 __all__ = ["autotuning", "set_autotune", "is_autotuning", "clear_decisions", "decisions"]
@@ -403,9 +404,9 @@ def _aten_transposed_forward(input, weight, output_size, stride, padding, dilati
     """aten's conv_transpose(input, weight) of this output size: what a
     transposed convolution's forward costs without bwdconv (the matching
     input gradient runs other kernels in aten)."""
-    output_padding = [
-        o - ((i - 1) * s - 2 * p + d * (k - 1) + 1) for o, i, k, s, p, d in zip(
-            output_size[2:], input.shape[2:], weight.shape[2:], stride, padding, dilation)]
+    without_padding = transposed_spatial_output(input.shape[2:], weight.shape[2:], stride,
+                                                padding, dilation, [0] * len(stride))
+    output_padding = [o - n for o, n in zip(output_size[2:], without_padding)]
     return torch.ops.aten.convolution(input, weight, None, stride, padding, dilation, True,
                                       output_padding, groups)
 

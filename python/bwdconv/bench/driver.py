@@ -18,6 +18,8 @@ import shlex
 
 import torch
 
+from bwdconv._args import transposed_spatial_output
+
 DTYPES = {"conv": torch.float32, "convfp16": torch.float16, "convbfp16": torch.bfloat16}
 DTYPE_COMMANDS = {v: k for k, v in DTYPES.items()}
 
@@ -114,9 +116,9 @@ class ConvCase:
 
     def transposed_output(self):
         """A transposed convolution's output sizes: (I-1)s - 2p + d(K-1) + op + 1."""
-        return tuple((i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, d, op in zip(
-            self.input, self.filter, self.stride, self.padding, self.dilation,
-            self.output_padding))
+        return tuple(transposed_spatial_output(self.input, self.filter, self.stride,
+                                               self.padding, self.dilation,
+                                               self.output_padding))
 
     def label(self):
         dims = "x".join(map(str, self.input))

@@ -126,6 +126,28 @@ def _training_models(device):
     return cases
 
 
+def step_ratios(step, device, steps):
+    """(without_ms, {mode: {ratio, ms, round_ratio_p25, round_ratio_p75}}):
+    `step` timed once per mode per round, the modes in a rotating order,
+    after two untimed rounds (warm-up, and tuning where it is on); the ratio
+    is median(without) / median(mode), the per-round ratios its spread."""
+    times = {m: [] for m in MODES}
+    for index in range(steps + 2):
+        for m in MODES[index % 3:] + MODES[:index % 3]:
+            with mode(m):
+                t = dev.time_ms(step, device, warmup=0, iterations=1)[0]
+            if index >= 2:
+                times[m].append(t)
+    median = {m: statistics.median(t) for m, t in times.items()}
+    cells = {}
+    for m in MODES[1:]:
+        ratios = [a / b for a, b in zip(times["without"], times[m])]
+        q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+        cells[m] = {"ratio": round(median["without"] / median[m], 3), "ms": round(median[m], 3),
+                    "round_ratio_p25": round(q1, 3), "round_ratio_p75": round(q3, 3)}
+    return round(median["without"], 3), cells
+
+
 def training_step_ratios(device, steps):
     """[{model, input, without_ms, <mode>: ratio, ...}]: one optimizer-free
     training step (forward, loss, backward) per mode, alternating."""
@@ -140,23 +162,8 @@ def training_step_ratios(device, steps):
             model.zero_grad(set_to_none=True)
             torch.nn.functional.cross_entropy(model(x), target).backward()
 
-        times = {m: [] for m in MODES}
-        for index in range(steps + 2):  # two warm-up rounds
-            order = MODES[index % 3:] + MODES[:index % 3]
-            for m in order:
-                with mode(m):
-                    t = dev.time_ms(step, device, warmup=0, iterations=1)[0]
-                if index >= 2:
-                    times[m].append(t)
-        median = {m: statistics.median(t) for m, t in times.items()}
-        row = {"model": name, "input": list(shape), "without_ms": round(median["without"], 3)}
-        for m in MODES[1:]:
-            # Per-round ratios give the spread; the median ratio is the result.
-            ratios = [a / b for a, b in zip(times["without"], times[m])]
-            q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
-            row[m] = {"ratio": round(median["without"] / median[m], 3), "ms": round(median[m], 3),
-                      "round_ratio_p25": round(q1, 3), "round_ratio_p75": round(q3, 3)}
-        results.append(row)
+        without_ms, cells = step_ratios(step, device, steps)
+        results.append({"model": name, "input": list(shape), "without_ms": without_ms, **cells})
     return results
 
 
@@ -216,26 +223,12 @@ def tuned_step_ratios(device, steps):
         for case in HELD_OUT:
             step = _held_out_step(case, device)
             known = set(_tune.decisions())
-            times = {m: [] for m in MODES}
-            with _tune.autotuning():
-                for index in range(steps + 2):  # the first round tunes, two warm up
-                    for m in MODES[index % 3:] + MODES[:index % 3]:
-                        with mode(m):
-                            t = dev.time_ms(step, device, warmup=0, iterations=1)[0]
-                        if index >= 2:
-                            times[m].append(t)
-            median = {m: statistics.median(t) for m, t in times.items()}
+            with _tune.autotuning():  # the first round tunes
+                without_ms, cells = step_ratios(step, device, steps)
             tuned = {k: e for k, e in _tune.decisions().items() if k not in known}
-            row = {"shape": case[0], "without_ms": round(median["without"], 3),
-                   "decisions": sorted({f"{g} {d['choice']}" for e in tuned.values()
-                                        for g, d in e["gradients"].items()})}
-            for m in MODES[1:]:
-                ratios = [a / b for a, b in zip(times["without"], times[m])]
-                q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
-                row[m] = {"ratio": round(median["without"] / median[m], 3),
-                          "ms": round(median[m], 3), "round_ratio_p25": round(q1, 3),
-                          "round_ratio_p75": round(q3, 3)}
-            results.append(row)
+            results.append({"shape": case[0], "without_ms": without_ms, **cells,
+                            "decisions": sorted({f"{g} {d['choice']}" for e in tuned.values()
+                                                 for g, d in e["gradients"].items()})})
         _tune.clear_decisions()
     _tune._state.cache = users_cache
     return results
@@ -246,26 +239,28 @@ def _print_tiny(rows):
     for r in rows:
         cells = "  ".join(f"{m} {r[m]['median_us']:+7.2f} [{r[m]['p25_us']:+.2f}, "
                           f"{r[m]['p75_us']:+.2f}]" for m in MODES[1:])
-        print(f"  {r['kind']:10s} {r['planned']:26s} {r['pass']:17s} without {r['without_us']:8.2f} us | {cells}")
+        print(f"  {r['kind']:10s} {r['planned']:26s} {r['pass']:17s} "
+              f"without {r['without_us']:8.2f} us | {cells}")
+
+
+def _ratio_cells(row):
+    return "  ".join(f"{m} {row[m]['ratio']:.3f} [{row[m]['round_ratio_p25']:.3f}-"
+                     f"{row[m]['round_ratio_p75']:.3f}]" for m in MODES[1:])
 
 
 def _print_training(rows):
     print("training steps: median(without) / median(mode), above 1 is faster "
           "(per-round ratio p25-p75)")
     for r in rows:
-        cells = "  ".join(f"{m} {r[m]['ratio']:.3f} [{r[m]['round_ratio_p25']:.3f}-"
-                          f"{r[m]['round_ratio_p75']:.3f}]" for m in MODES[1:])
         print(f"  {r['model']:24s} {'x'.join(map(str, r['input'])):12s} "
-              f"without {r['without_ms']:8.2f} ms | {cells}")
+              f"without {r['without_ms']:8.2f} ms | {_ratio_cells(r)}")
 
 
 def _print_tuned(rows):
     print("autotuned forward + backward on held-out shapes: median(without) / median(mode) "
           "(per-round ratio p25-p75), the decisions tuned")
     for r in rows:
-        cells = "  ".join(f"{m} {r[m]['ratio']:.3f} [{r[m]['round_ratio_p25']:.3f}-"
-                          f"{r[m]['round_ratio_p75']:.3f}]" for m in MODES[1:])
-        print(f"  {r['shape']:28s} without {r['without_ms']:8.2f} ms | {cells} | "
+        print(f"  {r['shape']:28s} without {r['without_ms']:8.2f} ms | {_ratio_cells(r)} | "
               f"{', '.join(r['decisions']) or '-'}")
 
 
