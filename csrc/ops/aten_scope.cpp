@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,31 +55,6 @@ std::optional<ConvGeometry> plannable_geometry(const at::Tensor& grad_output,
   }
 }
 
-// The geometry of the convolution matching conv_transpose(input, weight)
-// (docs/DESIGN.md, "Transposed convolutions"), when bwdconv plans it and, if
-// given, its input has `output_sizes` (a gradient of the transposed
-// convolution's output).
-std::optional<ConvGeometry> plannable_transposed_geometry(const at::Tensor& input,
-                                                          const at::Tensor& weight,
-                                                          const std::optional<at::Tensor>& bias,
-                                                          const ConvParams& params,
-                                                          at::IntArrayRef output_padding,
-                                                          at::OptionalIntArrayRef output_sizes) {
-  if (input.scalar_type() != weight.scalar_type() || input.device() != weight.device()) {
-    return std::nullopt;
-  }
-  try {
-    ConvGeometry geometry =
-        transposed_geometry("conv_transpose", input, weight, bias, params, output_padding);
-    if (output_sizes && at::IntArrayRef(input_sizes(geometry)) != *output_sizes) {
-      return std::nullopt;
-    }
-    return geometry;
-  } catch (const c10::Error&) {
-    return std::nullopt;
-  }
-}
-
 // The layout of a weight gradient aten's backend computes. Slow2d has no
 // grouped kernel: it computes each group's gradient alone, allocated in the
 // layout its slice of the weight (made dense in `format`) suggests, and
@@ -113,8 +89,8 @@ at::Tensor planned_convolution(const at::Tensor& input, const at::Tensor& weight
                                bool transposed, at::IntArrayRef output_padding, int64_t groups) {
   if (transposed) {
     const ConvParams params{stride, padding, dilation, groups};
-    if (auto geometry = plannable_transposed_geometry(input, weight, bias, params,
-                                                      output_padding, std::nullopt)) {
+    if (auto geometry =
+            plannable_transposed_geometry(input, weight, bias, params, output_padding)) {
       geometry->transposed = true;
       const BackwardCall call = backward_call(input, nullptr, &weight, true, false, params);
       return compute_transposed_forward(*plan_for(*geometry, &call), input, weight, bias,
@@ -138,6 +114,7 @@ std::unique_ptr<torch::Library> register_for(c10::DispatchKey key) {
 struct Registrations {
   std::mutex mutex;
   std::vector<std::unique_ptr<torch::Library>> libraries;
+  std::atomic<bool> enabled{false};  // read on every functional call, without the lock
 };
 
 Registrations& registrations() {
@@ -261,18 +238,16 @@ void enable_aten_scope() {
   if (!r.libraries.empty()) return;
   r.libraries.push_back(register_for(c10::DispatchKey::CPU));
   r.libraries.push_back(register_for(c10::DispatchKey::CUDA));
+  r.enabled = true;
 }
 
 void disable_aten_scope() {
   auto& r = registrations();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.libraries.clear();  // destroying a Library removes its registrations
+  r.enabled = false;
 }
 
-bool aten_scope_enabled() {
-  auto& r = registrations();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return !r.libraries.empty();
-}
+bool aten_scope_enabled() { return registrations().enabled.load(); }
 
 }  // namespace bwdconv::ops

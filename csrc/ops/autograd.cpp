@@ -135,6 +135,7 @@ class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunc
     at::AutoDispatchBelowADInplaceOrView guard;
     ctx->save_for_backward({input, weight});
     ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
+    ctx->saved_data["output_padding"] = output_padding.vec();
     SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
     return call_conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                                dilation);
@@ -145,6 +146,24 @@ class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunc
     const at::Tensor &input = saved[0], &weight = saved[1];
     const auto p = SavedParams::load(ctx);
     const at::Tensor& g = grads[0];
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    if (eager(g, input, weight) && !at::GradMode::is_enabled()) {
+      // No graph to record: PyTorch's own backward call (one
+      // aten::convolution_backward, transposed, for every gradient, where
+      // aten computes them together) with the weight gradient planned, as
+      // the aten scope serves it.
+      const std::vector<int64_t> bias_sizes{weight.size(1) * p.groups};
+      const std::vector<int64_t> output_padding =
+          ctx->saved_data["output_padding"].toIntVector();
+      at::AutoDispatchBelowADInplaceOrView guard;
+      auto [gi, gw, gb] = planned_convolution_backward(
+          g, input, weight,
+          has_bias ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), p.stride,
+          p.padding, p.dilation, /*transposed=*/true, output_padding, p.groups,
+          {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+           has_bias && ctx->needs_input_grad(2)});
+      return {gi, gw, gb, {}, {}, {}, {}, {}};
+    }
     at::Tensor grad_input, grad_weight, grad_bias;
     if (ctx->needs_input_grad(0)) {
       grad_input =
@@ -154,9 +173,7 @@ class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunc
       grad_weight = call_backward_weight(input, g, weight.sym_sizes(), p.stride, p.padding,
                                          p.dilation, p.groups);
     }
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) {
-      grad_bias = compute_grad_bias(g);
-    }
+    if (has_bias && ctx->needs_input_grad(2)) grad_bias = compute_grad_bias(g);
     return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}, {}};
   }
 };

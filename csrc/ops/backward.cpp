@@ -3,9 +3,11 @@
 #include <ATen/ops/convolution_native.h>
 
 #include <array>
+#include <atomic>
+#include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
-#include <atomic>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -18,14 +20,26 @@
 namespace bwdconv::ops {
 namespace {
 
-struct ForcingState {
-  std::mutex mutex;
-  Forcing forcing;
-};
+// The forcing packed in one word, so that every call reads it whole without a
+// lock: byte 0 the strategy + 1, byte 1 the swap1x1 writer + 1 (0: none),
+// bit 16 strict.
+std::atomic<uint32_t> packed_forcing{0};
 
-ForcingState& forcing_state() {
-  static ForcingState instance;
-  return instance;
+uint32_t pack(const Forcing& forcing) {
+  const auto plus_one = [](auto value) { return static_cast<uint32_t>(value) + 1; };
+  return (forcing.strategy ? plus_one(*forcing.strategy) : 0) |
+         (forcing.swap1x1_writer ? plus_one(*forcing.swap1x1_writer) : 0) << 8 |
+         (forcing.strict ? 1u : 0u) << 16;
+}
+
+Forcing unpack(uint32_t word) {
+  Forcing forcing;
+  if (const uint32_t strategy = word & 0xff) forcing.strategy = static_cast<Strategy>(strategy - 1);
+  if (const uint32_t writer = (word >> 8) & 0xff) {
+    forcing.swap1x1_writer = static_cast<Swap1x1Writer>(writer - 1);
+  }
+  forcing.strict = (word >> 16) & 1;
+  return forcing;
 }
 
 using Counts = std::array<std::array<std::atomic<int64_t>, kStrategyCount>, 2>;
@@ -45,15 +59,9 @@ void count_served(Gradient gradient, const GradientPlan& plan) {
   if (plan.measured) counter(served_measured, gradient, plan.strategy)++;
 }
 
-void set_forcing(const Forcing& forcing) {
-  std::lock_guard<std::mutex> lock(forcing_state().mutex);
-  forcing_state().forcing = forcing;
-}
+void set_forcing(const Forcing& forcing) { packed_forcing = pack(forcing); }
 
-Forcing current_forcing() {
-  std::lock_guard<std::mutex> lock(forcing_state().mutex);
-  return forcing_state().forcing;
-}
+Forcing current_forcing() { return unpack(packed_forcing.load()); }
 
 int64_t served_count(Gradient gradient, Strategy strategy, bool measured_only) {
   return counter(measured_only ? served_measured : served, gradient, strategy).load();
@@ -67,23 +75,28 @@ void reset_served_counts() {
   }
 }
 
-std::vector<int64_t> plan_key(const ConvGeometry& g, const Forcing& forcing) {
-  std::vector<int64_t> key{g.spatial_dims,
-                           g.batch,
-                           g.in_channels,
-                           g.out_channels,
-                           g.filter_in_channels,
-                           g.groups,
-                           static_cast<int64_t>(g.dtype),
-                           static_cast<int64_t>(g.layout),
-                           static_cast<int64_t>(g.device),
-                           forcing.strategy ? static_cast<int64_t>(*forcing.strategy) : -1,
-                           forcing.swap1x1_writer ? static_cast<int64_t>(*forcing.swap1x1_writer)
-                                                  : -1,
-                           forcing.strict ? 1 : 0,
-                           g.transposed ? 1 : 0};
-  for (const SpatialSizes* sizes :
-       {&g.input, &g.filter, &g.output, &g.stride, &g.padding, &g.dilation}) {
+std::vector<int64_t> plan_key(const ConvGeometry& g, const Forcing& forcing,
+                              size_t extra_capacity) {
+  const int64_t fields[] = {
+      g.spatial_dims,
+      g.batch,
+      g.in_channels,
+      g.out_channels,
+      g.filter_in_channels,
+      g.groups,
+      static_cast<int64_t>(g.dtype),
+      static_cast<int64_t>(g.layout),
+      static_cast<int64_t>(g.device),
+      forcing.strategy ? static_cast<int64_t>(*forcing.strategy) : -1,
+      forcing.swap1x1_writer ? static_cast<int64_t>(*forcing.swap1x1_writer) : -1,
+      forcing.strict ? 1 : 0,
+      g.transposed ? 1 : 0};
+  const SpatialSizes* lists[] = {&g.input,  &g.filter,  &g.output,
+                                 &g.stride, &g.padding, &g.dilation};
+  std::vector<int64_t> key;  // allocated once: it is built on every call
+  key.reserve(std::size(fields) + std::size(lists) * g.spatial_dims + extra_capacity);
+  key.insert(key.end(), std::begin(fields), std::end(fields));
+  for (const SpatialSizes* sizes : lists) {
     key.insert(key.end(), sizes->begin(), sizes->begin() + g.spatial_dims);
   }
   return key;

@@ -70,8 +70,9 @@ void set_forcing(const Forcing& forcing);
 Forcing current_forcing();
 
 // Every field a plan depends on, as a key (the plan cache's, and the start of
-// the measured decisions' key).
-std::vector<int64_t> plan_key(const ConvGeometry& geometry, const Forcing& forcing);
+// the measured decisions' key), with room for `extra_capacity` more.
+std::vector<int64_t> plan_key(const ConvGeometry& geometry, const Forcing& forcing,
+                              size_t extra_capacity = 0);
 
 // plan_for under the given forcing instead of the current one.
 std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,

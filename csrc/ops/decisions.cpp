@@ -25,11 +25,16 @@ class TuningScope {
   TuningScope& operator=(const TuningScope&) = delete;
 };
 
-// An entry: the decided plan, or nullptr when the rules decide this key.
+// Per key, the plan a call gets: the measured decision's, or the rules' when
+// they decide the key (so that a call needs this one lookup).
 struct DecisionTable {
+  struct Entry {
+    std::shared_ptr<const Plan> plan;
+    bool measured = false;
+  };
   static constexpr size_t kCapacity = 4096;
   std::mutex mutex;
-  std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
+  std::map<std::vector<int64_t>, Entry> plans;
   TuningHook hook;
 };
 
@@ -41,7 +46,7 @@ DecisionTable& table() {
 // The plan key, then what else can change a measurement: the weight's layout
 // (-1 without a weight tensor), which gradients are wanted, the device index.
 std::vector<int64_t> decision_key(const ConvGeometry& geometry, const BackwardCall& call) {
-  std::vector<int64_t> key = plan_key(geometry, Forcing{});
+  std::vector<int64_t> key = plan_key(geometry, Forcing{}, /*extra_capacity=*/3);
   key.push_back(call.weight_layout ? static_cast<int64_t>(*call.weight_layout) : -1);
   key.push_back(int64_t{call.wants_input} | (int64_t{call.wants_weight} << 1));
   key.push_back(call.device_index);
@@ -142,7 +147,7 @@ void forget_decisions(bool clear) {
     return;
   }
   for (auto it = t.plans.begin(); it != t.plans.end();) {
-    it = it->second ? std::next(it) : t.plans.erase(it);
+    it = it->second.measured ? std::next(it) : t.plans.erase(it);
   }
 }
 
@@ -153,22 +158,25 @@ DecisionLookup look_up_decision(const ConvGeometry& geometry, const BackwardCall
   TuningHook hook;
   {
     std::lock_guard<std::mutex> lock(t.mutex);
-    if (auto it = t.plans.find(key); it != t.plans.end()) return {it->second, false};
+    if (auto it = t.plans.find(key); it != t.plans.end()) return {it->second.plan, false};
     hook = t.hook;
   }
   if (!hook) return {};
+  auto rules = std::make_shared<const Plan>(make_plan(geometry));
   HookAnswer answer;
   {
     TuningScope scope;
-    answer = hook(geometry, call, make_plan(geometry));
+    answer = hook(geometry, call, *rules);
   }
   if (answer.kind == HookAnswer::ask_again) return {nullptr, true};
-  std::shared_ptr<const Plan> plan;
-  if (answer.kind == HookAnswer::decided) plan = make_decided_plan(geometry, answer.decision);
+  DecisionTable::Entry entry{rules, false};
+  if (answer.kind == HookAnswer::decided) {
+    if (auto decided = make_decided_plan(geometry, answer.decision)) entry = {decided, true};
+  }
   std::lock_guard<std::mutex> lock(t.mutex);
   if (t.plans.size() >= DecisionTable::kCapacity) t.plans.clear();
-  t.plans.insert_or_assign(std::move(key), plan);
-  return {plan, false};
+  t.plans.insert_or_assign(std::move(key), entry);
+  return {entry.plan, false};
 }
 
 at::Tensor gradient_with(Gradient gradient, Strategy strategy,

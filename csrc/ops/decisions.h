@@ -70,9 +70,11 @@ using TuningHook =
     std::function<HookAnswer(const ConvGeometry&, const BackwardCall&, const Plan& rules)>;
 void set_tuning_hook(TuningHook hook);
 
-// The plan a measured decision sets for this call (nullptr when the rules
-// decide), and whether the hook asked to be asked again: tuning is pending
-// for the key but was not possible now (no operands, graph capture...).
+// The plan a measured decision sets for this call, or the rules' plan when
+// the hook let the rules decide the key (nullptr when decisions are not
+// consulted for this call, or no hook is set), and whether the hook asked to be asked
+// again: tuning is pending for the key but was not possible now (no
+// operands, graph capture...).
 struct DecisionLookup {
   std::shared_ptr<const Plan> plan;
   bool pending = false;

@@ -245,13 +245,9 @@ Route route_transposed(const at::Tensor& input, const at::Tensor& weight,
                        int spatial_dims) {
   if (input.dim() != spatial_dims + 2) return Route::bwdconv;  // unbatched: the Python path
   const ConvParams params = arguments.params();
-  std::optional<ConvGeometry> geometry;
-  try {
-    geometry = transposed_geometry("conv_transpose", input, weight, bias, params,
-                                   arguments.output_padding);
-  } catch (const c10::Error&) {
-    return Route::original;  // invalid, or an output padding bwdconv does not plan
-  }
+  const std::optional<ConvGeometry> geometry =
+      plannable_transposed_geometry(input, weight, bias, params, arguments.output_padding);
+  if (!geometry) return Route::original;  // invalid, or an output padding bwdconv does not plan
   // The weight gradient is the matching convolution's, planned as such.
   ConvGeometry forward_geometry = *geometry;
   forward_geometry.transposed = true;

@@ -235,6 +235,27 @@ ConvGeometry transposed_geometry(const char* op, const at::Tensor& input,
   return backward_geometry(op, input, output_sizes, weight.sizes(), "weight", weight, params);
 }
 
+std::optional<ConvGeometry> plannable_transposed_geometry(const at::Tensor& input,
+                                                          const at::Tensor& weight,
+                                                          const std::optional<at::Tensor>& bias,
+                                                          const ConvParams& params,
+                                                          at::IntArrayRef output_padding,
+                                                          at::OptionalIntArrayRef output_sizes) {
+  if (input.scalar_type() != weight.scalar_type() || input.device() != weight.device()) {
+    return std::nullopt;
+  }
+  try {
+    ConvGeometry geometry =
+        transposed_geometry("conv_transpose", input, weight, bias, params, output_padding);
+    if (output_sizes && at::IntArrayRef(input_sizes(geometry)) != *output_sizes) {
+      return std::nullopt;
+    }
+    return geometry;
+  } catch (const c10::Error&) {
+    return std::nullopt;
+  }
+}
+
 at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes, at::MemoryFormat format) {
   return at::empty(sizes, like.options().memory_format(format));
 }

@@ -59,6 +59,15 @@ ConvGeometry transposed_geometry(const char* op, const at::Tensor& input,
                                  const std::optional<at::Tensor>& bias,
                                  const ConvParams& params, at::IntArrayRef output_padding);
 
+// transposed_geometry's answer when the call is valid and bwdconv plans it,
+// and, if given, the matching convolution's input has `output_sizes` (a
+// gradient of the transposed convolution's output); nothing otherwise (the
+// caller lets aten raise). See docs/DESIGN.md, "Transposed convolutions".
+std::optional<ConvGeometry> plannable_transposed_geometry(
+    const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+    const ConvParams& params, at::IntArrayRef output_padding,
+    at::OptionalIntArrayRef output_sizes = std::nullopt);
+
 // Checks grad_output against the sizes of the forward operands and the other
 // operand tensor (weight for the input gradient, input for the weight
 // gradient); returns the validated geometry of that forward convolution.

@@ -14,7 +14,10 @@ percentiles as its spread.
 
 The training steps (ResNet-18 and MobileNetV2 from torchvision, batch 2,
 64x64, float32; batch 32 at 224x224 too on a GPU) alternate the three modes
-step by step; the ratio is median(without) / median(mode): above 1 is faster.
+step by step, each timed step after an untimed one in its mode; the ratio
+is median(without) / median(mode): above 1 is faster. A fourth column,
+"null", times the steps without bwdconv again as if it were a mode: how far
+from 1 a ratio of identical code reads on this machine.
 
 With --tuned, shapes that no suite of the project contains are autotuned
 (the first call of each mode tunes; decisions from this run only) and a
@@ -37,12 +40,16 @@ import bwdconv
 from . import device as dev
 
 MODES = ("without", "functional", "aten")
+# The steps' null comparison: "without" timed again as if it were a mode, so
+# that its ratio (ideally 1) shows what the comparison resolves.
+NULL = "null"
+STEP_MODES = MODES + (NULL,)
 
 
 @contextlib.contextmanager
 def mode(name):
     """bwdconv as `name` says, for the body of a `with` block."""
-    if name == "without":
+    if name in ("without", NULL):
         yield
         return
     with bwdconv.enabled(name):
@@ -128,19 +135,25 @@ def _training_models(device):
 
 def step_ratios(step, device, steps):
     """(without_ms, {mode: {ratio, ms, round_ratio_p25, round_ratio_p75}}):
-    `step` timed once per mode per round, the modes in a rotating order,
-    after two untimed rounds (warm-up, and tuning where it is on); the ratio
-    is median(without) / median(mode), the per-round ratios its spread."""
-    times = {m: [] for m in MODES}
+    `step` timed once per mode per round, the modes (and the null
+    comparison) in a rotating order, after two untimed rounds (warm-up, and
+    tuning where it is on); each timed step follows an untimed one in the
+    same mode, so that no step pays for the switch (the aten scope
+    registers kernels with the dispatcher), as a user who enables once
+    never does. The ratio is median(without) / median(mode), the per-round
+    ratios its spread."""
+    times = {m: [] for m in STEP_MODES}
+    count = len(STEP_MODES)
     for index in range(steps + 2):
-        for m in MODES[index % 3:] + MODES[:index % 3]:
+        for m in STEP_MODES[index % count:] + STEP_MODES[:index % count]:
             with mode(m):
+                step()
                 t = dev.time_ms(step, device, warmup=0, iterations=1)[0]
             if index >= 2:
                 times[m].append(t)
     median = {m: statistics.median(t) for m, t in times.items()}
     cells = {}
-    for m in MODES[1:]:
+    for m in STEP_MODES[1:]:
         ratios = [a / b for a, b in zip(times["without"], times[m])]
         q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
         cells[m] = {"ratio": round(median["without"] / median[m], 3), "ms": round(median[m], 3),
@@ -245,7 +258,7 @@ def _print_tiny(rows):
 
 def _ratio_cells(row):
     return "  ".join(f"{m} {row[m]['ratio']:.3f} [{row[m]['round_ratio_p25']:.3f}-"
-                     f"{row[m]['round_ratio_p75']:.3f}]" for m in MODES[1:])
+                     f"{row[m]['round_ratio_p75']:.3f}]" for m in STEP_MODES[1:])
 
 
 def _print_training(rows):
