@@ -30,6 +30,7 @@ import contextlib
 import itertools
 import json
 import os
+import random
 import statistics
 import time
 
@@ -136,16 +137,17 @@ def _training_models(device):
 def step_ratios(step, device, steps):
     """(without_ms, {mode: {ratio, ms, round_ratio_p25, round_ratio_p75}}):
     `step` timed once per mode per round, the modes (and the null
-    comparison) in a rotating order, after two untimed rounds (warm-up, and
+    comparison) in an order drawn at random for each round (a fixed
+    rotation would always time one mode right after the same other), after two untimed rounds (warm-up, and
     tuning where it is on); each timed step follows an untimed one in the
     same mode, so that no step pays for the switch (the aten scope
     registers kernels with the dispatcher), as a user who enables once
     never does. The ratio is median(without) / median(mode), the per-round
     ratios its spread."""
     times = {m: [] for m in STEP_MODES}
-    count = len(STEP_MODES)
+    order = random.Random(0)
     for index in range(steps + 2):
-        for m in STEP_MODES[index % count:] + STEP_MODES[:index % count]:
+        for m in order.sample(STEP_MODES, len(STEP_MODES)):
             with mode(m):
                 step()
                 t = dev.time_ms(step, device, warmup=0, iterations=1)[0]
