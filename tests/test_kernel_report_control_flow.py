@@ -23,10 +23,7 @@ SASS = """\
 
 def sass_loop(listing):
     code = nvidia.parse_sass(listing)["_Z1kv"]
-    return loops.per_element_loop(code, nvidia.sass_is_store, nvidia.sass_keep,
-                                  lambda i: nvidia.sass_is_store(i) and i.opcode.endswith(".128"),
-                                  lambda i: i.opcode.startswith("LDG") and i.opcode.endswith(".128"),
-                                  lambda h: nvidia.sass_cycles_per_iteration(h)[0])
+    return loops.data_movement_loop(code, nvidia.SASS, None, False)["loop"]
 
 
 def test_sass_loop_is_found_by_its_back_edge():

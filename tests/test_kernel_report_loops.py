@@ -3,13 +3,7 @@ walk's, a dense walk's chunk loop and a staged walk's tile loop, on small
 hand-written SASS listings (tools/kernel_report/loops.py)."""
 from kernel_report import loops, nvidia
 
-
-def sass_loop(listing):
-    code = nvidia.parse_sass(listing)["_Z1kv"]
-    return loops.per_element_loop(code, nvidia.sass_is_store, nvidia.sass_keep,
-                                  lambda i: nvidia.sass_is_store(i) and i.opcode.endswith(".128"),
-                                  lambda i: i.opcode.startswith("LDG") and i.opcode.endswith(".128"),
-                                  lambda h: nvidia.sass_cycles_per_iteration(h)[0])
+ISA = nvidia.SASS  # the loop finders' reading of SASS
 
 
 # A row loop (0x10..0xb0) around a chunk loop (0x30..0x60) with a 16-byte
@@ -33,7 +27,8 @@ ROWS = """\
 
 
 def test_row_walk_paths():
-    loop = sass_loop(ROWS)
+    code = nvidia.parse_sass(ROWS)["_Z1kv"]
+    loop = loops.data_movement_loop(code, ISA, None, False)["loop"]
     assert loop["paths"]["copy"]["instructions"] == 4
     assert loop["row_overhead"]["instructions"] == 2 + 2  # IMAD, MOV; IADD3, BRA (row loop)
     assert loop["end_chunk"]["instructions"] == 3
@@ -99,12 +94,8 @@ DENSE_RUN = """\
 
 def test_dense_chunk_loop_paths():
     code = nvidia.parse_sass(DENSE_RUN)["_Z1kv"]
-    loop = loops.dense_chunk_loop(code, nvidia.sass_is_store, nvidia.sass_keep,
-                                  lambda i: nvidia.sass_is_store(i) and i.opcode.endswith(".128"),
-                                  lambda i: i.opcode.startswith("LDG") and i.opcode.endswith(".128"),
-                                  lambda i: i.opcode.startswith("IMAD.HI"),
-                                  lambda h: nvidia.sass_cycles_per_iteration(h)[0], 2,
-                                  lambda i: i.opcode.startswith("LDG") and not i.opcode.endswith(".128"))
+    loop = loops.dense_chunk_loop(code, ISA.is_store, ISA.keep, ISA.is_wide_store, ISA.is_wide_load,
+                                  ISA.is_division, ISA.cycles, 2, ISA.is_narrow_load)
     # interior: IADD3, BRA, BRA, BRA, LDG, LDG, STG.128, BRA, IADD3, ISETP, BRA
     # (3 integer: 6 cycles < 11 issued)
     assert loop["interior"] == {"instructions": 11, "cycles": 11}
@@ -155,10 +146,7 @@ STAGED_TILE = """\
 
 def test_staged_tile_loop_paths():
     code = nvidia.parse_sass(STAGED_TILE)["_Z1kv"]
-    loop = loops.staged_tile_loop(code, nvidia.sass_is_store, nvidia.sass_keep,
-                                  lambda i: nvidia.sass_is_store(i) and i.opcode.endswith(".128"),
-                                  lambda i: i.opcode.startswith("BAR"),
-                                  lambda h: nvidia.sass_cycles_per_iteration(h)[0])
+    loop = loops.staged_tile_loop(code, ISA.is_store, ISA.keep, ISA.is_wide_store, ISA.is_barrier, ISA.cycles)
     # tile: IADD3, BRA, BAR, LDS, LD, STS, BAR, LDS.128, BRA, STG.128, BRA, BAR, ISETP, BRA
     # (IADD3 and ISETP integer: 4 cycles < 14 issued)
     assert loop["tile"] == {"instructions": 14, "cycles": 14}

@@ -9,7 +9,7 @@ import re
 
 from .control_flow import Instruction
 from .devices import MI300X
-from .loops import dense_chunk_loop, per_element_loop, staged_tile_loop
+from .loops import Isa, data_movement_loop
 
 AMD_METADATA_KEYS = ("vgpr_count", "sgpr_count", "agpr_count", "group_segment_fixed_size",
                      "private_segment_fixed_size", "vgpr_spill_count", "sgpr_spill_count",
@@ -108,23 +108,31 @@ def amd_cycles_per_iteration(hist: dict[str, int]) -> tuple[int, dict[str, int]]
     return max(valu_cycles, turns), classes
 
 
+def amd_is_wide_store(ins: Instruction) -> bool:
+    return amd_is_store(ins) and ins.opcode.endswith("dwordx4")
+
+
+def amd_is_wide_load(ins: Instruction) -> bool:
+    return re.match(r"(global|buffer|flat)_load_dwordx4", ins.opcode) is not None
+
+
+def amd_is_narrow_load(ins: Instruction) -> bool:
+    return re.match(r"(global|buffer|flat)_load_(?!dwordx4)", ins.opcode) is not None
+
+
+AMD = Isa(keep=amd_keep, is_store=amd_is_store, is_wide_store=amd_is_wide_store,
+          is_wide_load=amd_is_wide_load, is_narrow_load=amd_is_narrow_load,
+          is_division=lambda ins: ins.opcode.startswith(("v_mul_hi_u32", "s_mul_hi_u32")),
+          is_barrier=lambda ins: ins.opcode == "s_barrier",
+          cycles=lambda hist: amd_cycles_per_iteration(hist)[0])
+
+
 def amd_code_facts(code: list[Instruction], role: str, dense: int | None = None,
                    staged: bool = False) -> dict:
     facts = {"instructions": sum(1 for ins in code if amd_keep(ins)),
              "mfma_instructions": sum(1 for ins in code if ins.opcode.startswith("v_mfma")),
              "scratch_instructions": sum(1 for ins in code if ins.opcode.startswith("scratch_")
                                          or re.match(r"buffer_(load|store)", ins.opcode) is not None)}
-    wide_store = lambda i: amd_is_store(i) and i.opcode.endswith("dwordx4")
-    wide_load = lambda i: re.match(r"(global|buffer|flat)_load_dwordx4", i.opcode) is not None
-    cycles = lambda h: amd_cycles_per_iteration(h)[0]
-    if role == "data_movement" and staged:
-        facts["staged_loop"] = staged_tile_loop(code, amd_is_store, amd_keep, wide_store,
-                                                lambda i: i.opcode == "s_barrier", cycles)
-    elif role == "data_movement" and dense:
-        narrow_load = lambda i: re.match(r"(global|buffer|flat)_load_(?!dwordx4)", i.opcode) is not None
-        facts["dense_loop"] = dense_chunk_loop(code, amd_is_store, amd_keep, wide_store, wide_load,
-                                               lambda i: i.opcode.startswith(("v_mul_hi_u32", "s_mul_hi_u32")),
-                                               cycles, dense, narrow_load)
-    elif role == "data_movement":
-        facts["loop"] = per_element_loop(code, amd_is_store, amd_keep, wide_store, wide_load, cycles)
+    if role == "data_movement":
+        facts.update(data_movement_loop(code, AMD, dense, staged))
     return facts

@@ -13,8 +13,40 @@ them, each as its instructions and modelled cycles:
   the instructions on the longest path through it (per_element_loop)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from .control_flow import (Instruction, block_weight, heaviest_path, longest_path,
                            loops_with_stores, natural_loops)
+
+
+@dataclass(frozen=True)
+class Isa:
+    """What the loop finders read of a vendor's instructions: predicates on one
+    instruction, and the modelled issue cycles of an opcode histogram."""
+    keep: Callable[[Instruction], bool]            # counted (not a NOP)
+    is_store: Callable[[Instruction], bool]        # a global store
+    is_wide_store: Callable[[Instruction], bool]   # a 16-byte global store
+    is_wide_load: Callable[[Instruction], bool]    # a 16-byte load
+    is_narrow_load: Callable[[Instruction], bool]  # a load of less than 16 bytes
+    is_division: Callable[[Instruction], bool]     # what a division by a constant compiles to
+    is_barrier: Callable[[Instruction], bool]      # a block-wide barrier
+    cycles: Callable[[dict[str, int]], int]
+
+
+def data_movement_loop(code: list[Instruction], isa: Isa, dense: int | None, staged: bool) -> dict:
+    """A data-movement kernel's loop under the key its walk gives it: `staged_loop`
+    (staged_tile_loop), `dense_loop` (dense_chunk_loop, `dense` elements per
+    chunk) or `loop` (per_element_loop)."""
+    if staged:
+        return {"staged_loop": staged_tile_loop(code, isa.is_store, isa.keep, isa.is_wide_store,
+                                                isa.is_barrier, isa.cycles)}
+    if dense:
+        return {"dense_loop": dense_chunk_loop(code, isa.is_store, isa.keep, isa.is_wide_store,
+                                               isa.is_wide_load, isa.is_division, isa.cycles, dense,
+                                               isa.is_narrow_load)}
+    return {"loop": per_element_loop(code, isa.is_store, isa.keep, isa.is_wide_store, isa.is_wide_load,
+                                     isa.cycles)}
 
 
 def per_element_loop(code: list[Instruction], is_store, keep, wide_store, wide_load,

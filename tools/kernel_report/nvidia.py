@@ -9,7 +9,7 @@ import re
 
 from .control_flow import Instruction
 from .devices import H100
-from .loops import dense_chunk_loop, per_element_loop, staged_tile_loop
+from .loops import Isa, data_movement_loop
 
 SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 PTXAS_ENTRY = re.compile(r"Compiling entry function '(\S+)' for '(sm_\d+)'")
@@ -107,24 +107,32 @@ def sass_cycles_per_iteration(hist: dict[str, int]) -> tuple[int, int, int]:
     return max(issued, H100["int_cycles_per_warp_instruction"] * int_ops), issued, int_ops
 
 
+def sass_is_wide_store(ins: Instruction) -> bool:
+    return sass_is_store(ins) and ins.opcode.endswith(".128")
+
+
+def sass_is_wide_load(ins: Instruction) -> bool:
+    """A 16-byte global load, or a generic one (a pointer read from a parameter array)."""
+    return ins.opcode.split(".")[0] in ("LDG", "LD") and ins.opcode.endswith(".128")
+
+
+def sass_is_narrow_load(ins: Instruction) -> bool:
+    return ins.opcode.split(".")[0] in ("LDG", "LD") and not ins.opcode.endswith(".128")
+
+
+SASS = Isa(keep=sass_keep, is_store=sass_is_store, is_wide_store=sass_is_wide_store,
+           is_wide_load=sass_is_wide_load, is_narrow_load=sass_is_narrow_load,
+           is_division=lambda ins: ins.opcode.startswith("IMAD.HI"),
+           is_barrier=lambda ins: ins.opcode.startswith("BAR"),
+           cycles=lambda hist: sass_cycles_per_iteration(hist)[0])
+
+
 def nv_code_facts(code: list[Instruction], role: str, dense: int | None = None,
                   staged: bool = False) -> dict:
     ops = [ins.opcode.split(".")[0] for ins in code]
     facts = {"instructions": sum(1 for ins in code if sass_keep(ins)),
              "tensor_core_instructions": sum(1 for op in ops if op in SASS_TENSOR),
              "local_memory_instructions": sum(1 for op in ops if op in ("LDL", "STL"))}
-    wide_store = lambda i: sass_is_store(i) and i.opcode.endswith(".128")
-    # a global load, or a generic one (a pointer read from a parameter array)
-    wide_load = lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and i.opcode.endswith(".128")
-    cycles = lambda h: sass_cycles_per_iteration(h)[0]
-    if role == "data_movement" and staged:
-        facts["staged_loop"] = staged_tile_loop(code, sass_is_store, sass_keep, wide_store,
-                                                lambda i: i.opcode.startswith("BAR"), cycles)
-    elif role == "data_movement" and dense:
-        narrow_load = lambda i: i.opcode.split(".")[0] in ("LDG", "LD") and not i.opcode.endswith(".128")
-        facts["dense_loop"] = dense_chunk_loop(code, sass_is_store, sass_keep, wide_store, wide_load,
-                                               lambda i: i.opcode.startswith("IMAD.HI"), cycles, dense,
-                                               narrow_load)
-    elif role == "data_movement":
-        facts["loop"] = per_element_loop(code, sass_is_store, sass_keep, wide_store, wide_load, cycles)
+    if role == "data_movement":
+        facts.update(data_movement_loop(code, SASS, dense, staged))
     return facts

@@ -28,14 +28,24 @@ class SeedLine:
                      zip((self.h, self.w), self.pad, (self.y, self.x), self.stride))
 
 
+def seed_options(text: str) -> dict[str, int]:
+    """A seed line's flags and their values (`-n 16 -c 64 ...`), the command before them left out."""
+    args = text.split()[1:]
+    return {args[i]: int(args[i + 1]) for i in range(0, len(args) - 1, 2)}
+
+
 def read_seeds() -> list[SeedLine]:
     lines = []
     for text in SEEDS.read_text().splitlines():
         if not text.strip() or text.startswith("#"):
             continue
-        args = text.split()[1:]
-        opts = {args[i]: int(args[i + 1]) for i in range(0, len(args) - 1, 2)}
+        opts = seed_options(text)
         lines.append(SeedLine(len(lines) + 1, opts["-n"], opts["-c"], opts["-H"], opts["-W"],
                               opts["-k"], opts["-y"], opts["-x"], (opts["-p"], opts["-q"]),
                               (opts["-u"], opts["-v"]), opts.get("-g", 1), opts["-F"], text))
     return lines
+
+
+def seed_dilation(line: SeedLine) -> tuple[int, int]:
+    opts = seed_options(line.text)
+    return opts.get("-l", 1), opts.get("-j", 1)

@@ -12,7 +12,7 @@ from pathlib import Path
 from . import KERNEL_DIR, ROOT
 from .compilers import run
 from .devices import DEVICES
-from .seeds import SeedLine, read_seeds
+from .seeds import SeedLine, read_seeds, seed_dilation
 
 # The kernel path of csrc/ops/splitk.cpp: pad the input once (where padding is
 # non-zero), then per step one strided copy stages every chunk's input window
@@ -37,12 +37,6 @@ def compile_splitk_layout(work: Path) -> Path | None:
     run([cxx, "-std=c++17", "-O1", f"-I{ROOT / 'csrc'}", str(ROOT / "scripts" / "splitk_layout.cpp"),
          *map(str, sorted((ROOT / "csrc" / "dispatch").glob("*.cpp"))), "-o", str(binary)])
     return binary
-
-
-def seed_dilation(line: SeedLine) -> tuple[int, int]:
-    args = line.text.split()[1:]
-    opts = {args[i]: int(args[i + 1]) for i in range(0, len(args) - 1, 2)}
-    return opts.get("-l", 1), opts.get("-j", 1)
 
 
 def splitk_layout_for(binary: Path, line: SeedLine, units: int, staged_bytes: int) -> dict:
