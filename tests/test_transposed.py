@@ -12,7 +12,6 @@ from torch.testing._internal.optests import opcheck
 import bwdconv
 
 GRID_SEED = 20261126
-TRANSPOSED = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
 INPUT_STRATEGIES = bwdconv.strategies("input")
 STRATEGIES = [s for s in bwdconv.strategies() if s != "aten"]  # each forced
 FORWARD_STRATEGIES = [s for s in INPUT_STRATEGIES if s != "aten"]
@@ -56,7 +55,7 @@ def random_case(rng):
     with the filter within the stride (kernel = stride among them)."""
     dims = rng.randint(1, 3)
     groups = rng.choice([1, 1, 2])
-    s = [rng.randint(1, 3) for _ in range(dims)]
+    s = [rng.randint(1, 4) for _ in range(dims)]
     within = rng.random() < 0.5
     d = [1 if within else rng.randint(1, 2) for _ in range(dims)]
     k = [rng.randint(1, s[i]) if within else rng.randint(1, 4) for i in range(dims)]
@@ -164,6 +163,53 @@ def test_lower_precision_forward_meets_the_accuracy_rule(dtype, channels_last, s
         error = (ours(x, w, None, case).double() - without_bias).abs().max().item()
     aten_error = (aten_transposed(x, w, None, case).double() - without_bias).abs().max().item()
     assert error <= 2 * aten_error + 1e-5 * without_bias.abs().max().item(), (error, aten_error)
+
+
+def channels_last_if(x, wanted):
+    if not wanted or x.dim() not in (4, 5):
+        return x
+    return x.contiguous(memory_format=torch.channels_last if x.dim() == 4
+                        else torch.channels_last_3d)
+
+
+def gradients_through(function, x, w, b, case):
+    """(output, dx, dw, db) of function(x, w, b) with the case's arguments,
+    for a fixed output gradient."""
+    _, _, stride, padding, output_padding, dilation, groups = case
+    x, w, b = (t.detach().requires_grad_() for t in (x, w, b))
+    y = function(x, w, b, stride, padding, output_padding, groups, dilation)
+    dy = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).reshape(y.shape)
+    return (y, *torch.autograd.grad(y, (x, w, b), dy))
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_random_grid_matches_aten_in_both_scopes_with_every_strategy_forced(scope, strategy):
+    """Random transposed convolutions (1-3D, groups, dilation, output_padding,
+    strides 1-4, both layouts) through F.conv_transpose*d in float64: the
+    output and every gradient equal aten's to 1e-9, and the forced strategy
+    computes wherever it serves."""
+    rng = random.Random(GRID_SEED + 7 * STRATEGIES.index(strategy) + (scope == "aten"))
+    gradient = "weight" if strategy == "splitk" else "input"
+    served_cases = 0
+    bwdconv.reset_served()
+    for trial in range(40):
+        case = random_case(rng)
+        x, w, b = operands(case, seed=trial)
+        x = channels_last_if(x, rng.random() < 0.5)
+        name = f"conv_transpose{len(case[2])}d"  # looked up after enable() replaced it
+        expected = gradients_through(getattr(F, name), x, w, b, case)
+        with bwdconv.enabled(scope), bwdconv.force_strategy(strategy):
+            got = gradients_through(getattr(F, name), x, w, b, case)
+        for name, a, e in zip(("output", "dx", "dw", "db"), got, expected, strict=True):
+            torch.testing.assert_close(a, e, rtol=1e-9, atol=1e-9,
+                                       msg=f"{name}, {strategy} in the {scope} scope, {case}")
+        x_size, w_size, s, p, op, d, groups = case
+        plan = bwdconv.explain(list(x_size), list(w_size), s, p, d, groups, transposed=True,
+                               output_padding=op)
+        served_cases += plan.serves(strategy, gradient)
+    assert served_cases >= 8, f"{strategy} served only {served_cases} of 40 cases"
+    assert bwdconv.served()[gradient][strategy] >= served_cases
 
 
 def module_step(module, x):
