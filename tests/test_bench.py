@@ -3,6 +3,7 @@
 import io
 import json
 import pathlib
+import re
 import sys
 
 import pytest
@@ -279,6 +280,31 @@ def test_layout_option_puts_every_case_in_one_layout(tmp_path):
     assert all("NHWC" in r["case"] and "--in_layout NHWC" in r["line"] for r in results)
     with pytest.raises(SystemExit):
         bench_main(["--layout", "NHWC", *line])
+
+
+def test_dtype_option_puts_every_case_in_one_dtype(tmp_path):
+    out = tmp_path / "out"
+    line = ["conv", "-n", "2", "-c", "4", "-H", "8", "-W", "9", "-k", "8", "-y", "1", "-x", "1",
+            "-u", "2", "-v", "2", "-F", "2"]
+    assert bench_main(["--dtype", "bfloat16", "--iter", "1", "--warmup", "0", "--scale", "1",
+                       "--device", "cpu", "--out", str(out), *line]) == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert results and all(r["line"].startswith("convbfp16 ") for r in results)
+    with pytest.raises(SystemExit):
+        bench_main(["--dtype", "float64", *line])
+
+
+def test_bound_benchmark_times_kernel_equals_stride_lines_against_gemm_and_write(capsys):
+    from bwdconv.bench import bound
+
+    assert bound.main(["--scale", "8", "--iter", "1", "--dtype", "float32", "--device",
+                       "cpu"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    # transposed.txt's kernel = stride lines: U-Net 2D (three) and 3D (one).
+    assert len(lines) == 4 and all(re.search(r" 2x2(x2)?/2x2(x2)? .*trans", l) for l in lines)
+    for l in lines:
+        ratios = [float(r) for r in re.findall(r"\(([0-9.]+)\)", l)]
+        assert len(ratios) == 3 and all(0 < r for r in ratios), l
 
 
 def test_command_line_lines_and_errors(tmp_path, capsys):

@@ -99,10 +99,18 @@ bool swap1x1_stride1_pays_on_cpu(const ConvGeometry& g) {
 
 // A transposed convolution's forward on the CPU, where aten runs oneDNN's
 // deconvolution rather than its backward (docs/DESIGN.md, "Transposed
-// convolutions"): it matched or beat every strategy on 8 of the 9 lines of
-// the transposed suite (benchmarks/results/cpu-2026-11-26-transposed); the
-// ninth, one output channel, is left to autotuning.
-std::pair<Strategy, std::string> choose_transposed_forward_on_cpu(const ConvGeometry&) {
+// convolutions"). In float32 and bfloat16 it matched or beat every strategy on
+// the transposed suite in both layouts, but for one output channel (FSRCNN),
+// left to autotuning; in float16 channels_last its deconvolution is as slow as
+// its strided backward, and the matching input gradient's rule holds: phase
+// 2.0x-5.5x on the five lines it picks, both unpicked U-Net lines slower
+// (benchmarks/results/cpu-2026-11-26-transposed).
+std::pair<Strategy, std::string> choose_transposed_forward_on_cpu(const ConvGeometry& g) {
+  if (!all_equal_to(g.stride, g.spatial_dims, 1) && float16_channels_last_phase_pays_on_cpu(g)) {
+    return {Strategy::phase,
+            "a transposed convolution's forward in float16 channels_last with wide channels on "
+            "the CPU: stride-1 sub-convolutions (measured faster than aten's deconvolution)"};
+  }
   return {Strategy::aten,
           "a transposed convolution's forward on the CPU: aten's own transposed convolution "
           "(oneDNN's deconvolution matched or beat every strategy on the transposed suite)"};
@@ -140,8 +148,28 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
           "problems"};
 }
 
-std::pair<Strategy, std::string> choose_weight(const ConvGeometry& g) {
+// float16 weight gradients on the CPU, where aten has no fast float16
+// reduction: splitk (fp32 partials on the vendor GEMM) beat aten on all 18
+// lines of at least 2^20 multiply-adds x 2 (1.26x-57.7x: the transposed suite
+// at 1/4 scale and ResNet-50 at 1/8, both layouts); below, small problems
+// went either way (0.18x-9.8x) (benchmarks/results/cpu-2026-11-26-transposed).
+constexpr int64_t kFloat16SplitkMinFlops = int64_t{1} << 20;
+
+int64_t weight_gradient_flops(const ConvGeometry& g) {
+  int64_t flops = 2 * g.batch * g.out_channels * g.filter_in_channels;
+  for (int i = 0; i < g.spatial_dims; ++i) flops *= g.output[i] * g.filter[i];
+  return flops;
+}
+
+std::pair<Strategy, std::string> choose_weight(const ConvGeometry& g,
+                                               const std::vector<Phase>& phases) {
   if (g.device != DeviceKind::CPU) return unmeasured_on_gpu(seed_rule_weight(g));
+  if (g.dtype == DType::Float16 && weight_gradient_flops(g) >= kFloat16SplitkMinFlops &&
+      !refusal(Strategy::splitk, Gradient::weight, g, phases)) {
+    return {Strategy::splitk,
+            "float16 on the CPU from 2^20 flops: fp32 partials on the GEMM (measured faster "
+            "than aten's float16 weight gradient)"};
+  }
   return {Strategy::aten,
           "on the CPU, aten's weight gradient beat splitk on the scaled seed shapes"};
 }
@@ -156,7 +184,7 @@ GradientPlan plan_gradient(Gradient gradient, const ConvGeometry& g,
     plan.reason = std::string("forced: ") + strategy_name(*forced);
   } else {
     auto [strategy, reason] =
-        gradient == Gradient::input ? choose_input(g, phases) : choose_weight(g);
+        gradient == Gradient::input ? choose_input(g, phases) : choose_weight(g, phases);
     plan.strategy = strategy;
     plan.reason = forced ? std::string("forced ") + strategy_name(*forced) +
                                " cannot serve it: " + *forced_refusal + "; planned: " + reason

@@ -22,9 +22,8 @@ import torch
 import bwdconv
 
 from . import _tune
-from .bench.cli import add_layout_option, read_suite, split_lines, suite_path
-from .bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, DriverLineError, parse_line, \
-    scale_case, with_layout
+from .bench.cli import add_layout_option, cases_from, split_lines
+from .bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, scale_case
 from ._progress import progress_bar
 from .bench.run import make_operands
 
@@ -139,15 +138,7 @@ def parser():
 
 
 def _cases(args, line_tokens):
-    cases = []
-    for tokens in line_tokens:
-        try:
-            cases.append(parse_line(" ".join(tokens)))
-        except DriverLineError as error:
-            raise SystemExit(f"bad MIOpenDriver line {' '.join(tokens)!r}: {error}") from None
-    for name in args.suite:
-        cases += read_suite(suite_path(name))
-    return [scale_case(with_layout(c, args.layout), args.scale) for c in cases]
+    return [scale_case(c, args.scale) for c in cases_from(args, line_tokens)]
 
 
 def main(argv=None):

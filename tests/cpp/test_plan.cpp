@@ -103,6 +103,46 @@ TEST(Plan, TransposedForwardOnTheCpuIsAtensUntilMeasured) {
   expect_aten_waiting_for(make_plan(unet).input, "swap1x1");
 }
 
+TEST(Plan, Float16TransposedForwardInChannelsLastOnTheCpuTakesPhase) {
+  ConvGeometry vae = conv(2, 64, 3, 2, 1, 1, 64);  // the matching convolution's geometry
+  vae.device = DeviceKind::CPU;
+  vae.dtype = DType::Float16;
+  vae.layout = MemoryLayout::ChannelsLast;
+  vae.out_channels = 128;
+  vae.transposed = true;
+  EXPECT_EQ(make_plan(vae).input.strategy, Strategy::phase);
+  EXPECT_NE(make_plan(vae).input.reason.find("transposed"), std::string::npos);
+  const auto input_strategy = [&](auto change) { return input_strategy_after(vae, change); };
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.layout = MemoryLayout::Contiguous; }),
+            Strategy::aten);
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.dtype = DType::BFloat16; }), Strategy::aten);
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.in_channels = g.filter_in_channels = 16; }),
+            Strategy::aten);  // U-Net's narrow lines: phase was slower
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.stride = {1, 1, 0}; g.padding = {1, 1, 0}; }),
+            Strategy::aten);
+}
+
+TEST(Plan, Float16WeightGradientOnTheCpuTakesSplitkFromTwoToTheTwentyFlops) {
+  // 2 x 2 x 8 x 8 x (14 x 14) x (2 x 2) = 200704 flops: below; batch 8: 802816,
+  // still below; 8 x 16 channels in and out: 3211264, at least 2^20.
+  ConvGeometry g = conv(2, 28, 2, 2, 0, 2, 8);
+  g.device = DeviceKind::CPU;
+  g.dtype = DType::Float16;
+  EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
+  g.batch = 8;
+  EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
+  g.in_channels = g.out_channels = g.filter_in_channels = 16;
+  EXPECT_EQ(make_plan(g).weight.strategy, Strategy::splitk);
+  EXPECT_NE(make_plan(g).weight.reason.find("float16"), std::string::npos);
+  g.layout = MemoryLayout::ChannelsLast;
+  EXPECT_EQ(make_plan(g).weight.strategy, Strategy::splitk);
+  g.dtype = DType::Float32;
+  EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
+  g.dtype = DType::Float16;
+  g.device = DeviceKind::CUDA;
+  EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
+}
+
 TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
   ConvGeometry strided = conv(2, 200, 3, 2, 1, 8, 16);
   strided.device = DeviceKind::CPU;
@@ -179,7 +219,8 @@ TEST(Plan, CpuFloat16ChannelsLastTakesPhaseWhenChannelsAreWide) {
   for (int64_t filter : {1, 3}) {
     const ConvGeometry g = cpu_float16_channels_last(2, filter);
     EXPECT_EQ(make_plan(g).input.strategy, Strategy::phase) << filter;
-    EXPECT_EQ(make_plan(g).weight.strategy, Strategy::aten);
+    // 2 x 64 x 32 x 8 x 8 x filter^2 flops: splitk for the 3x3 filter, from 2^20.
+    EXPECT_EQ(make_plan(g).weight.strategy, filter == 3 ? Strategy::splitk : Strategy::aten);
     auto expect_no_phase = [&](const ConvGeometry& other, const char* why) {
       const bool bfloat16_1x1 = filter == 1 && other.dtype == DType::BFloat16;
       EXPECT_EQ(make_plan(other).input.strategy, bfloat16_1x1 ? Strategy::swap1x1 : Strategy::aten)

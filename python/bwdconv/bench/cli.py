@@ -15,7 +15,7 @@ from bwdconv._progress import progress_bar
 
 from . import device as dev
 from . import report
-from .driver import DTYPES, DriverLineError, parse_line, scale_case, with_layout
+from .driver import DTYPES, DriverLineError, parse_line, scale_case, with_dtype, with_layout
 from .run import run_case
 
 SUITE_DIRS = [
@@ -64,6 +64,23 @@ def add_layout_option(p):
                         "(default: each line's --in_layout/--out_layout)")
 
 
+DTYPE_NAMES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def cases_from(args, line_tokens=(), dtype=None):
+    """The cases of the lines and suites given, in the layout asked and in
+    `dtype` (None: each line's own)."""
+    cases = []
+    for tokens in line_tokens:
+        try:
+            cases.append(parse_line(shlex.join(tokens)))
+        except DriverLineError as error:
+            raise SystemExit(f"bad MIOpenDriver line {shlex.join(tokens)!r}: {error}") from None
+    for name in args.suite:
+        cases += read_suite(suite_path(name))
+    return [with_dtype(with_layout(case, args.layout), dtype) for case in cases]
+
+
 def parser():
     p = argparse.ArgumentParser(
         prog="python -m bwdconv.bench",
@@ -79,6 +96,8 @@ def parser():
                         "a line's own --iter wins)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 10 / 2)")
     add_layout_option(p)
+    p.add_argument("--dtype", choices=sorted(DTYPE_NAMES), default=None,
+                   help="run every case in this dtype (default: each line's command word)")
     p.add_argument("--check", action="store_true",
                    help="compare every result with a float64 reference; a wrong result gets no time")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -96,17 +115,9 @@ def main(argv=None):
     iterations = args.iter or (50 if gpu else 10)
     warmup = args.warmup if args.warmup is not None else (10 if gpu else 2)
 
-    cases = []
-    for tokens in line_tokens:
-        try:
-            cases.append(parse_line(shlex.join(tokens)))
-        except DriverLineError as error:
-            raise SystemExit(f"bad MIOpenDriver line {shlex.join(tokens)!r}: {error}") from None
-    for name in args.suite:
-        cases += read_suite(suite_path(name))
+    cases = cases_from(args, line_tokens, DTYPE_NAMES.get(args.dtype))
     if not cases:
         parser().error("give MIOpenDriver lines or --suite")
-    cases = [with_layout(case, args.layout) for case in cases]
 
     meta = dev.describe(device)
     meta["scale"] = scale

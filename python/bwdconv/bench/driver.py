@@ -340,6 +340,13 @@ def with_layout(case, layout):
     return dataclasses.replace(case, channels_last=channels_last, line="")
 
 
+def with_dtype(case, dtype):
+    """The case in `dtype` (None keeps the line's own), like with_layout."""
+    if dtype is None or dtype == case.dtype:
+        return case
+    return dataclasses.replace(case, dtype=dtype, line="")
+
+
 def scale_case(case, scale):
     """The case shrunk by `scale` in batch, channels and spatial size (for a CPU)."""
     if scale <= 1:

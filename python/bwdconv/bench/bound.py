@@ -1,0 +1,112 @@
+"""Transposed convolutions whose kernel equals their stride, against a bound.
+
+    python -m bwdconv.bench.bound [--suite transposed] [--scale 2] [--dtype D] [--layout L]
+
+With kernel = stride, no padding and dilation 1, every output element
+receives exactly one tap, so the forward is one GEMM [N*L, C_in] x
+[C_in, C_out*k^d] followed by an interleave of its result into the output
+(docs/DESIGN.md, "swap1x1"). The bound is the time of that GEMM on dense
+operands of the dtype (torch.mm, the BLAS aten uses) plus the time of one
+write of the output (fill_ of a tensor of its size and layout): no
+implementation moves less or multiplies less. Printed for aten, the
+planner's choice and the tuned choice: bound / time (1.0: at the bound).
+The entries are timed in rounds, in a rotating order; medians.
+"""
+
+import argparse
+import math
+import statistics
+import tempfile
+
+import torch
+
+from bwdconv import _cache, _tune
+
+from . import device as dev
+from .cli import DTYPE_NAMES, add_layout_option, cases_from
+from .driver import scale_case
+from .overhead import _environment
+from .run import _output_padding, make_operands
+
+ROUNDS = 15
+
+
+def kernel_equals_stride(case):
+    return (case.transposed and case.groups == 1 and tuple(case.filter) == tuple(case.stride)
+            and not any(case.padding) and all(d == 1 for d in case.dilation))
+
+
+def entries(case, device):
+    """{name: fn}: aten, bwdconv as planned and as tuned, the GEMM, the write."""
+    x, w, _, (stride, padding, dilation, groups) = make_operands(case, device)
+    output_padding = _output_padding(case)
+
+    def aten():
+        return torch.ops.aten.convolution(x, w, None, stride, padding, dilation, True,
+                                          output_padding, groups)
+
+    def ours():
+        return torch.ops.bwdconv.conv_transpose(x, w, None, stride, padding, output_padding,
+                                                groups, dilation)
+
+    def tuned():
+        with _tune.autotuning():
+            return ours()
+
+    def planned():
+        with _tune.rules_only():
+            return ours()
+
+    rows = torch.randn(x.shape[0] * math.prod(x.shape[2:]), x.shape[1], device=device).to(x.dtype)
+    columns = w.reshape(w.shape[0], -1)
+    output = aten()
+    written = torch.empty_like(output)
+    return {"aten": aten, "planned": planned, "tuned": tuned,
+            "gemm": lambda: torch.mm(rows, columns), "write": lambda: written.fill_(1)}
+
+
+def measure(case, device, iterations):
+    """{name: median ms} over ROUNDS rounds of `iterations` calls each."""
+    fns = entries(case, device)
+    for fn in fns.values():  # warm-up; the tuned entry tunes here
+        fn()
+    names, samples = list(fns), {name: [] for name in fns}
+    for index in range(ROUNDS):
+        for name in names[index % len(names):] + names[:index % len(names)]:
+            samples[name] += dev.time_ms(fns[name], device, 0, iterations)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--suite", action="append", default=None)
+    p.add_argument("--scale", type=int, default=2)
+    p.add_argument("--iter", type=int, default=3, help="calls per entry per round")
+    p.add_argument("--dtype", choices=sorted(DTYPE_NAMES), default=None)
+    add_layout_option(p)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = p.parse_args(argv)
+    args.suite = args.suite or ["transposed"]
+    device = torch.device(args.device)
+    cases = [scale_case(c, args.scale) for c in cases_from(args, (), DTYPE_NAMES.get(args.dtype))
+             if kernel_equals_stride(c)]
+    print(f"{dev.describe(device)['device']} | scale 1/{args.scale} | {ROUNDS} rounds of "
+          f"{args.iter} calls | bound = GEMM + one write of the output; bound / time")
+    with tempfile.TemporaryDirectory() as cache_dir, \
+            _environment("BWDCONV_CACHE_DIR", cache_dir):
+        users_cache, _tune._state.cache = _tune._state.cache, _cache.DecisionCache()
+        try:
+            for case in cases:
+                ms = measure(case, device, args.iter)
+                bound = ms["gemm"] + ms["write"]
+                cells = "  ".join(f"{name} {ms[name]:.3f} ms ({bound / ms[name]:.2f})"
+                                  for name in ("aten", "planned", "tuned"))
+                print(f"{case.label():40s} gemm {ms['gemm']:.3f} + write {ms['write']:.3f} "
+                      f"= {bound:.3f} ms | {cells}", flush=True)
+        finally:
+            _tune._state.cache = users_cache
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
