@@ -25,7 +25,7 @@ OUT="${BWDCONV_GPU_OUT:-benchmarks/results/gpu-$(date -u +%Y-%m-%d)}"
 mkdir -p "$OUT"
 SELECTED=" ${BWDCONV_GPU_STEPS:-} "
 STEPS=(build gpu_tests sanitizer_memcheck sanitizer_racecheck bench bench_channels_last
-       bench_transposed overhead tune kernels kernels_channels_last models models_bf16)
+       bench_transposed bound overhead tune kernels kernels_channels_last models models_bf16)
 
 # step NAME COMMAND...: runs it (if selected), logs to $OUT/NAME.log, result to NAME.status
 step() {
@@ -75,6 +75,8 @@ step bench_channels_last "$PYTHON" -m bwdconv.bench --suite seeds --layout chann
 # input gradient) and weight gradient against aten's own.
 step bench_transposed "$PYTHON" -m bwdconv.bench --suite transposed --check --iter 20 \
   --out "$OUT/bench_transposed"
+# Their kernel = stride lines against one GEMM (cuBLAS/hipBLAS) plus one write of the output.
+step bound "$PYTHON" -m bwdconv.bench.bound --scale 1 --iter 10
 # What enable() costs per call (tiny convolutions) and per training step.
 step overhead "$PYTHON" -m bwdconv.bench.overhead --samples 15 --json "$OUT/overhead.json"
 # Autotuning on this GPU: every seed shape, each candidate verified against
@@ -124,6 +126,8 @@ PY
   show bench_channels_last/report.md sed -n '/^| case/,$p'
   echo; echo "## Transposed convolutions"; echo
   show bench_transposed/report.md sed -n '/^| case/,$p'
+  echo; echo "### Kernel = stride against GEMM + one write"; echo; echo '```'
+  show bound.log cat; echo '```'
 } > "$OUT/report.md"
 
 echo
