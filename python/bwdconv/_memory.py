@@ -117,5 +117,5 @@ def peak_bytes(fn, device):
 
 
 def megabytes(count):
-    """A byte count as text, in MB (10^6 bytes)."""
-    return f"{count / 1e6:.2f} MB"
+    """A byte count as text, in MB (10^6 bytes), three significant digits."""
+    return f"{count / 1e6:.3g} MB"
