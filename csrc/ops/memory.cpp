@@ -62,6 +62,8 @@ void free_counted(void* data) {
 // plain pointer (its data is its context, freed by its raw deleter: all of
 // c10's default CPU allocator's), keeping the DataPtr plain, so that
 // raw_allocate and raw_deallocate keep working. Anything else passes uncounted.
+// A storage allocated while counting keeps this allocator: what it allocates
+// later (a resize) is counted too, which moves no region's figure.
 class CountingAllocator final : public c10::Allocator {
  public:
   void wrap(c10::Allocator* original) {

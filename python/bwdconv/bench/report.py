@@ -6,7 +6,7 @@ import pathlib
 
 
 def _time_cell(row, aten):
-    """Median ms and speedup over aten."""
+    """Median ms and speedup over aten (a cell is given the case's aten row)."""
     if row["status"] != "ok":
         return "WRONG"
     speedup = f" {row['speedup']:.2f}x" if row.get("speedup") else ""
@@ -68,8 +68,8 @@ def write_json(path, meta, rows):
 
 def write_csv(path, meta, rows):
     fields = ["index", "case", "direction", "strategy", "plan", "tuned", "status", "median_ms",
-              "p10_ms", "p90_ms", "speedup", "peak_bytes", "result_bytes", "tflops", "gbps", "roofline", "iterations", "max_error",
-              "aten_max_error", "line"]
+              "p10_ms", "p90_ms", "speedup", "peak_bytes", "result_bytes", "tflops", "gbps",
+              "roofline", "iterations", "max_error", "aten_max_error", "line"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
