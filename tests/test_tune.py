@@ -446,13 +446,20 @@ def test_measured_peaks_are_stored_and_explained():
     _tune._state.call_cost = 0.0
     conv = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, bias=False)
     with bwdconv.enabled(), bwdconv.autotuning():
-        conv(x.requires_grad_()).sum().backward()
+        conv(x.requires_grad_()).backward(dy)
     _, entry = only_entry()
     decided = entry["gradients"]["input"]
     assert decided["choice"] == "phase"
     # Each candidate returns the 2592-byte gradient; work buffers come on top.
     assert all(p >= STRIDED_GRADIENT_BYTES for p in decided["peak_bytes"].values())
     assert decided["memory_budget_bytes"] == STRIDED_GRADIENT_BYTES
+
+    def pytorch_input_gradient():  # aten's baseline: PyTorch's own call, its operands given
+        return torch.ops.aten.convolution_backward(dy, x.detach(), w, None, *STRIDED[2:5], False,
+                                                   [0, 0], 1, [True, False, False])[0]
+    pytorch_input_gradient()
+    assert decided["peak_bytes"]["aten"] == bwdconv._memory.peak_bytes(pytorch_input_gradient,
+                                                                       "cpu")
     text = str(bwdconv.explain(x, conv.weight, 2, 1))
     peak = decided["peak_bytes"]["phase"]
     assert f"measured phase: median 1000.0 us (p25 1000.0, p75 1000.0, " in text

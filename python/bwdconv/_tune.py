@@ -27,7 +27,8 @@ on the call's real operands:
    is kept.
 
 Before it is timed, each verified candidate's peak memory is measured on one
-more call (_memory.peak_bytes, the gradient it returns included). A candidate
+more call (_memory.peak_bytes, the gradient it returns included); aten's as
+PyTorch's own backward takes it (_pytorch_backward). A candidate
 whose peak exceeds aten's by more than the memory budget is excluded, however
 fast: by default the bytes of the gradient it writes; BWDCONV_MEMORY_BUDGET or
 enable(memory_budget=...) sets a byte count or a factor of aten's peak
@@ -420,14 +421,41 @@ def _verified(gradient, candidates, run, shape, dtype):
     return kept, excluded
 
 
-def _peaks(gradient, candidates, run, device):
-    """{label: the peak bytes one call adds}, its gradient included."""
+def _peaks(gradient, candidates, run, aten, device):
+    """{label: the peak bytes one call adds}, its gradient included; aten's
+    from the call `aten`."""
     peaks = {}
     for candidate in candidates:
         label = _label(candidate)
-        measured = _memory.peak_bytes(functools.partial(run, candidate), device)
+        fn = aten if label == "aten" else functools.partial(run, candidate)
+        measured = _memory.peak_bytes(fn, device)
         peaks[label] = _state.peak(gradient, label, measured) if _state.peak else measured
     return peaks
+
+
+def _standin(sizes, like, layout):
+    """An uninitialised operand of these sizes in `layout` ("channels_last" or not)."""
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+    memory_format = formats.get(len(sizes), torch.contiguous_format) \
+        if layout == "channels_last" else torch.contiguous_format
+    return torch.empty(sizes, dtype=like.dtype, device=like.device, memory_format=memory_format)
+
+
+def _pytorch_backward(gradient, grad_output, operand, request, args):
+    """PyTorch's own convolution_backward for one gradient, as a call: the
+    memory baseline. The operand that gradient does not read is allocated
+    here, outside the measured call, as the caller's tensor would be (bwdconv's
+    aten path allocates such a stand-in inside its call)."""
+    stride, padding, dilation, groups = args
+    if gradient == "input":
+        input, weight = _standin(request["input_size"], grad_output, request["layout"]), operand
+    else:
+        input = operand
+        weight = _standin(request["weight_size"], grad_output, request["weight_layout"])
+    mask = [gradient == "input", gradient == "weight", False]
+    return lambda: torch.ops.aten.convolution_backward(
+        grad_output, input, weight, None, stride, padding, dilation, False, [0] * len(stride),
+        groups, mask)[mask.index(True)]
 
 
 def _bytes_of(sizes, dtype):
@@ -509,7 +537,10 @@ def _measure(request, key):
         candidates = [tuple(c) for c in request["candidates"][gradient]]
         kept, excluded = _verified(gradient, candidates, run, key.split(" | ")[-2],
                                    request["dtype"])
-        peaks = _peaks(gradient, kept, run, dy.device)
+        aten = functools.partial(run, ("aten", None)) \
+            if request["transposed"] and gradient == "input" \
+            else _pytorch_backward(gradient, dy, operand, request, args)
+        peaks = _peaks(gradient, kept, run, aten, dy.device)
         budget = memory_budget_bytes(_state.memory_budget, _bytes_of(sizes, request["dtype"]),
                                      peaks["aten"])
         kept, over_budget = _within_budget(kept, peaks, budget)
