@@ -25,17 +25,19 @@ def restore_bwdconv_state():
 @pytest.fixture
 def fresh_tuning(tmp_path, monkeypatch):
     """An empty decisions cache of the test's own, no decisions in memory,
-    short tuning; afterwards autotuning off, real timing and call costs,
-    nothing corrupted, no decisions."""
+    short tuning, the default memory budget; afterwards autotuning off, real
+    timing, peaks and call costs, nothing corrupted, no decisions."""
     from bwdconv import _cache, _tune
 
     monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(_tune, "KEY_SECONDS", 0.05)
     monkeypatch.setattr(_tune._state, "cache", _cache.DecisionCache())
+    monkeypatch.setattr(_tune._state, "memory_budget", ("gradient", None))
     bwdconv._library._C.forget_decisions(True)
     yield
     _tune.set_autotune(False)
     _tune._state.timer = None
+    _tune._state.peak = None
     _tune._state.call_cost = None
     bwdconv._library._C._set_corrupted_strategy(None)
     bwdconv._library._C.forget_decisions(True)

@@ -200,8 +200,15 @@ def test_tiny_suite_end_to_end(tmp_path, capsys):
     for r in results:
         assert r["median_ms"] > 0 and r["p10_ms"] <= r["median_ms"] <= r["p90_ms"]
         assert r["speedup"] > 0 and 0 < r["roofline"]
-    assert (out / "results.csv").read_text().startswith("index,case,direction")
-    assert "| case | dir | plan |" in (out / "report.md").read_text()
+    # Every call's peak holds its result at least: case 0's dx, 2x4x9x9 float32.
+    assert {r["result_bytes"] for r in results if (r["index"], r["direction"]) ==
+            (0, "bwd_data")} == {2 * 4 * 9 * 9 * 4}
+    assert all(r["peak_bytes"] >= r["result_bytes"] for r in results)
+    csv_header = (out / "results.csv").read_text().splitlines()[0]
+    assert csv_header.startswith("index,case,direction") and "peak_bytes" in csv_header
+    report = (out / "report.md").read_text()
+    assert "| case | dir | plan |" in report and "Peak memory one call adds" in report
+    assert "peak memory added per call" in printed
     assert (out / "speedup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

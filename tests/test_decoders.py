@@ -4,6 +4,7 @@ scopes as without it, eager, compiled and under DDP, and the models bench
 times them."""
 
 import os
+import re
 
 import pytest
 import torch
@@ -162,3 +163,4 @@ def test_the_models_bench_times_the_decoders(capsys):
     for name in ("unet", "dcgan"):
         line = next(line for line in out.splitlines() if line.startswith(name))
         assert "inference aten" in line and "tuned" in line, line
+        assert re.search(r"backward peak aten [\d.]+ MB bwdconv [\d.]+ MB tuned [\d.]+ MB", line)

@@ -1,6 +1,7 @@
 """GPU checks (marker `gpu`; skipped without a CUDA or ROCm device): every
 strategy forced against aten in fp32/fp16/bf16, NCHW and channels_last, odd
-sizes, groups, dilation, 3D; splitk determinism; CUDA graph capture."""
+sizes, groups, dilation, 3D; splitk determinism; CUDA graph capture; the
+caching allocator's peak as bwdconv.peak_memory."""
 
 import pytest
 import torch
@@ -277,3 +278,13 @@ def test_no_tuning_during_graph_capture(tmp_path, monkeypatch):
             torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
     bwdconv._explain._C.forget_decisions(True)
     assert bwdconv.decisions() == {}
+
+
+def test_peak_memory_on_gpu_is_the_caching_allocators_peak():
+    # 4 MiB blocks: a multiple of the caching allocator's 512-byte rounding.
+    with bwdconv.peak_memory("cuda") as outer:
+        kept = torch.empty(2**20, device="cuda")
+        with bwdconv.peak_memory("cuda") as inner:
+            torch.empty(2 * 2**20, device="cuda")  # freed at once
+        del kept
+    assert (inner.bytes, outer.bytes) == (8 * 2**20, 12 * 2**20)

@@ -376,8 +376,92 @@ def test_the_benchmark_has_a_tuned_column(tmp_path):
 
     _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})
     line = "conv -n 2 -c 4 -H 9 -W 9 -k 6 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 2".split()
-    assert cli.main(["--iter", "2", "--warmup", "1", "--out", str(tmp_path), *line]) == 0
+    # Unscaled: at 1/8 the image is one pixel, whose few bytes phase's buffers exceed.
+    assert cli.main(["--scale", "1", "--iter", "2", "--warmup", "1", "--out", str(tmp_path),
+                     *line]) == 0
     rows = json.loads((tmp_path / "results.json").read_text())["results"]
     tuned = next(r for r in rows if r["strategy"] == "tuned")
     assert tuned["tuned"] == "phase" and tuned["plan"] == "aten"
     assert "| tuned |" in (tmp_path / "report.md").read_text()
+
+
+# STRIDED's input gradient: 2 x 4 x 9 x 9 float32 values.
+STRIDED_GRADIENT_BYTES = 2 * 4 * 9 * 9 * 4
+
+
+def peaks(values):
+    """An injected peak: `values[label]` bytes, measured bytes for other labels."""
+    return lambda gradient, label, measured: values.get(label, measured)
+
+
+def tuned_input_entry(x, w, dy):
+    with bwdconv.autotuning():
+        input_gradient(STRIDED, x, w, dy)
+    _, entry = only_entry()
+    return entry["gradients"]["input"]
+
+
+def test_a_fast_candidate_above_the_memory_budget_is_refused():
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "scatter": 1e-3, "phase": 1.5e-3})
+    aten = 10**6
+    for scatter_peak, expected in ((aten + STRIDED_GRADIENT_BYTES, "scatter"),
+                                   (aten + STRIDED_GRADIENT_BYTES + 1, "phase")):
+        bwdconv.clear_decisions()
+        _tune._state.peak = peaks({"aten": aten, "scatter": scatter_peak, "phase": aten})
+        decided = tuned_input_entry(x, w, dy)
+        assert decided["choice"] == expected, decided
+        assert decided["memory_budget_bytes"] == STRIDED_GRADIENT_BYTES
+        assert decided["peak_bytes"]["scatter"] == scatter_peak
+    assert "memory budget" in decided["excluded"]["scatter"]
+    assert "scatter" not in decided["times"]
+
+
+def test_the_memory_budget_is_a_byte_count_or_a_factor_of_atens_peak():
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "scatter": 1e-3})
+    _tune._state.peak = peaks({"aten": 1000, "scatter": 1500})
+    for budget, expected in (("1.5x", "scatter"), ("1.49x", "aten"), (500, "scatter"),
+                             ("499", "aten")):
+        bwdconv.clear_decisions()
+        bwdconv.enable(memory_budget=budget)
+        assert tuned_input_entry(x, w, dy)["choice"] == expected, budget
+
+
+def test_a_memory_budget_that_is_not_one_raises():
+    assert _tune.parse_memory_budget(" 2x ") == ("factor", 2.0)
+    assert _tune.parse_memory_budget("gradient") == ("gradient", None)
+    for wrong in ("1.5", "-3", "x", "-1x", "64MB", 1.5, True):
+        with pytest.raises(ValueError, match="memory budget"):
+            bwdconv.enable(memory_budget=wrong)
+    env = dict(os.environ, BWDCONV_MEMORY_BUDGET="lots")
+    result = subprocess.run([sys.executable, "-c", "import bwdconv"], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "memory budget" in result.stderr
+
+
+def test_measured_peaks_are_stored_and_explained():
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3, "phase+aten": 1e-3})
+    _tune._state.call_cost = 0.0
+    conv = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, bias=False)
+    with bwdconv.enabled(), bwdconv.autotuning():
+        conv(x.requires_grad_()).backward(dy)
+    _, entry = only_entry()
+    decided = entry["gradients"]["input"]
+    assert decided["choice"] == "phase"
+    # Each candidate returns the 2592-byte gradient; work buffers come on top.
+    assert all(p >= STRIDED_GRADIENT_BYTES for p in decided["peak_bytes"].values())
+    assert decided["memory_budget_bytes"] == STRIDED_GRADIENT_BYTES
+
+    def pytorch_input_gradient():  # aten's baseline: PyTorch's own call, its operands given
+        return torch.ops.aten.convolution_backward(dy, x.detach(), w, None, *STRIDED[2:5], False,
+                                                   [0, 0], 1, [True, False, False])[0]
+    pytorch_input_gradient()
+    assert decided["peak_bytes"]["aten"] == bwdconv._memory.peak_bytes(pytorch_input_gradient,
+                                                                       "cpu")
+    text = str(bwdconv.explain(x, conv.weight, 2, 1))
+    peak = decided["peak_bytes"]["phase"]
+    assert f"measured phase: median 1000.0 us (p25 1000.0, p75 1000.0, " in text
+    assert f"runs), peak {peak / 1e6:.3g} MB" in text
+    assert "memory budget: 0.00259 MB above aten's peak" in text

@@ -18,6 +18,7 @@
 #include "ops/functional_route.h"
 #include "ops/geometry.h"
 #include "ops/kernels.h"
+#include "ops/memory.h"
 #include "ops/splitk.h"
 #include "ops/tuning_bindings.h"
 
@@ -365,6 +366,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("device"), pybind11::arg("weight_channels_last") = false,
         pybind11::arg("device_index") = -1, pybind11::arg("transposed") = false);
   register_tuning_bindings(m);
+  register_memory_bindings(m);
   if (PyModule_AddFunctions(m.ptr(), functional_route_methods) != 0) {
     throw pybind11::error_already_set();
   }

@@ -21,6 +21,7 @@ from ._explain import (
 )
 from ._kernels import _apply_environment as _apply_kernel_environment
 from ._kernels import kernels_on_host, kernels_on_host_enabled
+from ._memory import peak_memory
 from ._model import ModelExplanation, explain_model
 from ._tune import autotuning, clear_decisions, decisions, is_autotuning, set_autotune
 from .functional import (
@@ -61,6 +62,7 @@ __all__ = [
     "decisions",
     "kernels_on_host",
     "kernels_on_host_enabled",
+    "peak_memory",
 ]
 
 __version__ = "0.1.0"

@@ -46,16 +46,23 @@ def _scopes(scope):
     return (scope,)
 
 
-def enable(scope="functional", autotune=None, *, export_ops=False):
+def enable(scope="functional", autotune=None, *, export_ops=False, memory_budget=None):
     """Plans convolution backward with bwdconv in `scope` ("functional" or "aten").
     `autotune=True` also switches autotuning on for the process (False: off;
     None: unchanged; see bwdconv.autotuning).
+
+    `memory_budget` sets how much more memory than aten a tuned choice may
+    take, for the process: "gradient" (the default, the bytes of the gradient
+    it writes), a byte count, or a factor of aten's peak such as "1.5x"
+    (None: unchanged; docs/tuning.md).
 
     In the functional scope, torch.export and torch.jit.trace record aten's
     convolutions, so that their artifacts load without bwdconv;
     `export_ops=True` records bwdconv's ops instead.
     """
     _check_scope(scope)
+    if memory_budget is not None:
+        _tune.set_memory_budget(memory_budget)
     if autotune is not None:
         _tune.set_autotune(autotune)
     with _lock:

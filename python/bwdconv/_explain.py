@@ -9,6 +9,7 @@ import torch
 from . import _tune
 from ._args import expand, transposed_spatial_output
 from ._library import _C
+from ._memory import megabytes
 
 __all__ = [
     "explain",
@@ -135,11 +136,16 @@ class Explanation:
 
 
 def _measurement_lines(measured):
-    """The times of a measured decision, and the candidates excluded."""
+    """The times and peak memory of a measured decision, and the candidates excluded."""
     lines = []
+    peaks = measured.get("peak_bytes", {})  # absent from decisions measured before memory was
     for label, t in measured["times"].items():
+        peak = f", peak {megabytes(peaks[label])}" if label in peaks else ""
         lines.append(f"    measured {label}: median {t['median_us']:.1f} us "
-                     f"(p25 {t['p25_us']:.1f}, p75 {t['p75_us']:.1f}, {t['n']} runs)")
+                     f"(p25 {t['p25_us']:.1f}, p75 {t['p75_us']:.1f}, {t['n']} runs){peak}")
+    if "memory_budget_bytes" in measured:
+        lines.append(f"    memory budget: {megabytes(measured['memory_budget_bytes'])} above "
+                     f"aten's peak")
     for label, why in measured["excluded"].items():
         lines.append(f"    excluded {label}: {why}")
     return lines

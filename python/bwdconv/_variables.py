@@ -18,6 +18,8 @@ MEANINGS = {
     "BWDCONV_AUTOTUNE": ("runtime", "1: autotuning on for the process"),
     "BWDCONV_AUTOTUNE_BUDGET": ("runtime", "seconds of tuning per process"),
     "BWDCONV_AUTOTUNE_KEY_SECONDS": ("runtime", "the time cap for tuning one shape"),
+    "BWDCONV_MEMORY_BUDGET": ("runtime", "how much more memory than aten a tuned choice may "
+                                         "take: gradient, a byte count or a factor such as 1.5x"),
     "BWDCONV_CACHE_DIR": ("runtime", "the directory of the measured decisions' file"),
     "BWDCONV_CPU_KERNELS": ("runtime", "host: CPU tensors run the GPU kernels on the host "
                                        "grid; aten: ATen moves the data (default)"),

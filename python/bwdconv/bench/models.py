@@ -3,8 +3,9 @@
     python -m bwdconv.bench.models [--models resnet18 resnet50 r3d18 unet dcgan] [--steps 7]
 
 For each model: the strategies that serve its convolutions (explain_model),
-the median time of loss.backward() over several steps and the median time of
-an inference forward (torch.inference_mode), measured alternately in the same
+the median time of loss.backward() over several steps, the peak memory one
+loss.backward() adds (bwdconv.peak_memory) and the median time of an
+inference forward (torch.inference_mode), measured alternately in the same
 process: aten, bwdconv with the planner's rules, and bwdconv tuned
 (autotuning on; the first, untimed round tunes every convolution, with the
 decisions cache of BWDCONV_CACHE_DIR). ResNets and R3D-18 come from
@@ -20,7 +21,7 @@ import torch
 from torch import nn
 
 import bwdconv
-from bwdconv import _tune
+from bwdconv import _memory, _tune
 from bwdconv._progress import progress_bar
 
 from . import device as dev
@@ -66,6 +67,13 @@ def backward_ms(model, x, device):
                        iterations=1)[0]
 
 
+def backward_peak_bytes(model, x, device):
+    """The peak memory one training step's backward adds (forward and loss outside)."""
+    model.zero_grad(set_to_none=True)
+    loss = loss_of(model(x))
+    return _memory.peak_bytes(lambda: loss.backward(retain_graph=True), device)
+
+
 def inference_ms(model, x, device):
     """One inference forward (torch.inference_mode)."""
     def forward():
@@ -93,6 +101,10 @@ def measure(name, make, shape, device, dtype, steps):
             if step:
                 times[side].append(t)
                 forwards[side].append(f)
+    peaks = {}
+    for side, context in sides.items():
+        with context(), autocast:
+            peaks[side] = backward_peak_bytes(model, x, device)
     with autocast:
         tuned_plan = bwdconv.explain_model(model, x)
     median = {side: statistics.median(t) for side, t in times.items()}
@@ -101,7 +113,7 @@ def measure(name, make, shape, device, dtype, steps):
             "convs": len(plan.layers), "served": plan.counts(), "aten_ms": median["aten"],
             "bwdconv_ms": median["bwdconv"], "speedup": median["aten"] / median["bwdconv"],
             "tuned_served": tuned_plan.counts(), "tuned_ms": median["tuned"],
-            "tuned_speedup": median["aten"] / median["tuned"],
+            "tuned_speedup": median["aten"] / median["tuned"], "backward_peak_bytes": peaks,
             "inference_ms": inference, "inference_speedup": {
                 side: inference["aten"] / inference[side] for side in ("bwdconv", "tuned")}}
 
@@ -154,7 +166,10 @@ def main(argv=None):
               f"{r['speedup']:.2f}x  tuned {r['tuned_ms']:8.2f} ms {r['tuned_speedup']:.2f}x | "
               f"inference aten {r['inference_ms']['aten']:8.2f} ms bwdconv "
               f"{r['inference_speedup']['bwdconv']:.2f}x tuned "
-              f"{r['inference_speedup']['tuned']:.2f}x | "
+              f"{r['inference_speedup']['tuned']:.2f}x | backward peak aten "
+              f"{_memory.megabytes(r['backward_peak_bytes']['aten'])} bwdconv "
+              f"{_memory.megabytes(r['backward_peak_bytes']['bwdconv'])} tuned "
+              f"{_memory.megabytes(r['backward_peak_bytes']['tuned'])} | "
               f"rules: {_counts(r['served'])} | tuned: {_counts(r['tuned_served'])}")
     return 0
 

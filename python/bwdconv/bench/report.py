@@ -5,11 +5,21 @@ import json
 import pathlib
 
 
-def _cell(row):
+def _time_cell(row, aten):
+    """Median ms and speedup over aten (a cell is given the case's aten row)."""
     if row["status"] != "ok":
         return "WRONG"
     speedup = f" {row['speedup']:.2f}x" if row.get("speedup") else ""
     return f"{row['median_ms']:.3f}{speedup}"
+
+
+def _memory_cell(row, aten):
+    """Peak MB one call adds, and its ratio to aten's peak."""
+    if row["status"] != "ok" or row.get("peak_bytes") is None:
+        return "-"
+    ratio = f" {row['peak_bytes'] / aten['peak_bytes']:.2f}x" \
+        if row is not aten and aten.get("peak_bytes") else ""
+    return f"{row['peak_bytes'] / 1e6:.3g}{ratio}"
 
 
 def _groups(rows):
@@ -28,15 +38,24 @@ def _columns(rows):
     return names
 
 
+def _cells(group, columns, cell):
+    by_name = {r["strategy"]: r for r in group}
+    return [cell(by_name[c], by_name.get("aten", {})) if c in by_name else "-" for c in columns]
+
+
 def table(rows):
-    """Aligned text: one line per (case, direction), ms and speedup over aten per strategy."""
+    """Aligned text: one line per (case, direction), ms and speedup over aten
+    per strategy; then the peak MB one call adds and its ratio to aten's."""
+    return _aligned(rows, _time_cell) + "\n\npeak memory added per call (MB, ratio to aten)\n" + \
+        _aligned(rows, _memory_cell)
+
+
+def _aligned(rows, cell):
     columns = _columns(rows)
     header = ["case", "dir", "plan", *columns]
     lines = [header]
     for case, direction, group in _groups(rows):
-        by_name = {r["strategy"]: r for r in group}
-        lines.append([case, direction, group[0]["plan"] or "-",
-                      *[_cell(by_name[c]) if c in by_name else "-" for c in columns]])
+        lines.append([case, direction, group[0]["plan"] or "-", *_cells(group, columns, cell)])
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
     text = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in lines]
     text.insert(1, "  ".join("-" * w for w in widths))
@@ -49,8 +68,8 @@ def write_json(path, meta, rows):
 
 def write_csv(path, meta, rows):
     fields = ["index", "case", "direction", "strategy", "plan", "tuned", "status", "median_ms",
-              "p10_ms", "p90_ms", "speedup", "tflops", "gbps", "roofline", "iterations", "max_error",
-              "aten_max_error", "line"]
+              "p10_ms", "p90_ms", "speedup", "peak_bytes", "result_bytes", "tflops", "gbps",
+              "roofline", "iterations", "max_error", "aten_max_error", "line"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
@@ -65,14 +84,11 @@ def markdown(meta, rows, plot_name):
               "(named in the tuned column; its first call tunes, untimed), both with bwdconv's "
               "per-call cost for their choice added, as a user's call pays it; the other columns "
               "force one strategy and time its gradient alone.", ""]
-    columns = _columns(rows)
-    lines.append("| case | dir | plan | tuned | " + " | ".join(columns) + " |")
-    lines.append("|" + "---|" * (4 + len(columns)))
-    for case, direction, group in _groups(rows):
-        by_name = {r["strategy"]: r for r in group}
-        cells = [_cell(by_name[c]) if c in by_name else "-" for c in columns]
-        lines.append(f"| {case} | {direction} | {group[0]['plan'] or '-'} | "
-                     f"{group[0].get('tuned', '-')} | " + " | ".join(cells) + " |")
+    lines += _markdown_table(rows, _time_cell)
+    lines += ["", "Peak memory one call adds (MB: the bytes allocated during the call and not yet "
+              "freed, at their highest, its result included; docs/DESIGN.md, \"Memory\") and its "
+              "ratio to aten's:", ""]
+    lines += _markdown_table(rows, _memory_cell)
     lines += ["", "Achieved throughput of the planner's choice (fraction of the roofline: peak "
               "compute or memory bandwidth, whichever bounds the call):", "",
               "| case | dir | TFLOP/s | GB/s | roofline |", "|---|---|---|---|---|"]
@@ -86,9 +102,41 @@ def markdown(meta, rows, plot_name):
     return "\n".join(lines) + "\n"
 
 
+def _markdown_table(rows, cell):
+    columns = _columns(rows)
+    lines = ["| case | dir | plan | tuned | " + " | ".join(columns) + " |",
+             "|" + "---|" * (4 + len(columns))]
+    for case, direction, group in _groups(rows):
+        lines.append(f"| {case} | {direction} | {group[0]['plan'] or '-'} | "
+                     f"{group[0].get('tuned', '-')} | " +
+                     " | ".join(_cells(group, columns, cell)) + " |")
+    return lines
+
+
+def _peak_ratio(row, group):
+    aten = next((r for r in group if r["strategy"] == "aten"), {})
+    if row.get("peak_bytes") is None or not aten.get("peak_bytes"):
+        return None
+    return row["peak_bytes"] / aten["peak_bytes"]
+
+
+def _bars(ax, groups, strategies, value, height, colors):
+    """One bar per (case, direction) and strategy with a value; a line at 1 (aten)."""
+    for s_index, strategy in enumerate(strategies):
+        ys, values = [], []
+        for g_index, (_, _, group) in enumerate(groups):
+            row = next((r for r in group if r["strategy"] == strategy and r["status"] == "ok"), None)
+            if row and value(row, group):
+                ys.append(g_index + s_index * height)
+                values.append(value(row, group))
+        ax.barh(ys, values, height=height, label=strategy, color=colors(s_index))
+    ax.axvline(1.0, color="black", linewidth=1)
+
+
 def plot(path, meta, rows):
-    """Horizontal bars: speedup over aten per (case, direction) and strategy.
-    Returns False (no plot) where matplotlib is not installed."""
+    """Horizontal bars per (case, direction) and strategy: speedup over aten,
+    and beside it the peak memory one call adds over aten's. Returns False
+    (no plot) where matplotlib is not installed."""
     try:
         import matplotlib
     except ImportError:
@@ -103,24 +151,20 @@ def plot(path, meta, rows):
         return False
     strategies = [c for c in _columns(rows) if c != "aten"]
     height = 0.8 / len(strategies)
-    fig, ax = plt.subplots(figsize=(11, 1.0 + 0.22 * len(groups) * len(strategies) + 0.3 * len(groups)))
+    fig, (speed, memory) = plt.subplots(
+        1, 2, sharey=True, figsize=(15, 1.0 + 0.22 * len(groups) * len(strategies) +
+                                    0.3 * len(groups)))
     colors = plt.get_cmap("tab10")
-    for s_index, strategy in enumerate(strategies):
-        ys, values = [], []
-        for g_index, (_, _, group) in enumerate(groups):
-            row = next((r for r in group if r["strategy"] == strategy and r["status"] == "ok"), None)
-            if row and row.get("speedup"):
-                ys.append(g_index + s_index * height)
-                values.append(row["speedup"])
-        ax.barh(ys, values, height=height, label=strategy, color=colors(s_index))
-    ax.axvline(1.0, color="black", linewidth=1)
-    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(groups))])
-    ax.set_yticklabels([f"{case} {direction}" for case, direction, _ in groups], fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel("speedup over aten (higher is better; 1 = aten)")
-    ax.set_title(f"bwdconv vs aten: {meta.get('device')} ({meta.get('date')}, torch {meta.get('torch')})",
-                 fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
+    _bars(speed, groups, strategies, lambda row, group: row.get("speedup"), height, colors)
+    _bars(memory, groups, strategies, _peak_ratio, height, colors)
+    speed.set_yticks([i + 0.4 - height / 2 for i in range(len(groups))])
+    speed.set_yticklabels([f"{case} {direction}" for case, direction, _ in groups], fontsize=8)
+    speed.invert_yaxis()
+    speed.set_xlabel("speedup over aten (higher is better; 1 = aten)")
+    memory.set_xlabel("peak memory added over aten's (lower is better; 1 = aten)")
+    fig.suptitle(f"bwdconv vs aten: {meta.get('device')} ({meta.get('date')}, "
+                 f"torch {meta.get('torch')})", fontsize=10)
+    speed.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

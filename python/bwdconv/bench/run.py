@@ -6,7 +6,7 @@ import statistics
 import torch
 
 import bwdconv
-from bwdconv import _overhead, _tune
+from bwdconv import _memory, _overhead, _tune
 
 from . import device as dev
 from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, DIRECTION_NAMES, FORWARD
@@ -199,6 +199,20 @@ def _timed(entries, device, warmup, iterations):
     return times
 
 
+def _peaks(entries, device):
+    """({name: the peak bytes one call adds, its result included}, the bytes
+    of aten's result): one more call each, after the timing."""
+    peaks, result_bytes = {}, None
+    for name, fn, forced in entries:
+        with forcing(forced), _memory.peak_memory(device) as peak:
+            result = fn()
+        peaks[name] = peak.bytes
+        if name == "aten":
+            result_bytes = result.numel() * result.element_size()
+        del result
+    return peaks, result_bytes
+
+
 def add_call_costs(times, choices):
     """The bwdconv and tuned columns as a user's call pays them: the time of
     the gradient plus bwdconv's per-call cost for the choice {name: choice}
@@ -240,7 +254,8 @@ def planned_gradients(case, x, w, dy, args):
 
 
 def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
-    """One result row per (direction, strategy); `index` numbers the case in its run."""
+    """One result row per (direction, strategy), with its time and the peak
+    memory one call adds; `index` numbers the case in its run."""
     x, w, dy, args = make_operands(case, device)
     planned = planned_gradients(case, x, w, dy, args)
     rows = []
@@ -264,13 +279,15 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
                 "direction": DIRECTION_NAMES[direction], "plan": chosen, "status": "ok"}
         entries, errors = _checked(entries, reference, aten_error, rows, base)
         times = _timed(entries, device, warmup, iterations)
+        memory, base["result_bytes"] = _peaks(entries, device)
         if "bwdconv" in fns:
             base["tuned"] = tuned_choice(direction, x, w, args, case, dy)
             add_call_costs(times, {"bwdconv": chosen,
                                    "tuned": chosen if base["tuned"] == "-" else base["tuned"]})
         aten_ms = statistics.median(times["aten"])
         for name, _, _ in entries:
-            row = dict(base, strategy=name, iterations=iterations, **dev.summary(times[name]))
+            row = dict(base, strategy=name, iterations=iterations, peak_bytes=memory[name],
+                       **dev.summary(times[name]))
             if name in errors:
                 row["max_error"], row["aten_max_error"] = errors[name], aten_error
             seconds = row["median_ms"] * 1e-3

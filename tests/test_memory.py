@@ -1,0 +1,191 @@
+"""bwdconv.peak_memory: the CPU count of c10's allocations (docs/DESIGN.md,
+"Memory"): what a region allocates and frees, nesting, other threads, and
+nothing counted outside a region; and the memory bounds DESIGN.md states for
+splitk's partials and staging, scatter's buffer and phase_stacked's stacked
+filter, measured on shapes where each binds."""
+
+import os
+import threading
+
+import pytest
+import torch
+
+import bwdconv
+from bwdconv._library import _C
+
+MB = 10**6
+
+
+def test_a_region_counts_the_bytes_it_allocates_at_their_highest():
+    with bwdconv.peak_memory("cpu") as kept:
+        t = torch.empty(MB, dtype=torch.float32)
+    assert kept.bytes == 4 * MB
+    with bwdconv.peak_memory("cpu") as freed:
+        for _ in range(3):
+            torch.empty(MB, dtype=torch.float64)  # freed before the next
+    assert freed.bytes == 8 * MB
+    del t
+
+
+def test_allocations_before_the_region_are_not_counted_in_it():
+    earlier = torch.empty(MB)
+    with bwdconv.peak_memory("cpu") as peak:
+        del earlier
+        torch.empty(MB // 2)
+    assert peak.bytes == 2 * MB
+
+
+def test_regions_nest_and_the_enclosing_one_keeps_the_inner_peak():
+    with bwdconv.peak_memory("cpu") as outer:
+        a = torch.empty(MB)
+        with bwdconv.peak_memory("cpu") as inner:
+            torch.empty(2 * MB)
+        with bwdconv.peak_memory("cpu") as second:
+            torch.empty(MB // 4)
+        del a
+    assert (inner.bytes, second.bytes, outer.bytes) == (8 * MB, MB, 12 * MB)
+
+
+def test_other_threads_allocations_are_counted():
+    def allocate():
+        torch.empty(3 * MB, dtype=torch.uint8)
+
+    with bwdconv.peak_memory("cpu") as peak:
+        thread = threading.Thread(target=allocate)
+        thread.start()
+        thread.join()
+    assert peak.bytes == 3 * MB
+
+
+def test_nothing_is_counted_outside_a_region():
+    with bwdconv.peak_memory("cpu"):
+        kept = torch.empty(MB)
+    counted = _C.counted_cpu_bytes()
+    outside = torch.empty(5 * MB)
+    assert _C.counted_cpu_bytes() == counted
+    del kept  # counted while the region was open: its free is counted
+    assert _C.counted_cpu_bytes() == counted - 4 * MB
+    del outside
+    assert _C.counted_cpu_bytes() == counted - 4 * MB
+
+
+# ---- the bounds docs/DESIGN.md states, measured --------------------------------
+# Expected bytes come from DESIGN.md's text (its formulas, worked out in the
+# comments) with int math; the strategies run through the tuner's explicit path.
+
+MiB = 2**20
+
+
+def measured_peak(gradient, strategy, grad_output, operand, sizes, stride, padding):
+    def run():
+        return _C.gradient_with(gradient, strategy, None, grad_output, operand, sizes, stride,
+                                padding, [1] * len(stride), 1)
+
+    run()  # warm-up: what a first call allocates once
+    with bwdconv.peak_memory("cpu") as peak:
+        run()
+    return peak.bytes
+
+
+def aten_convolution_peak(input, weight, padding):
+    """What aten's stride-1 convolution of these operands takes, its output included."""
+    ones = [1] * (input.dim() - 2)
+
+    def run():
+        return torch.ops.aten.convolution(input, weight, None, ones, padding, ones, False,
+                                          [0] * len(ones), 1)
+
+    run()
+    with bwdconv.peak_memory("cpu") as peak:
+        run()
+    return peak.bytes
+
+
+def splitk_tiles(out_channels, in_channels, staged_taps):
+    """"Kernel path": tiles = groups x ceil(M/128) x ceil(C_g x staged taps / 128)."""
+    return -(-out_channels // 128) * -(-(in_channels * staged_taps) // 128)
+
+
+def two_chunks_or_skip(tiles):
+    """chunks <= max(2, floor(units / tiles)): two while the host threads are
+    fewer than twice the tiles."""
+    if (os.cpu_count() or 1) >= 2 * tiles:
+        pytest.skip(f"{os.cpu_count()} host threads give more than two splitk chunks")
+
+
+def test_splitk_partials_reach_their_bound_and_stay_within_it():
+    # 3x3 stride 2 (every tap staged), no padding, 2x2 outputs: the partials
+    # are 2 chunks x weight x 4 B = 75.5 MB, above 64 MiB, so that their bound
+    # max(64 MiB, 2 x weight x 4 B) is what they take.
+    m = c = 1024
+    two_chunks_or_skip(splitk_tiles(m, c, 9))
+    x, dy = torch.randn(1, c, 5, 5), torch.randn(1, m, 2, 2)
+    weight_elements = m * c * 9
+    partials_bound = max(64 * MiB, 2 * weight_elements * 4)
+    assert partials_bound == 2 * weight_elements * 4
+    # One step stages 2 chunks x C x 9 taps x 1 row x 2 positions (under the cap).
+    staging = 2 * c * 9 * 1 * 2 * 4
+    grad_weight = weight_elements * 4
+    with bwdconv.kernels_on_host():
+        peak = measured_peak("weight", "splitk", dy, x, [m, c, 3, 3], [2, 2], [0, 0])
+    # The steps hold the partials and a step's staging, the reduce the
+    # partials and the weight gradient.
+    assert partials_bound + grad_weight <= peak <= partials_bound + max(staging, grad_weight)
+
+
+def test_splitk_staging_reaches_its_cap_and_stays_within_it(monkeypatch):
+    # BWDCONV_SPLITK_STAGING_BYTES replaces the cap: 4 MiB. 3x3 stride 2, no
+    # padding, 64x64 outputs: one output row of both chunks stages
+    # 2 x C x 9 taps x 64 positions x 4 B = 294912 B, so a step takes
+    # floor(4 MiB / row) = 14 of each chunk's 32 rows: the cap binds.
+    cap = 4 * MiB
+    monkeypatch.setenv("BWDCONV_SPLITK_STAGING_BYTES", str(cap))
+    m, c = 1024, 64
+    two_chunks_or_skip(splitk_tiles(m, c, 9))
+    x, dy = torch.randn(1, c, 129, 129), torch.randn(1, m, 64, 64)
+    row = 2 * c * 9 * 64 * 4
+    staged = (cap // row) * row
+    assert cap - row < staged <= cap and staged < 32 * row
+    grad_weight = m * c * 9 * 4
+    partials = 2 * grad_weight  # 2 chunks, under 64 MiB
+    with bwdconv.kernels_on_host():
+        peak = measured_peak("weight", "splitk", dy, x, [m, c, 3, 3], [2, 2], [0, 0])
+    assert partials + staged <= peak <= partials + max(cap, grad_weight)
+
+
+def test_scatters_buffer_is_what_design_states():
+    # 1x1 filter, stride 4, no padding, input 64 from 16 outputs: lead
+    # L = d(K-1) - p = 0, output padding op = 64 - ((16-1)*4 - 0 + 0 + 1) = 3,
+    # buffer length (O-1)s + 1 + L + (L + op) = 64 per dim: 16 times
+    # grad_output. float64, whose 1x1 convolution has no workspace to hide in.
+    n, m, c = 2, 32, 32
+    dy = torch.randn(n, m, 16, 16, dtype=torch.float64)
+    weight = torch.randn(m, c, 1, 1, dtype=torch.float64)
+    buffer = n * m * 64 * 64 * 8
+    grad_input = n * c * 64 * 64 * 8
+    adjoint_filter = m * c * 8
+    convolution = aten_convolution_peak(torch.zeros(n, m, 64, 64, dtype=torch.float64),
+                                        torch.zeros(c, m, 1, 1, dtype=torch.float64), [0, 0])
+    assert convolution >= grad_input
+    peak = measured_peak("input", "scatter", dy, weight, [n, c, 64, 64], [4, 4], [0, 0])
+    assert buffer + grad_input <= peak <= buffer + adjoint_filter + convolution
+
+
+def test_phase_stackeds_filter_is_what_design_states():
+    # 3x3, stride 2, padding 1, input 4 (2 outputs), per dim ("Geometry"):
+    # phase 0 has taps 0 and 2 (m 0 and 1, conv_padding 1), phase 1 tap 1
+    # (m 0): common filter F = 2, P = 1, 4 stacked phases; the stacked filter
+    # is 4 x C x M x 2 x 2 elements, and while it is filled one phase's
+    # adjoint sub-filter, at most C x M x 2 x 2. Stacked output rows
+    # O + 2P - (F - 1) = 3.
+    m = c = 256
+    dy = torch.randn(1, m, 2, 2, dtype=torch.float64)
+    weight = torch.randn(m, c, 3, 3, dtype=torch.float64)
+    stacked_filter = 4 * c * m * 2 * 2 * 8
+    sub_filter = c * m * 2 * 2 * 8
+    grad_input = c * 4 * 4 * 8
+    convolution = aten_convolution_peak(dy, torch.zeros(4 * c, m, 2, 2, dtype=torch.float64),
+                                        [1, 1])
+    assert convolution >= 4 * c * 3 * 3 * 8
+    peak = measured_peak("input", "phase_stacked", dy, weight, [1, c, 4, 4], [2, 2], [1, 1])
+    assert stacked_filter <= peak <= stacked_filter + sub_filter + convolution + grad_input
