@@ -31,8 +31,9 @@ start=$SECONDS
 # Fails on any of its rules (spills, data-movement stack frames, compiler-made
 # LDS, data-movement occupancy below 50%, splitk's products neither on the
 # vendor GEMM nor on tensor cores / MFMA), for every kernel, splitk's reduce included.
+# Its compile cache in the build directory spares unchanged kernels a recompile.
 "$BWDCONV_VENV/bin/python" "$ROOT/scripts/kernel_report.py" --out "$BUILD/kernel-report" \
-  --jobs "$(nproc)" --check all
+  --jobs "$(nproc)" --check all --cache "$BUILD/kernel-report-cache"
 echo "== kernel report took $((SECONDS - start)) s ($BUILD/kernel-report/report.md)"
 
 echo "== ctest (with the host-target kernels under ASan+UBSan and TSan, and planted bugs they must report)"

@@ -9,11 +9,14 @@ kernel running on a GPU.
     python3 scripts/kernel_report.py --check [ROLE] # exit 1 when a rule (gates) is broken
                                                     # (ROLE: data_movement or splitk; all by default)
     python3 scripts/kernel_report.py --splitk-only  # splitk's source check and model alone
+    python3 scripts/kernel_report.py --cache DIR    # reuse DIR's outputs of unchanged compiles
 
 The modules, in the order the report runs them:
 - compilers: finds nvcc, cuobjdump, hipcc and c++filt, compiles every
   csrc/hip/*.cu for sm_80 and sm_90 and for gfx90a and gfx940, and gathers
   one record per kernel with its figures per target;
+- cache: the compile cache (--cache DIR), which spares an unchanged kernel
+  its compiles;
 - nvidia, amd: what ptxas -v, the SASS, and the AMDGPU assembly and metadata
   say (resources, instructions, issue cycles per instruction mix);
 - control_flow: basic blocks, dominators, natural loops and the heaviest

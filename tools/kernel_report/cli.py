@@ -29,6 +29,8 @@ def parse_args() -> argparse.Namespace:
                         help="exit 1 when a rule is broken (by the kernels of one role, or all)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--keep", type=Path, help="keep cubins, SASS and assembly here")
+    parser.add_argument("--cache", type=Path,
+                        help="reuse compiler outputs stored here for unchanged kernels (cache.py)")
     parser.add_argument("--splitk-only", action="store_true",
                         help="only splitk's source check and model (no kernel compilation)")
     return parser.parse_args()
@@ -78,7 +80,7 @@ def main() -> int:
         return 1
     work_dir = args.keep or Path(tempfile.mkdtemp(prefix="kernel_report."))
     work_dir.mkdir(parents=True, exist_ok=True)
-    kernels = collect(tools, work_dir, args.jobs)
+    kernels = collect(tools, work_dir, args.jobs, args.cache)
     splitk = {"source": splitk_products_source(), "model": splitk_model(work_dir)}
     if not args.keep:
         shutil.rmtree(work_dir, ignore_errors=True)

@@ -2,12 +2,14 @@
 compiling every csrc/hip/*.cu for sm_80 and sm_90 (nvcc -cubin -Xptxas -v:
 registers, stack frame, spill bytes, static shared memory; cuobjdump -sass: the
 instructions) and for gfx90a and gfx940 (hipcc --cuda-device-only -S: the
-AMDGPU metadata gives VGPR/SGPR/AGPR counts, LDS, scratch and spills); and
+AMDGPU metadata gives VGPR/SGPR/AGPR counts, LDS, scratch and spills), each
+step through the compile cache where --cache names one (cache.py); and
 gathering one record per kernel, named the same on both vendors, with its
 figures per target."""
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import glob
 import os
 import re
@@ -16,9 +18,11 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from . import KERNEL_DIR, ROOT
 from .amd import amd_code_facts, parse_amd_code, parse_amd_metadata
+from .cache import cached_run, compile_key, key_command, keyed_environment, source_inputs
 from .devices import AMD_ARCHS, NV_ARCHS
 from .nvidia import nv_code_facts, parse_ptxas, parse_sass
 from .walks import dense_lanes, staged_kernel
@@ -82,6 +86,33 @@ def run(cmd: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     return result
 
 
+@functools.lru_cache(maxsize=None)
+def version_text(tool: str) -> str:
+    """What `tool --version` prints."""
+    try:
+        return subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return "missing"
+
+
+def nvcc_version(tools: Tools) -> str:
+    """nvcc's version text and that of the gcc (from PATH) it preprocesses with."""
+    return version_text(tools.nvcc) + version_text(shutil.which("gcc") or "gcc")
+
+
+def run_cached(cache: Path | None, cmd: list[str], compiler_version: str, work: Path,
+               outputs: list[Path], inputs: Callable[[], dict[str, bytes]], env: dict | None = None
+               ) -> subprocess.CompletedProcess:
+    """run(cmd), or without running it, its result and outputs from the cache
+    under the key of cmd (its paths in work as placeholders), the compiler's
+    version, the environment and inputs()."""
+    if cache is None:
+        return run(cmd, env)
+    key = compile_key(key_command(cmd, work), compiler_version,
+                      keyed_environment(os.environ if env is None else env), inputs())
+    return cached_run(cache, key, outputs, lambda: run(cmd, env))
+
+
 def demangle(names: list[str], cxxfilt: str | None) -> dict[str, str]:
     if not names or not cxxfilt:
         return {n: n for n in names}
@@ -105,23 +136,32 @@ def short_name(demangled: str) -> str:
     return name[:end].replace("bwdconv::hip::", "").replace("(anonymous namespace)::", "")
 
 
-def compile_nv(tools: Tools, source: Path, arch: str, work: Path) -> dict:
+def disassemble(tools: Tools, cubin: Path, cache: Path | None) -> str:
+    """cuobjdump -sass's listing of the cubin, keyed on the cubin's contents."""
+    cmd = [tools.cuobjdump, "-sass", str(cubin)]
+    return run_cached(cache, cmd, version_text(tools.cuobjdump), cubin.parent, [],
+                      lambda: {"cubin": cubin.read_bytes()}, env=tools.cuobjdump_env()).stdout
+
+
+def compile_nv(tools: Tools, source: Path, arch: str, work: Path, cache: Path | None = None) -> dict:
     cubin = work / f"{source.stem}.{arch}.cubin"
-    result = run([tools.nvcc, *NVCC_FLAGS, f"-arch={arch}", "-cubin", "-Xptxas", "-v",
-                  f"-I{ROOT / 'csrc'}", str(source), "-o", str(cubin)])
+    cmd = [tools.nvcc, *NVCC_FLAGS, f"-arch={arch}", "-cubin", "-Xptxas", "-v",
+           f"-I{ROOT / 'csrc'}", str(source), "-o", str(cubin)]
+    result = run_cached(cache, cmd, nvcc_version(tools), work, [cubin], lambda: source_inputs(source, cmd))
     resources = parse_ptxas(result.stderr + result.stdout)
     sass = {}
     if tools.cuobjdump:
-        listing = run([tools.cuobjdump, "-sass", str(cubin)], env=tools.cuobjdump_env()).stdout
+        listing = disassemble(tools, cubin, cache)
         (work / f"{source.stem}.{arch}.sass").write_text(listing)
         sass = parse_sass(listing)
     return {"resources": resources, "sass": sass}
 
 
-def compile_amd(tools: Tools, source: Path, arch: str, work: Path) -> dict:
+def compile_amd(tools: Tools, source: Path, arch: str, work: Path, cache: Path | None = None) -> dict:
     asm_path = work / f"{source.stem}.{arch}.s"
-    run([tools.hipcc, *HIPCC_FLAGS, f"--offload-arch={arch}", "--cuda-device-only", "-S",
-         f"-I{ROOT / 'csrc'}", str(source), "-o", str(asm_path)])
+    cmd = [tools.hipcc, *HIPCC_FLAGS, f"--offload-arch={arch}", "--cuda-device-only", "-S",
+           f"-I{ROOT / 'csrc'}", str(source), "-o", str(asm_path)]
+    run_cached(cache, cmd, version_text(tools.hipcc), work, [asm_path], lambda: source_inputs(source, cmd))
     asm = asm_path.read_text()
     return {"metadata": parse_amd_metadata(asm), "code": parse_amd_code(asm)}
 
@@ -134,17 +174,17 @@ def role_of(source: str) -> str:
     return "other"
 
 
-def collect(tools: Tools, work: Path, jobs: int) -> list[dict]:
+def collect(tools: Tools, work: Path, jobs: int, cache: Path | None = None) -> list[dict]:
     sources = sorted(KERNEL_DIR.glob("*.cu"))
     tasks = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         for source in sources:
             if tools.nvcc:
                 for arch in NV_ARCHS:
-                    tasks[(source.name, arch)] = pool.submit(compile_nv, tools, source, arch, work)
+                    tasks[(source.name, arch)] = pool.submit(compile_nv, tools, source, arch, work, cache)
             if tools.hipcc:
                 for arch in AMD_ARCHS:
-                    tasks[(source.name, arch)] = pool.submit(compile_amd, tools, source, arch, work)
+                    tasks[(source.name, arch)] = pool.submit(compile_amd, tools, source, arch, work, cache)
         results = {key: f.result() for key, f in tasks.items()}
 
     mangled = set()
@@ -175,18 +215,17 @@ def collect(tools: Tools, work: Path, jobs: int) -> list[dict]:
 
 
 def tools_line(tools: Tools) -> str:
-    def version(cmd, pattern):
-        try:
-            text = subprocess.run(cmd, capture_output=True, text=True).stdout
-        except OSError:
-            return "missing"
+    def version(tool, pattern):
+        text = version_text(tool)
+        if text == "missing":
+            return text
         m = re.search(pattern, text)
         return m.group(0) if m else "?"
     parts = []
     if tools.nvcc:
-        parts.append("nvcc " + version([tools.nvcc, "--version"], r"V\d+\.\d+\.\d+"))
+        parts.append("nvcc " + version(tools.nvcc, r"V\d+\.\d+\.\d+"))
     if tools.cuobjdump:
-        parts.append("cuobjdump " + version([tools.cuobjdump, "--version"], r"V\d+\.\d+\.\d+"))
+        parts.append("cuobjdump " + version(tools.cuobjdump, r"V\d+\.\d+\.\d+"))
     if tools.hipcc:
-        parts.append("hipcc: " + version([tools.hipcc, "--version"], r".*clang version.*"))
+        parts.append("hipcc: " + version(tools.hipcc, r".*clang version.*"))
     return "; ".join(parts) or "none"
