@@ -58,6 +58,27 @@ bool eager(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& we
          plain_tensor(weight);
 }
 
+// A backward on plain tensors with no graph to record: PyTorch's own
+// autograd would make one aten::convolution_backward call with the forward's
+// operands (its `transposed` flag and output padding) for every gradient
+// wanted; that call, with the gradients bwdconv plans planned as the aten
+// scope plans them, so that those aten computes, the bias's included, are
+// aten's bit for bit and stride for stride. `bias_channels`: the output's.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> atens_own_backward(
+    AutogradContext* ctx, const at::Tensor& grad, const at::Tensor& input,
+    const at::Tensor& weight, const SavedParams& p, bool transposed,
+    at::IntArrayRef output_padding, int64_t bias_channels) {
+  // needs_input_grad counts only the tensors passed: the bias is edge 2 if present.
+  const bool has_bias = ctx->saved_data["has_bias"].toBool();
+  const std::vector<int64_t> bias_sizes{bias_channels};
+  at::AutoDispatchBelowADInplaceOrView guard;  // as aten's kernel runs
+  return planned_convolution_backward(
+      grad, input, weight,
+      has_bias ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), p.stride,
+      p.padding, p.dilation, transposed, output_padding, p.groups,
+      {ctx->needs_input_grad(0), ctx->needs_input_grad(1), has_bias && ctx->needs_input_grad(2)});
+}
+
 class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
@@ -84,17 +105,9 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
     const at::OptionalIntArrayRef bias_sizes_if_any =
         has_bias ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef();
     if (is_eager && !at::GradMode::is_enabled()) {
-      // No graph to record: what PyTorch's own autograd runs
-      // (aten::convolution_backward with the forward's operands), so the
-      // gradients aten computes, the bias's included, are aten's bit for bit
-      // and stride for stride.
       const std::vector<int64_t> no_output_padding(p.stride.size(), 0);
-      at::AutoDispatchBelowADInplaceOrView guard;  // as aten's kernel runs
-      auto [gi, gw, gb] = planned_convolution_backward(
-          grad, input, weight, bias_sizes_if_any, p.stride, p.padding, p.dilation,
-          /*transposed=*/false, no_output_padding, p.groups,
-          {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-           has_bias && ctx->needs_input_grad(2)});
+      auto [gi, gw, gb] = atens_own_backward(ctx, grad, input, weight, p, /*transposed=*/false,
+                                             no_output_padding, weight.size(0));
       return {gi, gw, gb, {}, {}, {}, {}};
     }
     at::Tensor grad_input, grad_weight, grad_bias;
@@ -146,22 +159,11 @@ class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunc
     const at::Tensor &input = saved[0], &weight = saved[1];
     const auto p = SavedParams::load(ctx);
     const at::Tensor& g = grads[0];
-    const bool has_bias = ctx->saved_data["has_bias"].toBool();
     if (eager(g, input, weight) && !at::GradMode::is_enabled()) {
-      // No graph to record: PyTorch's own backward call (one
-      // aten::convolution_backward, transposed, for every gradient, where
-      // aten computes them together) with the weight gradient planned, as
-      // the aten scope serves it.
-      const std::vector<int64_t> bias_sizes{weight.size(1) * p.groups};
-      const std::vector<int64_t> output_padding =
-          ctx->saved_data["output_padding"].toIntVector();
-      at::AutoDispatchBelowADInplaceOrView guard;
-      auto [gi, gw, gb] = planned_convolution_backward(
-          g, input, weight,
-          has_bias ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), p.stride,
-          p.padding, p.dilation, /*transposed=*/true, output_padding, p.groups,
-          {ctx->needs_input_grad(0), ctx->needs_input_grad(1),
-           has_bias && ctx->needs_input_grad(2)});
+      auto [gi, gw, gb] =
+          atens_own_backward(ctx, g, input, weight, p, /*transposed=*/true,
+                             ctx->saved_data["output_padding"].toIntVector(),
+                             weight.size(1) * p.groups);
       return {gi, gw, gb, {}, {}, {}, {}, {}};
     }
     at::Tensor grad_input, grad_weight, grad_bias;
@@ -173,7 +175,9 @@ class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunc
       grad_weight = call_backward_weight(input, g, weight.sym_sizes(), p.stride, p.padding,
                                          p.dilation, p.groups);
     }
-    if (has_bias && ctx->needs_input_grad(2)) grad_bias = compute_grad_bias(g);
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) {
+      grad_bias = compute_grad_bias(g);
+    }
     return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}, {}};
   }
 };
