@@ -276,29 +276,32 @@ def test_both_swap1x1_writers_are_timed_where_both_serve(tmp_path):
     assert names == {(0, "swap1x1[fused]"), (0, "swap1x1[in_place]"), (1, "swap1x1")}
 
 
-def test_layout_option_puts_every_case_in_one_layout(tmp_path):
-    out = tmp_path / "out"
-    line = ["conv", "-n", "2", "-c", "4", "-H", "8", "-W", "9", "-k", "8", "-y", "1", "-x", "1",
+# A float32 NCHW 1x1 stride-2 input gradient, one call timed.
+ONE_LINE = ["conv", "-n", "2", "-c", "4", "-H", "8", "-W", "9", "-k", "8", "-y", "1", "-x", "1",
             "-u", "2", "-v", "2", "-F", "2"]
-    assert bench_main(["--layout", "channels_last", "--iter", "1", "--warmup", "0", "--scale", "1",
-                       "--device", "cpu", "--out", str(out), *line]) == 0
-    results = json.loads((out / "results.json").read_text())["results"]
+
+
+def one_line_results(tmp_path, *options):
+    """The results rows of ONE_LINE benched once on the CPU with `options`."""
+    out = tmp_path / "out"
+    assert bench_main([*options, "--iter", "1", "--warmup", "0", "--scale", "1", "--device", "cpu",
+                       "--out", str(out), *ONE_LINE]) == 0
+    return json.loads((out / "results.json").read_text())["results"]
+
+
+def test_layout_option_puts_every_case_in_one_layout(tmp_path):
+    results = one_line_results(tmp_path, "--layout", "channels_last")
     assert {r["strategy"] for r in results} >= {"swap1x1[fused]", "swap1x1[in_place]"}
     assert all("NHWC" in r["case"] and "--in_layout NHWC" in r["line"] for r in results)
     with pytest.raises(SystemExit):
-        bench_main(["--layout", "NHWC", *line])
+        bench_main(["--layout", "NHWC", *ONE_LINE])
 
 
 def test_dtype_option_puts_every_case_in_one_dtype(tmp_path):
-    out = tmp_path / "out"
-    line = ["conv", "-n", "2", "-c", "4", "-H", "8", "-W", "9", "-k", "8", "-y", "1", "-x", "1",
-            "-u", "2", "-v", "2", "-F", "2"]
-    assert bench_main(["--dtype", "bfloat16", "--iter", "1", "--warmup", "0", "--scale", "1",
-                       "--device", "cpu", "--out", str(out), *line]) == 0
-    results = json.loads((out / "results.json").read_text())["results"]
+    results = one_line_results(tmp_path, "--dtype", "bfloat16")
     assert results and all(r["line"].startswith("convbfp16 ") for r in results)
     with pytest.raises(SystemExit):
-        bench_main(["--dtype", "float64", *line])
+        bench_main(["--dtype", "float64", *ONE_LINE])
 
 
 def test_bound_benchmark_times_kernel_equals_stride_lines_against_gemm_and_write(capsys):

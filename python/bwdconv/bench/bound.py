@@ -16,16 +16,15 @@ The entries are timed in rounds, in a rotating order; medians.
 import argparse
 import math
 import statistics
-import tempfile
 
 import torch
 
-from bwdconv import _cache, _tune
+from bwdconv import _tune
 
 from . import device as dev
 from .cli import DTYPE_NAMES, add_layout_option, cases_from
 from .driver import scale_case
-from .overhead import _environment
+from .overhead import decisions_of_this_run
 from .run import _output_padding, make_operands
 
 ROUNDS = 15
@@ -92,19 +91,14 @@ def main(argv=None):
              if kernel_equals_stride(c)]
     print(f"{dev.describe(device)['device']} | scale 1/{args.scale} | {ROUNDS} rounds of "
           f"{args.iter} calls | bound = GEMM + one write of the output; bound / time")
-    with tempfile.TemporaryDirectory() as cache_dir, \
-            _environment("BWDCONV_CACHE_DIR", cache_dir):
-        users_cache, _tune._state.cache = _tune._state.cache, _cache.DecisionCache()
-        try:
-            for case in cases:
-                ms = measure(case, device, args.iter)
-                bound = ms["gemm"] + ms["write"]
-                cells = "  ".join(f"{name} {ms[name]:.3f} ms ({bound / ms[name]:.2f})"
-                                  for name in ("aten", "planned", "tuned"))
-                print(f"{case.label():40s} gemm {ms['gemm']:.3f} + write {ms['write']:.3f} "
-                      f"= {bound:.3f} ms | {cells}", flush=True)
-        finally:
-            _tune._state.cache = users_cache
+    with decisions_of_this_run():
+        for case in cases:
+            ms = measure(case, device, args.iter)
+            bound = ms["gemm"] + ms["write"]
+            cells = "  ".join(f"{name} {ms[name]:.3f} ms ({bound / ms[name]:.2f})"
+                              for name in ("aten", "planned", "tuned"))
+            print(f"{case.label():40s} gemm {ms['gemm']:.3f} + write {ms['write']:.3f} "
+                  f"= {bound:.3f} ms | {cells}", flush=True)
     return 0
 
 

@@ -222,19 +222,34 @@ def _held_out_step(case, device):
     return step
 
 
-def tuned_step_ratios(device, steps):
-    """[{shape, without_ms, <mode>: {ratio, ms, tuned}}]: forward + backward
-    of held-out shapes, without bwdconv and in each scope with autotuning on;
-    the decisions come from this run (a cache directory of its own)."""
+@contextlib.contextmanager
+def decisions_of_this_run():
+    """Autotuning decisions made and kept for the body of a `with` block only:
+    a cache directory of its own, the user's cache untouched and put back."""
     import tempfile
 
     from bwdconv import _cache, _tune
 
-    results, users_cache = [], _tune._state.cache
+    users_cache = _tune._state.cache
     with tempfile.TemporaryDirectory() as cache_dir, \
             _environment("BWDCONV_CACHE_DIR", cache_dir):
         _tune._state.cache = _cache.DecisionCache()
         _tune.clear_decisions()
+        try:
+            yield
+        finally:
+            _tune.clear_decisions()
+            _tune._state.cache = users_cache
+
+
+def tuned_step_ratios(device, steps):
+    """[{shape, without_ms, <mode>: {ratio, ms, tuned}}]: forward + backward
+    of held-out shapes, without bwdconv and in each scope with autotuning on;
+    the decisions come from this run (decisions_of_this_run)."""
+    from bwdconv import _tune
+
+    results = []
+    with decisions_of_this_run():
         for case in HELD_OUT:
             step = _held_out_step(case, device)
             known = set(_tune.decisions())
@@ -244,8 +259,6 @@ def tuned_step_ratios(device, steps):
             results.append({"shape": case[0], "without_ms": without_ms, **cells,
                             "decisions": sorted({f"{g} {d['choice']}" for e in tuned.values()
                                                  for g, d in e["gradients"].items()})})
-        _tune.clear_decisions()
-    _tune._state.cache = users_cache
     return results
 
 
