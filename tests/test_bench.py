@@ -386,6 +386,29 @@ def test_overhead_benchmark_reports_every_kind_pass_and_scope(tmp_path, capsys):
     assert "transposed" in capsys.readouterr().out
 
 
+def test_overhead_ratio_interval_holds_the_true_ratio_and_narrows_with_rounds():
+    """The steps' bootstrap interval: exact where the ratio is exact, around
+    the ratio the times were drawn with, and narrower with more rounds."""
+    import random
+
+    from bwdconv.bench import overhead
+
+    base = [10.0 + i % 7 for i in range(50)]
+    assert overhead._ratio_interval(base, base) == (1.0, 1.0)
+    low, high = overhead._ratio_interval(base, [t * 1.25 for t in base])
+    assert low == pytest.approx(0.8) and high == pytest.approx(0.8)
+
+    draw = random.Random(5)
+
+    def widths(rounds):
+        without = [draw.gauss(20.0, 1.0) for _ in range(rounds)]
+        timed = [draw.gauss(20.0, 1.0) * 1.05 for _ in range(rounds)]
+        low, high = overhead._ratio_interval(without, timed)
+        assert low < 1 / 1.05 < high
+        return high - low
+    assert widths(800) < widths(50) / 2
+
+
 @pytest.mark.parametrize("kind", ["conv", "transposed"])
 def test_overhead_cases_call_what_each_mode_enabled(kind):
     """The benchmark's calls reach torch.nn.functional as enable() left it:

@@ -15,9 +15,10 @@ percentiles as its spread.
 The training steps (ResNet-18 and MobileNetV2 from torchvision, batch 2,
 64x64, float32; batch 32 at 224x224 too on a GPU) alternate the three modes
 step by step, each timed step after an untimed one in its mode; the ratio
-is median(without) / median(mode): above 1 is faster. A fourth column,
-"null", times the steps without bwdconv again as if it were a mode: how far
-from 1 a ratio of identical code reads on this machine.
+is median(without) / median(mode): above 1 is faster, with a 90% bootstrap
+interval over the rounds. A fourth column, "null", times the steps without
+bwdconv again as if it were a mode: how far from 1 a ratio of identical code
+reads on this machine.
 
 With --tuned, shapes that no suite of the project contains are autotuned
 (the first call of each mode tunes; decisions from this run only) and a
@@ -142,8 +143,8 @@ def step_ratios(step, device, steps):
     tuning where it is on); each timed step follows an untimed one in the
     same mode, so that no step pays for the switch (the aten scope
     registers kernels with the dispatcher), as a user who enables once
-    never does. The ratio is median(without) / median(mode), the per-round
-    ratios its spread."""
+    never does. The ratio is median(without) / median(mode), with its 90%
+    bootstrap interval (_ratio_interval) and the per-round ratios' quartiles."""
     times = {m: [] for m in STEP_MODES}
     order = random.Random(0)
     for index in range(steps + 2):
@@ -158,9 +159,27 @@ def step_ratios(step, device, steps):
     for m in STEP_MODES[1:]:
         ratios = [a / b for a, b in zip(times["without"], times[m])]
         q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+        low, high = _ratio_interval(times["without"], times[m])
         cells[m] = {"ratio": round(median["without"] / median[m], 3), "ms": round(median[m], 3),
+                    "ratio_ci90": [round(low, 3), round(high, 3)],
                     "round_ratio_p25": round(q1, 3), "round_ratio_p75": round(q3, 3)}
     return round(median["without"], 3), cells
+
+
+def _ratio_interval(without, timed, resamples=1000):
+    """A 90% bootstrap interval of median(without) / median(timed): the
+    rounds resampled with replacement, each round's pair kept together (the
+    two were timed side by side), so that the interval says how far the
+    ratio itself would move on another run of as many rounds."""
+    draw = random.Random(1)
+    rounds = range(len(without))
+    ratios = []
+    for _ in range(resamples):
+        picked = [draw.choice(rounds) for _ in rounds]
+        ratios.append(statistics.median(without[i] for i in picked) /
+                      statistics.median(timed[i] for i in picked))
+    ratios.sort()
+    return ratios[int(0.05 * resamples)], ratios[int(0.95 * resamples) - 1]
 
 
 def training_step_ratios(device, steps):
@@ -272,13 +291,13 @@ def _print_tiny(rows):
 
 
 def _ratio_cells(row):
-    return "  ".join(f"{m} {row[m]['ratio']:.3f} [{row[m]['round_ratio_p25']:.3f}-"
-                     f"{row[m]['round_ratio_p75']:.3f}]" for m in STEP_MODES[1:])
+    return "  ".join(f"{m} {row[m]['ratio']:.3f} [{row[m]['ratio_ci90'][0]:.3f}-"
+                     f"{row[m]['ratio_ci90'][1]:.3f}]" for m in STEP_MODES[1:])
 
 
 def _print_training(rows):
     print("training steps: median(without) / median(mode), above 1 is faster "
-          "(per-round ratio p25-p75)")
+          "[90% bootstrap interval]")
     for r in rows:
         print(f"  {r['model']:24s} {'x'.join(map(str, r['input'])):12s} "
               f"without {r['without_ms']:8.2f} ms | {_ratio_cells(r)}")
@@ -286,7 +305,7 @@ def _print_training(rows):
 
 def _print_tuned(rows):
     print("autotuned forward + backward on held-out shapes: median(without) / median(mode) "
-          "(per-round ratio p25-p75), the decisions tuned")
+          "[90% bootstrap interval], the decisions tuned")
     for r in rows:
         print(f"  {r['shape']:28s} without {r['without_ms']:8.2f} ms | {_ratio_cells(r)} | "
               f"{', '.join(r['decisions']) or '-'}")
