@@ -1,6 +1,7 @@
 """The compile cache's key and entries (tools/kernel_report/cache.py): any change
 to what can change a compiler's output gives another key; a hit gives back
-what was stored."""
+what was stored; pruning after a run keeps the entries that run used and
+removes the others."""
 import subprocess
 
 from kernel_report import cache
@@ -88,3 +89,45 @@ def test_a_hit_restores_the_outputs_and_what_was_printed(tmp_path):
     assert (second.stdout, second.stderr) == (first.stdout, first.stderr) == ("out", "ptxas info")
     assert output.read_text() == "asm"
     assert not list((tmp_path / "cache" / "ab").glob(".partial-*"))
+
+
+def entries(directory):
+    return sorted(p.name for p in directory.glob("*/*"))
+
+
+def test_prune_keeps_the_entries_this_run_used_and_removes_an_earlier_runs_others(tmp_path):
+    directory = tmp_path / "cache"
+    output = tmp_path / "a.s"
+    hit, dropped, dropped_alone, new = "ab" * 32, "ab" + "cd" * 31, "ef" * 32, "12" * 32
+    runs = []
+
+    def produce(key):
+        def compile_():
+            runs.append(key)
+            output.write_text(key)
+            return subprocess.CompletedProcess([], 0, key, "")
+        return compile_
+
+    earlier = cache.CompileCache(directory)
+    for key in (hit, dropped, dropped_alone):
+        earlier.run(key, [output], produce(key))
+    (directory / "ab" / ".partial-x1y2").mkdir()  # what an interrupted store leaves
+    (directory / "notes.txt").write_text("kept")  # not the cache's: prune leaves it
+    (directory / "kept").mkdir()
+
+    current = cache.CompileCache(directory)
+    assert current.run(hit, [output], produce("again")).stdout == hit  # a hit, not compiled
+    current.run(new, [output], produce(new))
+    assert runs == [hit, dropped, dropped_alone, new]
+    removed = current.prune()
+
+    assert sorted(p.name for p in removed) == sorted([dropped, dropped_alone, ".partial-x1y2"])
+    assert entries(directory) == sorted([new, hit])
+    assert not (directory / "ef").exists()  # a key prefix left empty goes too
+    assert (directory / "notes.txt").read_text() == "kept" and (directory / "kept").is_dir()
+    assert current.run(hit, [output], produce("again")).stdout == hit  # what stays still hits
+    assert current.prune() == [] and runs == [hit, dropped, dropped_alone, new]
+
+
+def test_prune_of_a_cache_that_does_not_exist_removes_nothing(tmp_path):
+    assert cache.CompileCache(tmp_path / "none").prune() == []

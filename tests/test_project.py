@@ -1,6 +1,7 @@
 """The repository explains itself: its design document exists and every
 citation of it resolves, every link between the README and docs/ resolves,
-nothing depends on files outside the repository, the environment table of
+every cited benchmark record exists and the table of records lists each, nothing
+depends on files outside the repository, the environment table of
 docs/environment.md matches the code, and every declared pytest marker is
 used."""
 
@@ -67,6 +68,43 @@ def test_every_link_of_the_readme_and_docs_resolves():
     broken = [f"{page.relative_to(ROOT)}: {target}" for page, target in links
               if not (page.parent / target).exists()]
     assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
+
+
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def committed_records():
+    """The record folders under benchmarks/results/ (git's list when it has one, so that
+    a run written there and not committed is no record yet)."""
+    try:
+        names = subprocess.run(["git", "ls-files", "benchmarks/results"], cwd=ROOT,
+                               capture_output=True, text=True, check=True).stdout.split()
+        return {pathlib.PurePosixPath(n).parts[2] for n in names
+                if len(pathlib.PurePosixPath(n).parts) > 3}
+    except (OSError, subprocess.CalledProcessError):
+        return {p.name for p in RESULTS.iterdir() if p.is_dir()}
+
+
+def test_every_cited_record_exists_and_the_records_table_lists_each():
+    """A path under benchmarks/results/ in the README or docs/ names a record there (a
+    removed one is named without the path, with the commit that still has it); the
+    README's table cites existing records; docs/benchmarks.md's table lists exactly
+    the records there are."""
+    records = committed_records()
+    assert records, "benchmarks/results/ holds records"
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    cited = [(page, name) for page in pages
+             for name in re.findall(r"benchmarks/results/([\w.-]+)(?![\w.<-])", page.read_text())]
+    cited += [(ROOT / "README.md", name) for name in
+              re.findall(r"\| `([\w.-]+)` \|\s*$", (ROOT / "README.md").read_text(), re.M)]
+    assert cited, "the README and docs/ cite records"
+    missing = [f"{p.relative_to(ROOT)}: {n}" for p, n in cited if n not in records]
+    assert not missing, "cited records that benchmarks/results/ lacks:\n" + "\n".join(missing)
+    table = set(re.findall(r"^\| `([\w.-]+)` \|", (ROOT / "docs" / "benchmarks.md").read_text(),
+                           re.M))
+    assert table == records, (f"docs/benchmarks.md's table of records and benchmarks/results/ "
+                              f"differ: only in the table {sorted(table - records)}, only in "
+                              f"the folder {sorted(records - table)}")
 
 
 def test_the_readme_links_every_docs_page():

@@ -10,13 +10,14 @@ kernel running on a GPU.
                                                     # (ROLE: data_movement or splitk; all by default)
     python3 scripts/kernel_report.py --splitk-only  # splitk's source check and model alone
     python3 scripts/kernel_report.py --cache DIR    # reuse DIR's outputs of unchanged compiles
+                                                    # (then remove those this run did not use)
 
 The modules, in the order the report runs them:
 - compilers: finds nvcc, cuobjdump, hipcc and c++filt, compiles every
   csrc/hip/*.cu for sm_80 and sm_90 and for gfx90a and gfx940, and gathers
   one record per kernel with its figures per target;
 - cache: the compile cache (--cache DIR), which spares an unchanged kernel
-  its compiles;
+  its compiles and keeps only the last run's entries;
 - nvidia, amd: what ptxas -v, the SASS, and the AMDGPU assembly and metadata
   say (resources, instructions, issue cycles per instruction mix);
 - control_flow: basic blocks, dominators, natural loops and the heaviest

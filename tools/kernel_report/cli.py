@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import ROOT
 from . import __doc__ as overview
+from .cache import CompileCache
 from .compilers import Tools, collect
 from .devices import DEVICES
 from .gates import ROLES, violations
@@ -30,7 +31,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--keep", type=Path, help="keep cubins, SASS and assembly here")
     parser.add_argument("--cache", type=Path,
-                        help="reuse compiler outputs stored here for unchanged kernels (cache.py)")
+                        help="reuse compiler outputs stored here for unchanged kernels; after a run "
+                             "with every compiler, remove the entries it did not use (cache.py)")
     parser.add_argument("--splitk-only", action="store_true",
                         help="only splitk's source check and model (no kernel compilation)")
     return parser.parse_args()
@@ -71,6 +73,18 @@ def checked(kernels: list[dict], check: str) -> int:
     return 1 if broken else 0
 
 
+def prune_cache(cache: CompileCache) -> None:
+    """Removes the cache's entries this run did not use and says how many.
+    Only after a run with every compiler: one without nvcc or hipcc used none
+    of that compiler's entries, which are still good."""
+    removed = cache.prune()
+    if removed:
+        size = sum(f.stat().st_size for f in cache.directory.rglob("*") if f.is_file())
+        print(f"kernel_report: cache: removed {len(removed)} entries this run did not use, "
+              f"kept {len(cache.used)}; {cache.directory} holds {size / 2**20:.0f} MiB",
+              file=sys.stderr)
+
+
 def main() -> int:
     args = parse_args()
     if args.splitk_only:
@@ -80,7 +94,10 @@ def main() -> int:
         return 1
     work_dir = args.keep or Path(tempfile.mkdtemp(prefix="kernel_report."))
     work_dir.mkdir(parents=True, exist_ok=True)
-    kernels = collect(tools, work_dir, args.jobs, args.cache)
+    cache = CompileCache(args.cache) if args.cache else None
+    kernels = collect(tools, work_dir, args.jobs, cache)
+    if cache is not None and tools.nvcc and tools.cuobjdump and tools.hipcc:
+        prune_cache(cache)
     splitk = {"source": splitk_products_source(), "model": splitk_model(work_dir)}
     if not args.keep:
         shutil.rmtree(work_dir, ignore_errors=True)

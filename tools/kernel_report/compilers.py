@@ -22,7 +22,7 @@ from typing import Callable
 
 from . import KERNEL_DIR, ROOT
 from .amd import amd_code_facts, parse_amd_code, parse_amd_metadata
-from .cache import cached_run, compile_key, key_command, keyed_environment, source_inputs
+from .cache import CompileCache, compile_key, key_command, keyed_environment, source_inputs
 from .devices import AMD_ARCHS, NV_ARCHS
 from .nvidia import nv_code_facts, parse_ptxas, parse_sass
 from .walks import dense_lanes, staged_kernel
@@ -100,7 +100,7 @@ def nvcc_version(tools: Tools) -> str:
     return version_text(tools.nvcc) + version_text(shutil.which("gcc") or "gcc")
 
 
-def run_cached(cache: Path | None, cmd: list[str], compiler_version: str, work: Path,
+def run_cached(cache: CompileCache | None, cmd: list[str], compiler_version: str, work: Path,
                outputs: list[Path], inputs: Callable[[], dict[str, bytes]], env: dict | None = None
                ) -> subprocess.CompletedProcess:
     """run(cmd), or without running it, its result and outputs from the cache
@@ -110,7 +110,7 @@ def run_cached(cache: Path | None, cmd: list[str], compiler_version: str, work: 
         return run(cmd, env)
     key = compile_key(key_command(cmd, work), compiler_version,
                       keyed_environment(os.environ if env is None else env), inputs())
-    return cached_run(cache, key, outputs, lambda: run(cmd, env))
+    return cache.run(key, outputs, lambda: run(cmd, env))
 
 
 def demangle(names: list[str], cxxfilt: str | None) -> dict[str, str]:
@@ -136,14 +136,15 @@ def short_name(demangled: str) -> str:
     return name[:end].replace("bwdconv::hip::", "").replace("(anonymous namespace)::", "")
 
 
-def disassemble(tools: Tools, cubin: Path, cache: Path | None) -> str:
+def disassemble(tools: Tools, cubin: Path, cache: CompileCache | None) -> str:
     """cuobjdump -sass's listing of the cubin, keyed on the cubin's contents."""
     cmd = [tools.cuobjdump, "-sass", str(cubin)]
     return run_cached(cache, cmd, version_text(tools.cuobjdump), cubin.parent, [],
                       lambda: {"cubin": cubin.read_bytes()}, env=tools.cuobjdump_env()).stdout
 
 
-def compile_nv(tools: Tools, source: Path, arch: str, work: Path, cache: Path | None = None) -> dict:
+def compile_nv(tools: Tools, source: Path, arch: str, work: Path,
+               cache: CompileCache | None = None) -> dict:
     cubin = work / f"{source.stem}.{arch}.cubin"
     cmd = [tools.nvcc, *NVCC_FLAGS, f"-arch={arch}", "-cubin", "-Xptxas", "-v",
            f"-I{ROOT / 'csrc'}", str(source), "-o", str(cubin)]
@@ -157,7 +158,8 @@ def compile_nv(tools: Tools, source: Path, arch: str, work: Path, cache: Path | 
     return {"resources": resources, "sass": sass}
 
 
-def compile_amd(tools: Tools, source: Path, arch: str, work: Path, cache: Path | None = None) -> dict:
+def compile_amd(tools: Tools, source: Path, arch: str, work: Path,
+                cache: CompileCache | None = None) -> dict:
     asm_path = work / f"{source.stem}.{arch}.s"
     cmd = [tools.hipcc, *HIPCC_FLAGS, f"--offload-arch={arch}", "--cuda-device-only", "-S",
            f"-I{ROOT / 'csrc'}", str(source), "-o", str(asm_path)]
@@ -174,7 +176,7 @@ def role_of(source: str) -> str:
     return "other"
 
 
-def collect(tools: Tools, work: Path, jobs: int, cache: Path | None = None) -> list[dict]:
+def collect(tools: Tools, work: Path, jobs: int, cache: CompileCache | None = None) -> list[dict]:
     sources = sorted(KERNEL_DIR.glob("*.cu"))
     tasks = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
