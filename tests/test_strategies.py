@@ -292,9 +292,14 @@ def test_explain_for_another_device_and_dtype():
     assert bwdconv.explain(*one_by_one, dtype=torch.float16).input_strategy == "aten"
     assert bwdconv.explain(*one_by_one, dtype=torch.bfloat16).input_strategy == "swap1x1"
     assert bwdconv.explain(*one_by_one, channels_last=True).input_strategy == "aten"
-    # 1x1 stride 1 on the CPU: swap1x1 in bfloat16 NCHW only.
+    assert bwdconv.explain(*one_by_one, dtype=torch.bfloat16,
+                           channels_last=True).input_strategy == "aten"
+    # float32 NCHW 1x1/2 from 2^31 flops: this one has 2 x 32 x 50 x 50 x 512 x 1024.
+    assert bwdconv.explain(*one_by_one).input_strategy == "swap1x1"
+    assert bwdconv.explain([2, 512, 28, 28], [1024, 512, 1, 1], 2, 0).input_strategy == "aten"
+    # 1x1 stride 1 on the CPU: aten in every dtype and layout.
     stride_one = ([8, 256, 14, 14], [64, 256, 1, 1], 1, 0)
-    assert bwdconv.explain(*stride_one, dtype=torch.bfloat16).input_strategy == "swap1x1"
+    assert bwdconv.explain(*stride_one, dtype=torch.bfloat16).input_strategy == "aten"
     assert bwdconv.explain(*stride_one, dtype=torch.bfloat16,
                            channels_last=True).input_strategy == "aten"
     assert bwdconv.explain(*stride_one).input_strategy == "aten"

@@ -69,32 +69,33 @@ bool float16_channels_last_phase_pays_on_cpu(const ConvGeometry& g) {
          input_elements(g) >= kFloat16PhaseMinInputElements;
 }
 
-// 1x1 filters with stride > 1 on the CPU, 2D, one group
-// (benchmarks/results/cpu-2026-11-23-swap1x1-resnet-sizes): swap1x1 beat
-// aten on every bfloat16 line in both layouts (1.00x-2.13x) and on float32
-// NCHW from 32768 dx elements (1.19x-1.41x); float32 channels_last and the
-// smaller float32 problems went either way (0.58x-2.22x).
-constexpr int64_t kFloat32Swap1x1MinInputElements = int64_t{1} << 15;
-
-bool swap1x1_pays_on_cpu(const ConvGeometry& g) {
-  if (!all_equal_to(g.filter, g.spatial_dims, 1) || g.spatial_dims != 2 || g.groups != 1) {
-    return false;
-  }
-  return g.dtype == DType::BFloat16 ||
-         (g.dtype == DType::Float32 && g.layout == MemoryLayout::Contiguous &&
-          input_elements(g) >= kFloat32Swap1x1MinInputElements);
+// The flops of either gradient of `g` (2 x its multiply-adds, as many as its
+// forward's).
+int64_t gradient_flops(const ConvGeometry& g) {
+  int64_t flops = 2 * g.batch * g.out_channels * g.filter_in_channels;
+  for (int i = 0; i < g.spatial_dims; ++i) flops *= g.output[i] * g.filter[i];
+  return flops;
 }
 
-// 1x1 filters with stride 1 in bfloat16 NCHW on the CPU, 2D, one group: a
-// GEMM beats oneDNN's bfloat16 backward even with no zeros to skip. Forced
-// swap1x1 was faster than aten on all 12 such ResNet-50 lines at 1/4 scale
-// (1.13x-2.53x) and autotuning chose it on 11, the 12th within noise
-// (benchmarks/results/cpu-2026-11-23-tuned); issue 12 reports 1.47x-1.72x on
-// all seven at full scale. In channels_last and in float32 it went either way.
-bool swap1x1_stride1_pays_on_cpu(const ConvGeometry& g) {
-  return g.device == DeviceKind::CPU && g.dtype == DType::BFloat16 &&
-         g.layout == MemoryLayout::Contiguous && g.spatial_dims == 2 && g.groups == 1 &&
-         all_equal_to(g.filter, g.spatial_dims, 1);
+// 1x1 filters with stride > 1 on the CPU, 2D, one group, timed as a call pays
+// it (bwdconv's per-call cost included; benchmarks/results/cpu-2026-11-26-rules):
+// in bfloat16 NCHW swap1x1 beat aten on every line from 2^19 flops
+// (1.13x-2.15x, batch 2 to ResNet-50's batch 32); in float32 NCHW it beat aten
+// on ResNet-50's three 1x1/2 lines at batch 32 (1.14x-1.57x, from 2^31 flops)
+// but went either way below (0.78x-1.51x); in bfloat16 channels_last it lost
+// on 7 of 10 lines at batch 2 (0.58x-1.63x) and on one of ResNet-50's three
+// (0.91x-1.31x). Autotuning finds the wins these rules leave.
+constexpr int64_t kBFloat16Swap1x1MinFlops = int64_t{1} << 19;
+constexpr int64_t kFloat32Swap1x1MinFlops = int64_t{1} << 31;
+
+bool swap1x1_pays_on_cpu(const ConvGeometry& g) {
+  if (!all_equal_to(g.filter, g.spatial_dims, 1) || g.spatial_dims != 2 || g.groups != 1 ||
+      g.layout != MemoryLayout::Contiguous) {
+    return false;
+  }
+  const int64_t flops = gradient_flops(g);
+  return (g.dtype == DType::BFloat16 && flops >= kBFloat16Swap1x1MinFlops) ||
+         (g.dtype == DType::Float32 && flops >= kFloat32Swap1x1MinFlops);
 }
 
 // A transposed convolution's forward on the CPU, where aten runs oneDNN's
@@ -123,11 +124,6 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
                                               const std::vector<Phase>& phases) {
   if (g.transposed && g.device == DeviceKind::CPU) return choose_transposed_forward_on_cpu(g);
   if (all_equal_to(g.stride, g.spatial_dims, 1)) {
-    if (swap1x1_stride1_pays_on_cpu(g)) {
-      return {Strategy::swap1x1,
-              "1x1 filter, stride 1, bfloat16 NCHW on the CPU: one GEMM (measured faster than "
-              "aten's bfloat16 backward)"};
-    }
     return {Strategy::aten, "stride 1: there are no inserted zeros to skip"};
   }
   if (g.device != DeviceKind::CPU) return unmeasured_on_gpu(seed_rule_input(g, phases));
@@ -139,13 +135,13 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
   if (swap1x1_pays_on_cpu(g)) {
     return {Strategy::swap1x1,
             "1x1 filter with stride > 1: a GEMM on the small grad_output, then a strided "
-            "scatter of the small result (measured faster than aten on the CPU in bfloat16, "
-            "and in float32 NCHW from 32768 dx elements)"};
+            "scatter of the small result (measured faster than aten on the CPU in NCHW, "
+            "bfloat16 from 2^19 flops and float32 from 2^31)"};
   }
   return {Strategy::aten,
           "on the CPU, aten's strided backward matched or beat phase, phase_stacked and "
-          "scatter at ResNet sizes, and swap1x1 outside bfloat16 and large float32 NCHW 1x1 "
-          "problems"};
+          "scatter at ResNet sizes, and swap1x1 outside NCHW 1x1 problems in bfloat16 and "
+          "large ones in float32"};
 }
 
 // float16 weight gradients on the CPU, where aten has no fast float16
@@ -155,16 +151,10 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
 // went either way (0.18x-9.8x) (benchmarks/results/cpu-2026-11-26-transposed).
 constexpr int64_t kFloat16SplitkMinFlops = int64_t{1} << 20;
 
-int64_t weight_gradient_flops(const ConvGeometry& g) {
-  int64_t flops = 2 * g.batch * g.out_channels * g.filter_in_channels;
-  for (int i = 0; i < g.spatial_dims; ++i) flops *= g.output[i] * g.filter[i];
-  return flops;
-}
-
 std::pair<Strategy, std::string> choose_weight(const ConvGeometry& g,
                                                const std::vector<Phase>& phases) {
   if (g.device != DeviceKind::CPU) return unmeasured_on_gpu(seed_rule_weight(g));
-  if (g.dtype == DType::Float16 && weight_gradient_flops(g) >= kFloat16SplitkMinFlops &&
+  if (g.dtype == DType::Float16 && gradient_flops(g) >= kFloat16SplitkMinFlops &&
       !refusal(Strategy::splitk, Gradient::weight, g, phases)) {
     return {Strategy::splitk,
             "float16 on the CPU from 2^20 flops: fp32 partials on the GEMM (measured faster "
