@@ -386,6 +386,20 @@ def test_overhead_benchmark_reports_every_kind_pass_and_scope(tmp_path, capsys):
     assert "transposed" in capsys.readouterr().out
 
 
+def test_bench_columns_pay_the_pass_through_for_aten_and_the_op_for_a_strategy(monkeypatch):
+    """A call planned for aten costs aten's own time plus the lookup (it
+    passes through); a strategy its own time plus the op's per-call cost."""
+    from bwdconv import _overhead
+    from bwdconv.bench import run
+
+    monkeypatch.setattr(_overhead, "call_costs", lambda: {"op": 20e-6, "pass_through": 1e-6})
+    times = {"aten": [1.0, 2.0], "bwdconv": [5.0, 5.0], "tuned": [0.5, 0.6], "phase": [0.5]}
+    run.add_call_costs(times, {"bwdconv": "aten", "tuned": "phase"})
+    assert times["bwdconv"] == pytest.approx([1.001, 2.001])
+    assert times["tuned"] == pytest.approx([0.52, 0.62])
+    assert times["aten"] == [1.0, 2.0] and times["phase"] == [0.5]
+
+
 def test_overhead_ratio_interval_holds_the_true_ratio_and_narrows_with_rounds():
     """The steps' bootstrap interval: exact where the ratio is exact, around
     the ratio the times were drawn with, and narrower with more rounds."""

@@ -214,14 +214,18 @@ def _peaks(entries, device):
 
 
 def add_call_costs(times, choices):
-    """The bwdconv and tuned columns as a user's call pays them: the time of
-    the gradient plus bwdconv's per-call cost for the choice {name: choice}
-    (the pass-through's for aten, the op's for a strategy; bwdconv._overhead).
-    The forced strategies' columns stay the gradient's time alone."""
+    """The bwdconv and tuned columns as a user's call pays them, for the
+    choice {name: choice}: a call planned for aten passes through to aten's
+    own call (docs/DESIGN.md, "Pass-through"), so it pays aten's time plus the
+    lookup; a strategy pays its gradient's time plus the op's per-call cost
+    (bwdconv._overhead). The forced strategies' columns stay the gradient's
+    time alone."""
     costs = _overhead.call_costs()
     for name, choice in choices.items():
-        extra_ms = costs["pass_through" if choice == "aten" else "op"] * 1e3
-        times[name] = [t + extra_ms for t in times[name]]
+        if choice == "aten":
+            times[name] = [t + costs["pass_through"] * 1e3 for t in times["aten"]]
+        else:
+            times[name] = [t + costs["op"] * 1e3 for t in times[name]]
 
 
 def _checked(entries, reference, aten_error, rows, base):
