@@ -87,10 +87,10 @@ def enabled_vs_disabled(name, dtype, channels_last=False, compile_kwargs=None):
 @pytest.mark.parametrize("name", ["resnet18", "resnet50", "r3d18"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_training_step_matches_aten(name, dtype):
-    served = enabled_vs_disabled(name, dtype)
-    if name.startswith("resnet") and dtype == torch.float32:
-        # The float32 NCHW 1x1 stride-2 downsamples are planned swap1x1 on the CPU.
-        assert served["input"].get("swap1x1", 0) > 0, served
+    # In float32 and float64 the CPU rules plan aten at these sizes (passed
+    # through); a strategy computing inside a model:
+    # test_resnet50_trains_with_swap1x1_forced.
+    enabled_vs_disabled(name, dtype)
 
 
 @pytest.mark.parametrize("name", ["resnet18", "r3d18"])
