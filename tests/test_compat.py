@@ -35,6 +35,14 @@ def module_and_grads(module, x):
     return (y, *torch.autograd.grad(y.sum(), [x, *module.parameters()], allow_unused=True))
 
 
+def batched_grads(conv, x, w, **kwargs):
+    """Gradients for three grad_outputs at once: autograd.grad runs the
+    backward under PyTorch's older vmap (its batched tensors reach the node)."""
+    y = conv(x, w, **kwargs)
+    return torch.autograd.grad(y, (x, w), torch.randn(3, *y.shape, dtype=y.dtype),
+                               is_grads_batched=True)
+
+
 def dual_conv(conv, x, w, tangent_of="input"):
     with fwAD.dual_level():
         tx = torch.ones_like(x) if tangent_of == "input" else None
@@ -124,6 +132,12 @@ CASES = {
         stride=2, padding=1),
     "no grad": lambda: torch.no_grad()(F.conv2d)(randn(1, 2, 6, 6, requires_grad=True),
                                                  randn(2, 2, 3, 3)),
+    "batched gradients, float32 1x1 stride 2 (a strategy planned)": lambda: batched_grads(
+        F.conv2d, randn(2, 64, 16, 16, dtype=torch.float32, requires_grad=True),
+        randn(128, 64, 1, 1, dtype=torch.float32, requires_grad=True), stride=2),
+    "batched gradients, transposed, stride 2": lambda: batched_grads(
+        F.conv_transpose2d, randn(2, 4, 6, 6, requires_grad=True),
+        randn(4, 3, 3, 3, requires_grad=True), stride=2),
     "float16 with gradients": lambda: conv_and_grads(
         F.conv2d, randn(2, 4, 8, 8, dtype=torch.float16, requires_grad=True),
         randn(4, 4, 3, 3, dtype=torch.float16, requires_grad=True), stride=2),

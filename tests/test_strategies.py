@@ -102,6 +102,40 @@ def test_gradcheck_and_gradgradcheck_forced(strategy):
         checked += 1
 
 
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+def test_batched_gradients_forced(strategy):
+    """autograd.grad(is_grads_batched=True) and gradcheck's batched gradients
+    run the backward under PyTorch's older vmap: its batched grad_output
+    reaches the node's backward, which leaves it to the ops (one sample at a
+    time) instead of running a strategy on it."""
+    rng = random.Random(GRID_SEED * 11 + ALL_STRATEGIES.index(strategy))
+    checked = 0
+    while checked < 4:
+        case = random_case(rng, within_stride=strategy == "swap1x1")
+        if not serves(strategy, case):
+            continue
+        x, w = operands(case, seed=checked)
+        x.requires_grad_(True)
+        w.requires_grad_(True)
+        _, _, s, p, d, groups = case
+
+        def conv(x, w):
+            return torch.ops.bwdconv.convolution(x, w, None, s, p, d, groups)
+
+        where = f"BWDCONV_TEST_SEED={GRID_SEED} strategy {strategy} case {case}"
+        with bwdconv.force_strategy(strategy):
+            y = conv(x, w)
+            dys = torch.randn(3, *y.shape, dtype=y.dtype)
+            gx, gw = torch.autograd.grad(y, (x, w), dys, is_grads_batched=True)
+            if checked == 0:
+                assert torch.autograd.gradcheck(conv, (x, w), check_batched_grad=True), where
+        for i, dy in enumerate(dys):
+            ex, ew = aten_gradients(dy, x.detach(), w.detach(), s, p, d, groups)
+            torch.testing.assert_close(gx[i], ex, rtol=1e-10, atol=1e-10, msg=where)
+            torch.testing.assert_close(gw[i], ew, rtol=1e-10, atol=1e-10, msg=where)
+        checked += 1
+
+
 def max_error(value, reference):
     return (value.double() - reference).abs().max().item()
 

@@ -41,12 +41,16 @@ struct SavedParams {
 
 // A tensor ATen's kernels can run on directly: dense, on the CPU or a GPU,
 // not a fake, functional or functorch wrapper (torch.compile and torch.func
-// trace through the ops instead).
+// trace through the ops instead), nor a batched tensor of the older vmap
+// (Batched: autograd.grad's is_grads_batched and gradcheck's batched
+// gradients vmap the backward with it; its fallback gives the ops one
+// sample at a time).
 bool plain_tensor(const at::Tensor& t) {
   constexpr c10::DispatchKeySet kTraced({c10::DispatchKey::Python,
                                          c10::DispatchKey::PythonTLSSnapshot,
                                          c10::DispatchKey::Functionalize,
                                          c10::DispatchKey::FuncTorchBatched,
+                                         c10::DispatchKey::Batched,
                                          c10::DispatchKey::FuncTorchGradWrapper});
   return t.defined() && t.layout() == at::kStrided && (t.is_cpu() || t.is_cuda()) &&
          !t.key_set().has_any(kTraced);
