@@ -465,3 +465,31 @@ def test_measured_peaks_are_stored_and_explained():
     assert f"measured phase: median 1000.0 us (p25 1000.0, p75 1000.0, " in text
     assert f"runs), peak {peak / 1e6:.3g} MB" in text
     assert "memory budget: 0.00259 MB above aten's peak" in text
+
+
+def test_call_costs_are_measured_on_the_calling_thread_whatever_its_state():
+    """bwdconv._overhead measures a call's cost where it is asked, inside a
+    backward pass, under no_grad or inference mode, and leaves that state,
+    the served counts and the thread's tuning mark as they were."""
+    from bwdconv import _overhead
+
+    bwdconv.reset_served()
+    measured = []
+
+    def inside_backward(grad):
+        measured.append(_overhead._measured_here())
+        return grad
+    x = torch.randn(2, 3, requires_grad=True)
+    x.register_hook(inside_backward)
+    (x * 2).sum().backward()
+    with torch.no_grad():
+        measured.append(_overhead._measured_here())
+        assert not torch.is_grad_enabled()
+    with torch.inference_mode():
+        measured.append(_overhead._measured_here())
+        assert torch.is_inference_mode_enabled()
+    for costs in measured:
+        assert set(costs) == {"pass_through", "op"}
+        assert all(0 <= seconds < 1e-3 for seconds in costs.values()), costs
+    assert not _C.tuning_on_this_thread()
+    assert all(n == 0 for counts in bwdconv.served().values() for n in counts.values())

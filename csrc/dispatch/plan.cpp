@@ -79,13 +79,15 @@ int64_t gradient_flops(const ConvGeometry& g) {
 
 // 1x1 filters with stride > 1 on the CPU, 2D, one group, timed as a call pays
 // it (bwdconv's per-call cost included; benchmarks/results/cpu-2026-11-26-rules):
-// in bfloat16 NCHW swap1x1 beat aten on every line from 2^19 flops
-// (1.13x-2.15x, batch 2 to ResNet-50's batch 32); in float32 NCHW it beat aten
-// on ResNet-50's three 1x1/2 lines at batch 32 (1.14x-1.57x, from 2^31 flops)
-// but went either way below (0.78x-1.51x); in bfloat16 channels_last it lost
-// on 7 of 10 lines at batch 2 (0.58x-1.63x) and on one of ResNet-50's three
-// (0.91x-1.31x). Autotuning finds the wins these rules leave.
-constexpr int64_t kBFloat16Swap1x1MinFlops = int64_t{1} << 19;
+// in bfloat16 NCHW swap1x1 beat aten on every line from 2^18 flops
+// (1.17x-2.13x, batch 2 to ResNet-50's batch 32, and the smallest seed line
+// at 1/8 scale, 2^18.2 flops); in float32 NCHW it beat aten on ResNet-50's
+// three 1x1/2 lines at batch 32 (1.17x-1.53x, from 2^31 flops) but went
+// either way below (0.78x-1.65x, losing from 2^24 to 2^26 flops); in bfloat16
+// channels_last it lost on 5 of 10 lines at batch 2 (0.90x-1.84x) and on one
+// of ResNet-50's three (0.93x-1.33x). Autotuning finds the wins these rules
+// leave.
+constexpr int64_t kBFloat16Swap1x1MinFlops = int64_t{1} << 18;
 constexpr int64_t kFloat32Swap1x1MinFlops = int64_t{1} << 31;
 
 bool swap1x1_pays_on_cpu(const ConvGeometry& g) {
@@ -136,7 +138,7 @@ std::pair<Strategy, std::string> choose_input(const ConvGeometry& g,
     return {Strategy::swap1x1,
             "1x1 filter with stride > 1: a GEMM on the small grad_output, then a strided "
             "scatter of the small result (measured faster than aten on the CPU in NCHW, "
-            "bfloat16 from 2^19 flops and float32 from 2^31)"};
+            "bfloat16 from 2^18 flops and float32 from 2^31)"};
   }
   return {Strategy::aten,
           "on the CPU, aten's strided backward matched or beat phase, phase_stacked and "

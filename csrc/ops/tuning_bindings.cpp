@@ -182,6 +182,7 @@ void register_tuning_bindings(py::module& m) {
   m.def("forget_decisions", &forget_decisions, py::arg("clear"));
   m.def("use_decisions", &use_decisions, py::arg("use"));
   m.def("mark_thread_as_tuning", &mark_thread_as_tuning, py::arg("tuning"));
+  m.def("tuning_on_this_thread", &tuning_on_this_thread);
   m.def("gradient_with", &gradient_by_name, py::arg("gradient"), py::arg("strategy"),
         py::arg("swap1x1_writer"), py::arg("grad_output"), py::arg("operand"), py::arg("sizes"),
         py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("groups"));

@@ -7,22 +7,28 @@ through (docs/DESIGN.md, "Pass-through"). The autotuner adds the first to
 every candidate strategy's time and the benchmark adds it to its bwdconv and
 tuned columns, so that both compare what a user's step pays.
 
-The measurement runs on a CPU thread of its own, marked as the tuner's (its
-calls are neither tuned nor counted as served), so that it is independent of
-the caller's state: it is first needed inside a backward pass.
+The measurement runs on the calling thread (on a thread of its own the same
+calls took about twice as long once the caller had run parallel work: the
+second thread's intra-op team competes with the first's), marked as the
+tuner's (its calls are neither tuned nor counted as served), with gradients
+on and autocast and inference mode off: it is first needed inside a backward
+pass, and the caller's state is put back after it.
 """
 
 import functools
 import statistics
-import threading
 import time
 
 import torch
 
 from ._library import _C
 
-ROUNDS = 15   # samples per side, the sides alternating
-CALLS = 20    # calls per sample
+# Samples per side, the sides alternating, and calls per sample: about 0.2 s
+# on a CPU, enough that the median stays within a few tenths of a
+# microsecond from one process to the next (15 x 20 had read 1.5 to 6 us
+# for the same pass-through).
+ROUNDS = 31
+CALLS = 50
 
 
 def _tiny_call(convolution):
@@ -66,17 +72,15 @@ def _measure():
             for side in ("pass_through", "op")}
 
 
-def _measured_on_a_thread_of_its_own():
-    result = {}
-
-    def run():
-        _C.mark_thread_as_tuning(True)
-        result.update(_measure())
-
-    thread = threading.Thread(target=run, name="bwdconv-call-cost")
-    thread.start()
-    thread.join()
-    return result
+def _measured_here():
+    was_tuning = _C.tuning_on_this_thread()
+    _C.mark_thread_as_tuning(True)
+    try:
+        with torch.enable_grad(), torch.inference_mode(False), \
+                torch.autocast("cpu", enabled=False):
+            return _measure()
+    finally:
+        _C.mark_thread_as_tuning(was_tuning)
 
 
 @functools.lru_cache(maxsize=None)
@@ -84,4 +88,4 @@ def call_costs():
     """{"op": seconds, "pass_through": seconds}: the median extra time of a
     tiny convolution's forward and backward over PyTorch alone, through
     bwdconv's op and through the pass-through, at least 0."""
-    return _measured_on_a_thread_of_its_own()
+    return _measured_here()

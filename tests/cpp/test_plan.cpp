@@ -147,7 +147,7 @@ TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
   ConvGeometry strided = conv(2, 200, 3, 2, 1, 8, 16);
   strided.device = DeviceKind::CPU;
   EXPECT_EQ(make_plan(strided).input.strategy, Strategy::aten);
-  // 1x1 with stride > 1, 2D, one group, NCHW: swap1x1 in bfloat16 from 2^19
+  // 1x1 with stride > 1, 2D, one group, NCHW: swap1x1 in bfloat16 from 2^18
   // flops and in float32 from 2^31; aten otherwise. Here 2 x 4 x 64 x 64 x
   // (25 x 25) = 20480000 flops.
   ConvGeometry one_by_one = conv(2, 50, 1, 2, 0, 4, 64);
@@ -163,6 +163,8 @@ TEST(Plan, DefaultChoicesOnTheCpuFollowItsMeasurement) {
             Strategy::aten);
   EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.batch = 1; g.input = {22, 23, 0}; }),
             Strategy::swap1x1);  // 2 x 64 x 64 x (11 x 12) = 1081344 flops
+  EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.batch = 1; g.input = {16, 16, 0}; }),
+            Strategy::swap1x1);  // 2 x 64 x 64 x (8 x 8) = 524288 flops
   EXPECT_EQ(input_strategy([](ConvGeometry& g) { g.batch = 1; g.input = {10, 10, 0}; }),
             Strategy::aten);  // 2 x 64 x 64 x (5 x 5) = 204800 flops
   // float32 from 2^31 flops: batch 32 at 182x182 (91 x 91 out) is 2170814464,
