@@ -1,8 +1,9 @@
 """bwdconv.peak_memory: the CPU count of c10's allocations (docs/DESIGN.md,
 "Memory"): what a region allocates and frees, nesting, other threads, and
-nothing counted outside a region; and the memory bounds DESIGN.md states for
-splitk's partials and staging, scatter's buffer and phase_stacked's stacked
-filter, measured on shapes where each binds."""
+nothing counted outside a region; the memory bounds DESIGN.md states for
+splitk's partials and staging (kernel path) and sum and boxes (CPU path),
+scatter's buffer and phase_stacked's stacked filter, measured on shapes where
+each binds; and aten's stand-in operand, which takes no memory."""
 
 import os
 import threading
@@ -76,29 +77,25 @@ def test_nothing_is_counted_outside_a_region():
 MiB = 2**20
 
 
-def measured_peak(gradient, strategy, grad_output, operand, sizes, stride, padding):
-    def run():
-        return _C.gradient_with(gradient, strategy, None, grad_output, operand, sizes, stride,
-                                padding, [1] * len(stride), 1)
-
-    run()  # warm-up: what a first call allocates once
+def measured(call):
+    """The peak bytes one call adds, after a warm-up call (what a first call
+    allocates once)."""
+    call()
     with bwdconv.peak_memory("cpu") as peak:
-        run()
+        call()
     return peak.bytes
+
+
+def measured_peak(gradient, strategy, grad_output, operand, sizes, stride, padding):
+    return measured(lambda: _C.gradient_with(gradient, strategy, None, grad_output, operand,
+                                             sizes, stride, padding, [1] * len(stride), 1))
 
 
 def aten_convolution_peak(input, weight, padding):
     """What aten's stride-1 convolution of these operands takes, its output included."""
     ones = [1] * (input.dim() - 2)
-
-    def run():
-        return torch.ops.aten.convolution(input, weight, None, ones, padding, ones, False,
-                                          [0] * len(ones), 1)
-
-    run()
-    with bwdconv.peak_memory("cpu") as peak:
-        run()
-    return peak.bytes
+    return measured(lambda: torch.ops.aten.convolution(input, weight, None, ones, padding, ones,
+                                                       False, [0] * len(ones), 1))
 
 
 def splitk_tiles(out_channels, in_channels, staged_taps):
@@ -153,6 +150,31 @@ def test_splitk_staging_reaches_its_cap_and_stays_within_it(monkeypatch):
     assert partials + staged <= peak <= partials + max(cap, grad_weight)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_splitks_cpu_path_holds_its_sum_and_one_box(dtype):
+    # The CPU path: 3x3 stride 2, no padding, 2x2 outputs of 2 batch rows, a
+    # reduction too short for more than the least 2 chunks: 2 boxes of one
+    # batch row each. The fp32 sum of 2.36M weight elements (9.4 MB) is held
+    # throughout, and one box at a time: its fp32 copies of the input window
+    # and grad_output rows (views in float32) and what aten's weight gradient
+    # of the box takes, its fp32 partial included.
+    m = c = 512
+    x = torch.randn(2, c, 5, 5, dtype=dtype)
+    dy = torch.randn(2, m, 2, 2, dtype=dtype)
+    plan = bwdconv.explain(x, torch.empty(m, c, 3, 3, dtype=dtype), [2, 2], [0, 0], [1, 1], 1)
+    assert (plan.to_dict()["splitk"]["batch_chunks"], plan.to_dict()["splitk"]["space_chunks"]) \
+        == (2, 1)
+    weight_elements = m * c * 9
+    box_x, box_dy = x[:1].float(), dy[:1].float()
+    box_weight = torch.empty(m, c, 3, 3)
+    box = measured(lambda: torch.ops.aten.convolution_backward(
+        box_dy, box_x, box_weight, None, [2, 2], [0, 0], [1, 1], False, [0, 0], 1,
+        [False, True, False])[1])
+    copies = 0 if dtype == torch.float32 else (box_x.numel() + box_dy.numel()) * 4
+    peak = measured_peak("weight", "splitk", dy, x, [m, c, 3, 3], [2, 2], [0, 0])
+    assert 2 * weight_elements * 4 <= peak <= weight_elements * 4 + copies + box
+
+
 def test_scatters_buffer_is_what_design_states():
     # 1x1 filter, stride 4, no padding, input 64 from 16 outputs: lead
     # L = d(K-1) - p = 0, output padding op = 64 - ((16-1)*4 - 0 + 0 + 1) = 3,
@@ -189,3 +211,39 @@ def test_phase_stackeds_filter_is_what_design_states():
     assert convolution >= 4 * c * 3 * 3 * 8
     peak = measured_peak("input", "phase_stacked", dy, weight, [1, c, 4, 4], [2, 2], [1, 1])
     assert stacked_filter <= peak <= stacked_filter + sub_filter + convolution + grad_input
+
+
+# ---- aten's stand-in operand (docs/DESIGN.md, "aten") -----------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", [
+    ((2, 16, 12, 12), (16, 16, 3, 3), [2, 2], [1, 1], [1, 1], 1, False),
+    ((2, 16, 12, 12), (16, 8, 3, 3), [2, 2], [1, 1], [2, 2], 2, True),
+    ((2, 8, 6, 7, 8), (16, 8, 3, 3, 3), [2, 2, 2], [1, 1, 1], [1, 1, 1], 1, True),
+    ((2, 8, 30), (8, 8, 3), [2], [1], [1], 1, False),
+])
+def test_atens_gradients_through_bwdconv_take_what_pytorchs_call_takes(dtype, case):
+    # The operand a gradient does not read lies in address space no memory
+    # backs: through bwdconv's op, aten's peak is PyTorch's own call's, whose
+    # caller holds that operand already (it took one gradient's bytes more).
+    input_sizes, weight_sizes, stride, padding, dilation, groups, channels_last = case
+    x, weight = torch.randn(input_sizes, dtype=dtype), torch.randn(weight_sizes, dtype=dtype)
+    if channels_last:  # both, as the stand-in of either is
+        layout = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+        x, weight = (t.contiguous(memory_format=layout) for t in (x, weight))
+    args = (stride, padding, dilation)
+    dy = torch.randn_like(torch.ops.aten.convolution(x, weight, None, *args, False,
+                                                     [0] * len(stride), groups))
+    for index, ours in ((0, lambda: torch.ops.bwdconv.convolution_backward_input(
+            dy, weight, list(x.shape), *args, groups)),
+                        (1, lambda: torch.ops.bwdconv.convolution_backward_weight(
+            dy, x, list(weight.shape), *args, groups))):
+        mask = [index == 0, index == 1, False]
+
+        def atens():
+            return torch.ops.aten.convolution_backward(dy, x, weight, None, *args, False,
+                                                       [0] * len(stride), groups, mask)[index]
+
+        with bwdconv.force_strategy("aten"):
+            assert torch.equal(ours(), atens())
+            assert measured(ours) == measured(atens)
