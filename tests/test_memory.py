@@ -3,8 +3,10 @@
 nothing counted outside a region; the memory bounds DESIGN.md states for
 splitk's partials and staging (kernel path) and sum and boxes (CPU path),
 scatter's buffer and phase_stacked's stacked filter, measured on shapes where
-each binds; and aten's stand-in operand, which takes no memory."""
+each binds; swap1x1 at stride 1 writing dx
+with its GEMMs; and aten's stand-in operand, which takes no memory."""
 
+import math
 import os
 import threading
 
@@ -211,6 +213,67 @@ def test_phase_stackeds_filter_is_what_design_states():
     assert convolution >= 4 * c * 3 * 3 * 8
     peak = measured_peak("input", "phase_stacked", dy, weight, [1, c, 4, 4], [2, 2], [1, 1])
     assert stacked_filter <= peak <= stacked_filter + sub_filter + convolution + grad_input
+
+
+# ---- swap1x1 at stride 1: the GEMM writes dx (docs/DESIGN.md, "swap1x1") ----
+
+def gemm_workspace(rows, out_channels, in_channels, dtype, transposed):
+    """What one [rows, K] x [K, C] GEMM allocates besides its result, its
+    operands laid out as swap1x1's: grad_output's and dx's rows of one batch
+    row of NCHW are transposed views, those of one position row-major."""
+    def matrix(rows, columns):
+        return torch.randn(columns, rows, dtype=dtype).t() if transposed \
+            else torch.randn(rows, columns, dtype=dtype)
+
+    a, out = matrix(rows, out_channels), matrix(rows, in_channels)
+    b = torch.randn(out_channels, in_channels, dtype=dtype)
+    return measured(lambda: torch.mm(a, b, out=out))
+
+
+@pytest.mark.parametrize("channels_last, spatial", [(False, (7, 7)), (True, (7, 7)),
+                                                     (False, (1, 1)), (False, (5,))])
+def test_swap1x1_at_stride_1_allocates_dx_alone(channels_last, spatial):
+    # float32, whose CPU GEMM (MKL) allocates nothing through c10: the GEMMs
+    # write dx, one per batch row for NCHW, one in all for channels_last or one
+    # position, with no result to copy and no copy of grad_output.
+    n, c, m = 4, 16, 32
+    dy = torch.randn(n, m, *spatial)
+    if channels_last:
+        dy = dy.contiguous(memory_format=torch.channels_last)
+    weight = torch.randn(m, c, *[1] * len(spatial))
+    ones, zeros = [1] * len(spatial), [0] * len(spatial)
+    peak = measured_peak("input", "swap1x1", dy, weight, [n, c, *spatial], ones, zeros)
+    assert peak == n * c * math.prod(spatial) * 4
+
+
+@pytest.mark.parametrize("case", [(4, 16, 3, 64), (4, 32, 1, 128)])
+def test_swap1x1_at_stride_1_in_bfloat16_adds_only_its_gemms_workspace(case):
+    # oneDNN's bfloat16 GEMM allocates a workspace through c10 (packing the
+    # filter): dx and one GEMM's workspace are the peak, whatever the rows.
+    n, c, side, m = case
+    dy = torch.randn(n, m, side, side, dtype=torch.bfloat16)
+    weight = torch.randn(m, c, 1, 1, dtype=torch.bfloat16)
+    if side == 1:  # one GEMM in all
+        workspace = gemm_workspace(n, m, c, torch.bfloat16, transposed=False)
+    else:  # one per batch row
+        workspace = gemm_workspace(side * side, m, c, torch.bfloat16, transposed=True)
+    grad_input = n * c * side * side * 2
+    peak = measured_peak("input", "swap1x1", dy, weight, [n, c, side, side], [1, 1], [0, 0])
+    assert grad_input <= peak <= grad_input + workspace
+
+
+def test_swap1x1_at_stride_1_fits_the_default_memory_budget():
+    # ResNet-50's smallest 1x1 stride-1 line with more than one position (1/8
+    # scale), bfloat16 NCHW: swap1x1 takes at most aten's peak plus the
+    # gradient's bytes, the autotuner's default budget. With a result copied
+    # into dx and grad_output copied channels-last it took 2944 B more.
+    x = torch.randn(4, 8, 7, 7, dtype=torch.bfloat16)
+    weight = torch.randn(8, 8, 1, 1, dtype=torch.bfloat16)
+    dy = torch.randn(4, 8, 7, 7, dtype=torch.bfloat16)
+    atens = measured(lambda: torch.ops.aten.convolution_backward(
+        dy, x, weight, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, False, False])[0])
+    peak = measured_peak("input", "swap1x1", dy, weight, list(x.shape), [1, 1], [0, 0])
+    assert peak <= atens + x.numel() * 2
 
 
 # ---- aten's stand-in operand (docs/DESIGN.md, "aten") -----------------------
