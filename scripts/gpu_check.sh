@@ -3,9 +3,11 @@
 # network, no GoogleTest): builds the extension with its kernels, runs the GPU
 # tests, compute-sanitizer (memcheck, racecheck) over a small case of every
 # strategy, the seed-shape benchmark (as given and channels_last), the
-# transposed-convolution suite, what enabling bwdconv costs per call and per
-# training step, autotuning of the seed shapes (the decisions it measured and
-# verified), the kernels' achieved bandwidth and the model backward benchmark, and writes
+# transposed-convolution suite (each with every call's peak memory against
+# aten's, and a count of planned or tuned peaks above the default memory
+# budget), what enabling bwdconv costs per call and per training step,
+# autotuning of the seed shapes (the decisions it measured and verified), the
+# kernels' achieved bandwidth and the model backward benchmark, and writes
 # benchmarks/results/gpu-<date>/report.md. Prints a short summary last.
 #
 # BWDCONV_GPU_STEPS="build bench ..." runs only the named steps (the others
@@ -107,6 +109,12 @@ PY
   echo "|---|---|"
   for name in "${STEPS[@]}"; do
     echo "| $name | $(status "$name") |"
+  done
+  echo
+  echo "## Memory (the benchmarks' planned and tuned peaks against aten's)"; echo
+  for run in bench bench_channels_last bench_transposed; do
+    echo "- $run: $(grep -ho "default memory budget): [0-9]*" "$OUT/$run/report.md" 2>/dev/null \
+      || echo "not run")"
   done
   echo
   echo "## GPU tests"; echo; echo '```'; show gpu_tests.log tail -n 5; echo '```'

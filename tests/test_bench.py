@@ -12,7 +12,7 @@ import torch
 import bwdconv
 
 from bwdconv._progress import progress_bar
-from bwdconv.bench import DriverLineError, parse_line, scale_case
+from bwdconv.bench import DriverLineError, parse_line, report, scale_case
 from bwdconv.bench.cli import main as bench_main
 from bwdconv.bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, FORWARD
 from bwdconv.bench.kernels import kernel_bytes
@@ -208,8 +208,23 @@ def test_tiny_suite_end_to_end(tmp_path, capsys):
     assert csv_header.startswith("index,case,direction") and "peak_bytes" in csv_header
     report = (out / "report.md").read_text()
     assert "| case | dir | plan |" in report and "Peak memory one call adds" in report
+    assert "peaks above aten's peak plus the gradient's bytes (the default memory budget): " \
+        in report
     assert "peak memory added per call" in printed
     assert (out / "speedup.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_report_names_planned_and_tuned_peaks_above_the_default_budget():
+    def row(strategy, peak, **fields):
+        return {"index": 0, "case": "conv n1", "direction": "bwd_data", "strategy": strategy,
+                "status": "ok", "plan": "scatter", "tuned": "phase", "peak_bytes": peak,
+                "result_bytes": 100, **fields}
+
+    rows = [row("aten", 1000), row("bwdconv", 1101), row("tuned", 1100), row("scatter", 5000)]
+    assert report.above_budget(rows) == [("conv n1", "bwd_data", "bwdconv", "scatter", 1101, 1100)]
+    rows[2] = row("tuned", 1200, tuned="-")  # no decision: the tuned column ran the rules' plan
+    assert [a[2:4] for a in report.above_budget(rows)] == [("bwdconv", "scatter"),
+                                                           ("tuned", "scatter")]
 
 
 def test_transposed_suite_end_to_end(tmp_path, capsys):

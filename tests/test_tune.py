@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import bwdconv
-from bwdconv import _cache, _tune
+from bwdconv import _cache, _memory, _tune
 from bwdconv._library import _C
 from conftest import aten_gradients
 
@@ -429,8 +429,8 @@ def test_the_memory_budget_is_a_byte_count_or_a_factor_of_atens_peak():
 
 
 def test_a_memory_budget_that_is_not_one_raises():
-    assert _tune.parse_memory_budget(" 2x ") == ("factor", 2.0)
-    assert _tune.parse_memory_budget("gradient") == ("gradient", None)
+    assert _memory.parse_memory_budget(" 2x ") == ("factor", 2.0)
+    assert _memory.parse_memory_budget("gradient") == ("gradient", None)
     for wrong in ("1.5", "-3", "x", "-1x", "64MB", 1.5, True):
         with pytest.raises(ValueError, match="memory budget"):
             bwdconv.enable(memory_budget=wrong)

@@ -1,13 +1,74 @@
 #include "ops/aten.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/ops/convolution_backward_native.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
+#include <mutex>
 #include <tuple>
 #include <vector>
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#define BWDCONV_STAND_IN_MAPPING 1
+#endif
+
 namespace bwdconv::ops {
 namespace {
+
+// At least `bytes` of address space that nothing writes: one read-only
+// anonymous mapping, grown by doubling to the largest stand-in asked for and
+// never unmapped (a stand-in may still point into the previous one). No page
+// of it is backed by memory until it is read (then the kernel's shared zero
+// page), and a write faults. Null where it cannot be mapped.
+const void* unwritten_bytes(size_t bytes) {
+#ifdef BWDCONV_STAND_IN_MAPPING
+  static std::atomic<size_t> mapped{0};
+  static std::atomic<void*> mapping{nullptr};
+  if (bytes <= mapped.load(std::memory_order_acquire)) {
+    return mapping.load(std::memory_order_acquire);
+  }
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (bytes > mapped.load()) {
+    const size_t size = std::max(bytes, 2 * mapped.load());
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+#ifdef MAP_NORESERVE
+    flags |= MAP_NORESERVE;
+#endif
+    void* data = mmap(nullptr, size, PROT_READ, flags, -1, 0);
+    if (data == MAP_FAILED) return nullptr;
+    mapping.store(data, std::memory_order_release);
+    mapped.store(size, std::memory_order_release);
+  }
+  return mapping.load(std::memory_order_acquire);
+#else
+  (void)bytes;
+  return nullptr;
+#endif
+}
+
+// The operand of these sizes in `format` that aten's call needs and whose
+// values it does not read: the input of an input gradient, the weight of a
+// weight gradient (docs/DESIGN.md, "aten"). Dense and in the gradient's
+// layout, as the real operand would be, so that the backend takes the real
+// one's path (an expanded one-element tensor made oneDNN materialise an
+// input-sized copy first: benchmarks/results/cpu-2026-11-23-float16-channels-last).
+// On the CPU it lies in unwritten_bytes and takes no memory; elsewhere it is
+// an uninitialised tensor.
+at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes, at::MemoryFormat format) {
+  if (like.is_cpu()) {
+    const std::vector<int64_t> strides = fresh_strides(sizes, format);
+    const size_t bytes = at::detail::computeStorageNbytes(sizes, strides, like.dtype().itemsize());
+    const void* data = bytes > 0 ? unwritten_bytes(bytes) : nullptr;
+    if (data != nullptr) {
+      return at::from_blob(const_cast<void*>(data), sizes, strides, like.options());
+    }
+  }
+  return at::empty(sizes, like.options().memory_format(format));
+}
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_backward(const at::Tensor& grad_output,
                                                                const at::Tensor& input,

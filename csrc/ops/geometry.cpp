@@ -256,10 +256,6 @@ std::optional<ConvGeometry> plannable_transposed_geometry(const at::Tensor& inpu
   }
 }
 
-at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes, at::MemoryFormat format) {
-  return at::empty(sizes, like.options().memory_format(format));
-}
-
 at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b) {
   for (const at::Tensor* t : {&a, &b}) {
     const auto format = t->suggest_memory_format();
@@ -268,13 +264,6 @@ at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b
   return at::MemoryFormat::Contiguous;
 }
 
-}  // namespace bwdconv::ops
-
-namespace bwdconv::ops {
-
-namespace {
-
-// The strides at::empty gives a tensor of these sizes in `format`.
 std::vector<int64_t> fresh_strides(at::IntArrayRef sizes, at::MemoryFormat format) {
   if (format == at::MemoryFormat::ChannelsLast) return c10::get_channels_last_strides_2d(sizes);
   if (format == at::MemoryFormat::ChannelsLast3d) return c10::get_channels_last_strides_3d(sizes);
@@ -286,8 +275,6 @@ std::vector<int64_t> fresh_strides(at::IntArrayRef sizes, at::MemoryFormat forma
   }
   return strides;
 }
-
-}  // namespace
 
 at::Tensor in_layout(const at::Tensor& t, at::MemoryFormat format) {
   const std::vector<int64_t> strides = fresh_strides(t.sizes(), format);

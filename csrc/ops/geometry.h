@@ -76,17 +76,12 @@ ConvGeometry backward_geometry(const char* op, const at::Tensor& grad_output,
                                const char* operand_name, const at::Tensor& operand,
                                const ConvParams& params);
 
-// An uninitialised operand of the given sizes in `format`, for aten calls
-// that read only its sizes and layout (the input of an input gradient, the
-// weight of a weight gradient). It is dense, laid out as the real operand
-// would be, so the backend takes the path it takes for the real one: an
-// expanded one-element tensor made oneDNN materialise it first (slower in
-// channels_last on the CPU: benchmarks/results/cpu-2026-11-23-float16-channels-last).
-at::Tensor stand_in(const at::Tensor& like, at::IntArrayRef sizes, at::MemoryFormat format);
-
 // PyTorch's rule for the layout of conv gradients (torch/_meta_registrations.py,
 // meta_convolution_backward): channels_last when either operand suggests it.
 at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b);
+
+// The strides at::empty gives a tensor of these sizes in `format`.
+std::vector<int64_t> fresh_strides(at::IntArrayRef sizes, at::MemoryFormat format);
 
 // `t` with exactly the strides a fresh tensor in `format` has: `t` itself, a
 // restrided view when only the strides of size-1 dims differ (several stride

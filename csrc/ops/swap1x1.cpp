@@ -1,7 +1,9 @@
 #include "ops/swap1x1.h"
 
+#include <ATen/TensorUtils.h>
 #include <c10/util/accumulate.h>
 
+#include <optional>
 #include <vector>
 
 #include "ops/interleave.h"
@@ -76,6 +78,45 @@ at::Tensor small_gradient(const at::Tensor& grad_output, const at::Tensor& weigh
   return at::mm(rows, filter).view(last_sizes).permute(to_first);
 }
 
+// `t` [..., channels] as one [rows, channels] matrix over the same memory, or
+// nothing where its strides do not allow it (a channels_last_view of NCHW
+// with more than one batch row and position).
+std::optional<at::Tensor> as_matrix(const at::Tensor& t) {
+  const std::vector<int64_t> sizes{c10::multiply_integers(t.sizes().slice(0, t.dim() - 1)),
+                                   t.size(-1)};
+  const auto strides = at::detail::computeStride(t.sizes(), t.strides(), sizes);
+  if (!strides) return std::nullopt;
+  return t.as_strided(sizes, *strides);
+}
+
+// The CPU's writer where the GEMM's result is dx itself (docs/DESIGN.md,
+// "swap1x1"): stride 1, no padding, one group (so a 1x1 filter), and
+// dx[q] = W^T dy[q] at every position. One [N*L, K] x [K, C] GEMM writes dx
+// where dx and grad_output are each one such matrix (channels_last, or one
+// position); otherwise one [L, K] x [K, C] GEMM per batch row on views of
+// that row (transposed ones for NCHW). No result to copy, no copy of
+// grad_output: dx and the GEMM's own workspace are all it allocates.
+void gemm_into_dx(const at::Tensor& grad_output, const at::Tensor& weight, at::Tensor& dx) {
+  const at::Tensor filter = weight.reshape({weight.size(0), weight.size(1)});
+  const at::Tensor dy_rows = channels_last_view(grad_output), dx_rows = channels_last_view(dx);
+  const std::optional<at::Tensor> dy_matrix = as_matrix(dy_rows), dx_matrix = as_matrix(dx_rows);
+  if (dy_matrix && dx_matrix) {
+    at::Tensor out = *dx_matrix;
+    at::mm_out(out, *dy_matrix, filter);
+    return;
+  }
+  for (int64_t n = 0; n < dx.size(0); ++n) {
+    std::optional<at::Tensor> out = as_matrix(dx_rows[n]), rows = as_matrix(dy_rows[n]);
+    TORCH_INTERNAL_ASSERT(out, "swap1x1: a batch row of dx is not one matrix");
+    at::mm_out(*out, rows ? *rows : as_matrix(dy_rows[n].contiguous()).value(), filter);
+  }
+}
+
+bool gemm_writes_dx(const ConvGeometry& g) {
+  return g.groups == 1 && all_equal_to(g.stride, g.spatial_dims, 1) &&
+         all_equal_to(g.padding, g.spatial_dims, 0);
+}
+
 // Tap t (row-major over the filter) of a phase with one tap per dim.
 int64_t tap_index(const Phase& phase, const ConvGeometry& g) {
   int64_t t = 0;
@@ -116,6 +157,10 @@ at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
     gemm_into_slots(g, grad_output, weight, dx);
     inputs[0].write = hip::PhaseWrite::Keep;
     interleave(dx, plan, inputs, ChannelMap{g.in_channels, 0});
+    return dx;
+  }
+  if (!runs_kernels(dx) && gemm_writes_dx(g)) {
+    gemm_into_dx(grad_output, weight, dx);
     return dx;
   }
   // A filter within the stride gives each tap t a phase of its own, residue

@@ -13,9 +13,18 @@
 
 Regions nest: an enclosing region's peak keeps what an inner one saw. The
 counts are per process, every thread's allocations included.
+
+Autotuning's memory budget is here too (docs/tuning.md): how much more than
+aten's peak a candidate may take, by default the bytes of the gradient it
+writes; BWDCONV_MEMORY_BUDGET or bwdconv.enable(memory_budget=...) sets a byte
+count or a factor of aten's peak ("1.5x": at most 1.5 times aten's peak;
+parse_memory_budget). aten's peak is PyTorch's own backward's
+(pytorch_backward), the candidates' their gradient's call through bwdconv
+(peaks), each with the gradient it returns; over_budget names those above.
 """
 
 import contextlib
+import math
 import threading
 
 import torch
@@ -116,6 +125,81 @@ def peak_bytes(fn, device):
     return peak.bytes
 
 
+def peaks(calls, device, injected=None):
+    """{label: the peak bytes one call of calls[label] adds on `device`, its
+    result included; injected(label, measured), when given, replaces each
+    measured figure (the tests')."""
+    measured = {label: peak_bytes(fn, device) for label, fn in calls.items()}
+    return {label: injected(label, peak) if injected else peak
+            for label, peak in measured.items()}
+
+
 def megabytes(count):
     """A byte count as text, in MB (10^6 bytes), three significant digits."""
     return f"{count / 1e6:.3g} MB"
+
+
+# ---- autotuning's memory budget --------------------------------------------
+
+def parse_memory_budget(value):
+    """("gradient", None), ("bytes", n) or ("factor", f) from a memory budget:
+    "gradient" (the default: the bytes of the gradient a candidate writes), a
+    byte count (an int, or its digits), or a factor of aten's peak ("1.5x": a
+    candidate's peak at most 1.5 times aten's)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return ("bytes", value)
+    text = value.strip() if isinstance(value, str) else ""
+    if text == "gradient":
+        return ("gradient", None)
+    if text.isdigit():
+        return ("bytes", int(text))
+    with contextlib.suppress(ValueError):
+        if text.endswith("x") and float(text[:-1]) >= 0:
+            return ("factor", float(text[:-1]))
+    raise ValueError(f"bwdconv: a memory budget is 'gradient', a byte count or a factor of "
+                     f"aten's peak such as '1.5x', not {value!r}")
+
+
+def memory_budget_bytes(budget, gradient_sizes, dtype, aten_peak):
+    """The bytes a candidate's peak may exceed aten's peak by, for a gradient
+    of these sizes in `dtype` (its name: "float32")."""
+    kind, value = budget
+    if kind == "gradient":
+        return math.prod(gradient_sizes) * getattr(torch, dtype).itemsize
+    if kind == "bytes":
+        return value
+    return round((value - 1) * aten_peak)
+
+
+def over_budget(peaks, budget):
+    """{label: why} for each label of {label: peak bytes} whose peak exceeds
+    aten's by more than `budget` bytes; aten is never among them."""
+    limit = peaks["aten"] + budget
+    return {label: f"peak {megabytes(peak)} above aten's {megabytes(peaks['aten'])} plus the "
+                   f"memory budget {megabytes(budget)}"
+            for label, peak in peaks.items() if label != "aten" and peak > limit}
+
+
+def _operand(sizes, like, layout):
+    """An uninitialised operand of these sizes in `layout` ("channels_last" or not)."""
+    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
+    memory_format = formats.get(len(sizes), torch.contiguous_format) \
+        if layout == "channels_last" else torch.contiguous_format
+    return torch.empty(sizes, dtype=like.dtype, device=like.device, memory_format=memory_format)
+
+
+def pytorch_backward(gradient, grad_output, operand, request, args):
+    """PyTorch's own convolution_backward for one gradient of a tuning request
+    (bwdconv._tune), as a call: the baseline of the memory budget. The operand
+    that gradient does not read is allocated here, outside the measured call,
+    as the caller's tensor would be."""
+    stride, padding, dilation, groups = args
+    if gradient == "input":
+        input, weight = _operand(request["input_size"], grad_output, request["layout"]), operand
+    else:
+        input = operand
+        weight = _operand(request["weight_size"], grad_output, request["weight_layout"])
+    mask = [gradient == "input", gradient == "weight", False]
+    return lambda: torch.ops.aten.convolution_backward(
+        grad_output, input, weight, None, stride, padding, dilation, False, [0] * len(stride),
+        groups, mask)[mask.index(True)]

@@ -27,12 +27,9 @@ on the call's real operands:
    is kept.
 
 Before it is timed, each verified candidate's peak memory is measured on one
-more call (_memory.peak_bytes, the gradient it returns included); aten's as
-PyTorch's own backward takes it (_pytorch_backward). A candidate
-whose peak exceeds aten's by more than the memory budget is excluded, however
-fast: by default the bytes of the gradient it writes; BWDCONV_MEMORY_BUDGET or
-enable(memory_budget=...) sets a byte count or a factor of aten's peak
-("1.5x": at most 1.5 times aten's peak; parse_memory_budget).
+more call, its gradient included, and aten's as PyTorch's own backward takes
+it; a candidate above aten's peak plus the memory budget is excluded, however
+fast (_memory: by default the bytes of the gradient it writes).
 
 Decisions go to the persistent cache (_cache.py) and to the C++ decision
 table that plan_for consults after forcing and before the rules. Cached
@@ -70,35 +67,6 @@ KEY_SECONDS = float(os.environ.get("BWDCONV_AUTOTUNE_KEY_SECONDS", "2"))
 BUDGET_SECONDS = float(os.environ.get("BWDCONV_AUTOTUNE_BUDGET", "300"))
 
 
-def parse_memory_budget(value):
-    """("gradient", None), ("bytes", n) or ("factor", f) from a memory budget:
-    "gradient" (the default: the bytes of the gradient a candidate writes), a
-    byte count (an int, or its digits), or a factor of aten's peak ("1.5x": a
-    candidate's peak at most 1.5 times aten's)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return ("bytes", value)
-    text = value.strip() if isinstance(value, str) else ""
-    if text == "gradient":
-        return ("gradient", None)
-    if text.isdigit():
-        return ("bytes", int(text))
-    with contextlib.suppress(ValueError):
-        if text.endswith("x") and float(text[:-1]) >= 0:
-            return ("factor", float(text[:-1]))
-    raise ValueError(f"bwdconv: a memory budget is 'gradient', a byte count or a factor of "
-                     f"aten's peak such as '1.5x', not {value!r}")
-
-
-def memory_budget_bytes(budget, gradient_bytes, aten_peak):
-    """The bytes a candidate's peak may exceed aten's peak by."""
-    kind, value = budget
-    if kind == "gradient":
-        return gradient_bytes
-    if kind == "bytes":
-        return value
-    return round((value - 1) * aten_peak)
-
-
 class _State:
     def __init__(self):
         self.lock = threading.Lock()
@@ -107,7 +75,7 @@ class _State:
         self.tuned = 0            # keys tuned in this process
         self.timer = None         # test-only: (gradient, label) -> seconds
         self.peak = None          # test-only: (gradient, label, measured bytes) -> bytes
-        self.memory_budget = parse_memory_budget(
+        self.memory_budget = _memory.parse_memory_budget(
             os.environ.get("BWDCONV_MEMORY_BUDGET", "gradient"))
         self.call_cost = None     # test-only: seconds per call instead of the measured cost
         self.progress = None      # callable(key) told before each key is tuned
@@ -131,9 +99,9 @@ def is_autotuning():
 
 
 def set_memory_budget(budget):
-    """How much more memory than aten a tuned choice may take (parse_memory_budget);
-    decisions already measured keep theirs."""
-    _state.memory_budget = parse_memory_budget(budget)
+    """How much more memory than aten a tuned choice may take
+    (_memory.parse_memory_budget); decisions already measured keep theirs."""
+    _state.memory_budget = _memory.parse_memory_budget(budget)
 
 
 @contextlib.contextmanager
@@ -421,63 +389,6 @@ def _verified(gradient, candidates, run, shape, dtype):
     return kept, excluded
 
 
-def _peaks(gradient, candidates, run, aten, device):
-    """{label: the peak bytes one call adds}, its gradient included; aten's
-    from the call `aten`."""
-    peaks = {}
-    for candidate in candidates:
-        label = _label(candidate)
-        fn = aten if label == "aten" else functools.partial(run, candidate)
-        measured = _memory.peak_bytes(fn, device)
-        peaks[label] = _state.peak(gradient, label, measured) if _state.peak else measured
-    return peaks
-
-
-def _standin(sizes, like, layout):
-    """An uninitialised operand of these sizes in `layout` ("channels_last" or not)."""
-    formats = {4: torch.channels_last, 5: torch.channels_last_3d}
-    memory_format = formats.get(len(sizes), torch.contiguous_format) \
-        if layout == "channels_last" else torch.contiguous_format
-    return torch.empty(sizes, dtype=like.dtype, device=like.device, memory_format=memory_format)
-
-
-def _pytorch_backward(gradient, grad_output, operand, request, args):
-    """PyTorch's own convolution_backward for one gradient, as a call: the
-    memory baseline. The operand that gradient does not read is allocated
-    here, outside the measured call, as the caller's tensor would be (bwdconv's
-    aten path allocates such a stand-in inside its call)."""
-    stride, padding, dilation, groups = args
-    if gradient == "input":
-        input, weight = _standin(request["input_size"], grad_output, request["layout"]), operand
-    else:
-        input = operand
-        weight = _standin(request["weight_size"], grad_output, request["weight_layout"])
-    mask = [gradient == "input", gradient == "weight", False]
-    return lambda: torch.ops.aten.convolution_backward(
-        grad_output, input, weight, None, stride, padding, dilation, False, [0] * len(stride),
-        groups, mask)[mask.index(True)]
-
-
-def _bytes_of(sizes, dtype):
-    return math.prod(sizes) * getattr(torch, dtype).itemsize
-
-
-def _within_budget(candidates, peaks, budget):
-    """(the candidates whose peak exceeds aten's by at most `budget` bytes,
-    aten always among them; {label: why excluded} for the others)."""
-    limit = peaks["aten"] + budget
-    within, excluded = [], {}
-    for candidate in candidates:
-        label = _label(candidate)
-        if candidate[0] == "aten" or peaks[label] <= limit:
-            within.append(candidate)
-            continue
-        excluded[label] = (f"peak {_memory.megabytes(peaks[label])} above aten's "
-                           f"{_memory.megabytes(peaks['aten'])} plus the memory budget "
-                           f"{_memory.megabytes(budget)}")
-    return within, excluded
-
-
 def _summary(samples):
     ordered = sorted(samples)
     q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 \
@@ -539,12 +450,14 @@ def _measure(request, key):
                                    request["dtype"])
         aten = functools.partial(run, ("aten", None)) \
             if request["transposed"] and gradient == "input" \
-            else _pytorch_backward(gradient, dy, operand, request, args)
-        peaks = _peaks(gradient, kept, run, aten, dy.device)
-        budget = memory_budget_bytes(_state.memory_budget, _bytes_of(sizes, request["dtype"]),
-                                     peaks["aten"])
-        kept, over_budget = _within_budget(kept, peaks, budget)
-        excluded.update(over_budget)
+            else _memory.pytorch_backward(gradient, dy, operand, request, args)
+        calls = {_label(c): aten if c[0] == "aten" else functools.partial(run, c) for c in kept}
+        injected = functools.partial(_state.peak, gradient) if _state.peak else None
+        peaks = _memory.peaks(calls, dy.device, injected)
+        budget = _memory.memory_budget_bytes(_state.memory_budget, sizes, request["dtype"],
+                                             peaks["aten"])
+        excluded.update(_memory.over_budget(peaks, budget))
+        kept = [c for c in kept if _label(c) not in excluded]
         fns = {_label(c): functools.partial(run, c) for c in kept}
         samples = _time(gradient, fns, dy.device, KEY_SECONDS / len(wanted))
         label, speedup, noise, why = decide(samples)

@@ -38,6 +38,25 @@ def _columns(rows):
     return names
 
 
+def above_budget(rows):
+    """The planned (bwdconv) and tuned rows whose peak exceeds aten's peak plus
+    the gradient's bytes, the default memory budget (docs/tuning.md): [(case,
+    direction, column, choice, peak bytes, budget bytes)]."""
+    above = []
+    for case, direction, group in _groups(rows):
+        aten = next((r for r in group if r["strategy"] == "aten"), {})
+        if aten.get("peak_bytes") is None or aten.get("result_bytes") is None:
+            continue
+        budget = aten["peak_bytes"] + aten["result_bytes"]
+        for row in group:
+            if row["strategy"] in ("bwdconv", "tuned") and row["status"] == "ok" \
+                    and row.get("peak_bytes") is not None and row["peak_bytes"] > budget:
+                tuned = row.get("tuned", "-") if row["strategy"] == "tuned" else "-"
+                choice = row["plan"] if tuned == "-" else tuned  # untuned: the rules' plan
+                above.append((case, direction, row["strategy"], choice, row["peak_bytes"], budget))
+    return above
+
+
 def _cells(group, columns, cell):
     by_name = {r["strategy"]: r for r in group}
     return [cell(by_name[c], by_name.get("aten", {})) if c in by_name else "-" for c in columns]
@@ -89,6 +108,15 @@ def markdown(meta, rows, plot_name):
               "freed, at their highest, its result included; docs/DESIGN.md, \"Memory\") and its "
               "ratio to aten's:", ""]
     lines += _markdown_table(rows, _memory_cell)
+    above = above_budget(rows)
+    lines += ["", f"Planned or tuned peaks above aten's peak plus the gradient's bytes (the default "
+              f"memory budget): {len(above)}"]
+    if above:
+        lines += ["", "| case | dir | column | choice | peak MB | aten + gradient MB |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {case} | {direction} | {column} | {choice} | {peak / 1e6:.3g} | "
+                  f"{budget / 1e6:.3g} |"
+                  for case, direction, column, choice, peak, budget in above]
     lines += ["", "Achieved throughput of the planner's choice (fraction of the roofline: peak "
               "compute or memory bandwidth, whichever bounds the call):", "",
               "| case | dir | TFLOP/s | GB/s | roofline |", "|---|---|---|---|---|"]
