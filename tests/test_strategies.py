@@ -78,11 +78,13 @@ def test_randomized_grid_matches_aten_in_float64(strategy):
     assert checked >= 200, f"only {checked} shapes were servable"
 
 
-@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
-def test_gradcheck_and_gradgradcheck_forced(strategy):
-    rng = random.Random(GRID_SEED * 7 + ALL_STRATEGIES.index(strategy))
+def forced_cases(strategy, salt, count):
+    """`count` random cases `strategy` serves, drawn from GRID_SEED and
+    `salt`: (index, x, w, conv, where, (stride, padding, dilation, groups)),
+    x and w requiring grad, conv(x, w) bwdconv's convolution op."""
+    rng = random.Random(GRID_SEED * salt + ALL_STRATEGIES.index(strategy))
     checked = 0
-    while checked < 12:
+    while checked < count:
         case = random_case(rng, within_stride=strategy == "swap1x1")
         if not serves(strategy, case):
             continue
@@ -91,15 +93,21 @@ def test_gradcheck_and_gradgradcheck_forced(strategy):
         w.requires_grad_(True)
         _, _, s, p, d, groups = case
 
-        def conv(x, w):
+        def conv(x, w, s=s, p=p, d=d, groups=groups):
             return torch.ops.bwdconv.convolution(x, w, None, s, p, d, groups)
 
         where = f"BWDCONV_TEST_SEED={GRID_SEED} strategy {strategy} case {case}"
+        yield checked, x, w, conv, where, (s, p, d, groups)
+        checked += 1
+
+
+@pytest.mark.parametrize("strategy", ALL_STRATEGIES)
+def test_gradcheck_and_gradgradcheck_forced(strategy):
+    for checked, x, w, conv, where, _ in forced_cases(strategy, salt=7, count=12):
         with bwdconv.force_strategy(strategy):
             assert torch.autograd.gradcheck(conv, (x, w), fast_mode=True), where
             if checked < 4:
                 assert torch.autograd.gradgradcheck(conv, (x, w), fast_mode=True), where
-        checked += 1
 
 
 @pytest.mark.parametrize("strategy", ALL_STRATEGIES)
@@ -108,21 +116,7 @@ def test_batched_gradients_forced(strategy):
     run the backward under PyTorch's older vmap: its batched grad_output
     reaches the node's backward, which leaves it to the ops (one sample at a
     time) instead of running a strategy on it."""
-    rng = random.Random(GRID_SEED * 11 + ALL_STRATEGIES.index(strategy))
-    checked = 0
-    while checked < 4:
-        case = random_case(rng, within_stride=strategy == "swap1x1")
-        if not serves(strategy, case):
-            continue
-        x, w = operands(case, seed=checked)
-        x.requires_grad_(True)
-        w.requires_grad_(True)
-        _, _, s, p, d, groups = case
-
-        def conv(x, w):
-            return torch.ops.bwdconv.convolution(x, w, None, s, p, d, groups)
-
-        where = f"BWDCONV_TEST_SEED={GRID_SEED} strategy {strategy} case {case}"
+    for checked, x, w, conv, where, params in forced_cases(strategy, salt=11, count=4):
         with bwdconv.force_strategy(strategy):
             y = conv(x, w)
             dys = torch.randn(3, *y.shape, dtype=y.dtype)
@@ -130,10 +124,9 @@ def test_batched_gradients_forced(strategy):
             if checked == 0:
                 assert torch.autograd.gradcheck(conv, (x, w), check_batched_grad=True), where
         for i, dy in enumerate(dys):
-            ex, ew = aten_gradients(dy, x.detach(), w.detach(), s, p, d, groups)
+            ex, ew = aten_gradients(dy, x.detach(), w.detach(), *params)
             torch.testing.assert_close(gx[i], ex, rtol=1e-10, atol=1e-10, msg=where)
             torch.testing.assert_close(gw[i], ew, rtol=1e-10, atol=1e-10, msg=where)
-        checked += 1
 
 
 def max_error(value, reference):
