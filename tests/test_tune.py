@@ -462,7 +462,7 @@ def test_measured_peaks_are_stored_and_explained():
                                                                        "cpu")
     text = str(bwdconv.explain(x, conv.weight, 2, 1))
     peak = decided["peak_bytes"]["phase"]
-    assert f"measured phase: median 1000.0 us (p25 1000.0, p75 1000.0, " in text
+    assert "measured phase: median 1000.0 us (p25 1000.0, p75 1000.0, " in text
     assert f"runs), peak {peak / 1e6:.3g} MB" in text
     assert "memory budget: 0.00259 MB above aten's peak" in text
 
