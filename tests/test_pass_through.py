@@ -311,3 +311,106 @@ def test_asymmetric_same_padding_planned_for_aten_passes_through():
                                         check_batched_grad=True)
         with bwdconv.force_strategy("phase"):  # a strategy planned: bwdconv's node
             assert F.conv3d(x, w, padding="same").grad_fn.name().startswith(OP_NODE)
+
+
+# ---- the per-thread memo of calls planned for aten (csrc/ops/route_cache.h) ----
+
+MEMO_CALL = CALLS[0]
+
+
+def served_pair(strategy):
+    counts = bwdconv.served()
+    return counts["input"][strategy], counts["weight"][strategy]
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+def test_a_memoised_call_is_counted_and_replanned_when_forcing_changes(scope):
+    x, w, args, kwargs = operands(MEMO_CALL, bias=False)
+    _, _, expected = step(MEMO_CALL, x, w, args, kwargs)
+    bwdconv.enable(scope)
+    bwdconv.reset_served()
+    for _ in range(3):  # the first plans, the others are memoised
+        _, _, grads = step(MEMO_CALL, x, w, args, kwargs)
+    assert served_pair("aten") == (3, 3)
+    with bwdconv.force_strategy("phase"):  # phase serves the input gradient
+        _, _, forced = step(MEMO_CALL, x, w, args, kwargs)
+    assert served_pair("phase")[0] == 1
+    step(MEMO_CALL, x, w, args, kwargs)
+    assert served_pair("aten") == (4, 5)  # the weight gradient stayed aten's when forced
+    for a, b in zip(grads + forced, expected + expected):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+def test_a_memoised_call_is_tuned_once_autotuning_is_switched_on(fresh_tuning, scope):
+    x, w, args, kwargs = operands(MEMO_CALL, bias=False)
+    # phase wins the input gradient, and with aten's weight gradient, both.
+    _tune._state.timer = lambda gradient, label: (
+        2e-3 if label == "aten" else 1e-3 if "phase" in label else 1.0)
+    _tune._state.call_cost = 0.0
+    bwdconv.enable(scope)
+    for _ in range(2):
+        step(MEMO_CALL, x, w, args, kwargs)  # planned by the rules, then memoised
+    assert bwdconv.decisions() == {}
+    with bwdconv.autotuning():
+        step(MEMO_CALL, x, w, args, kwargs)
+    (entry,) = bwdconv.decisions().values()
+    assert entry["gradients"]["input"]["choice"] == "phase"
+    bwdconv.reset_served()
+    step(MEMO_CALL, x, w, args, kwargs)
+    assert served_pair("phase")[0] == 1
+
+
+def test_a_thread_memo_sees_a_change_made_on_another_thread():
+    from concurrent.futures import ThreadPoolExecutor
+
+    x, w, args, kwargs = operands(MEMO_CALL, bias=False)
+    bwdconv.enable()
+    names = []
+    with ThreadPoolExecutor(max_workers=1) as worker:  # one thread, one memo
+        for forced in (None, None, "phase", None):
+            with bwdconv.force_strategy(forced):  # set on this thread
+                out = worker.submit(F.conv2d, x, w, *args, **kwargs).result()
+            names.append(out.grad_fn.name())
+    assert names[:2] == ["ConvolutionBackward0"] * 2
+    assert names[2].startswith(OP_NODE)
+    assert names[3] == "ConvolutionBackward0"
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+def test_a_memoised_shape_with_an_invalid_operand_raises_pytorchs_error(scope):
+    x, w, args, kwargs = operands(MEMO_CALL)
+    bias = args[0]
+    variants = {"bias dtype": (x, w, bias.double()), "bias size": (x, w, bias[:-1]),
+                "weight dtype": (x, w.double(), bias), "input dtype": (x.double(), w, bias)}
+
+    def errors():
+        found = {}
+        for name, (xi, wi, bi) in variants.items():
+            try:
+                F.conv2d(xi, wi, bi, *args[1:]).sum().backward()
+                found[name] = None
+            except RuntimeError as e:
+                found[name] = str(e)
+        return found
+
+    expected = errors()
+    assert all(expected.values()), expected
+    bwdconv.enable(scope)
+    for _ in range(2):
+        F.conv2d(x, w, bias, *args[1:]).sum().backward()  # memoised
+    assert errors() == expected
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+def test_the_memo_tells_layouts_and_dtypes_apart(scope):
+    x, w, args, kwargs = operands(MEMO_CALL, bias=False)
+    bwdconv.enable(scope)
+    step(MEMO_CALL, x, w, args, kwargs)  # memoised in NCHW float32
+    with bwdconv.force_strategy("phase"):  # served by phase where a plan is made
+        for variant in (x.detach().contiguous(memory_format=torch.channels_last),
+                        x.detach().double()):
+            wi = w.detach().to(variant.dtype).requires_grad_()
+            bwdconv.reset_served()
+            step(MEMO_CALL, variant.requires_grad_(), wi, args, kwargs)
+            assert served_pair("phase")[0] == 1

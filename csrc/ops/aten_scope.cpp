@@ -17,21 +17,32 @@
 #include "ops/backward.h"
 #include "ops/decisions.h"
 #include "ops/geometry.h"
+#include "ops/route_cache.h"
 
 namespace bwdconv::ops {
 namespace {
 
 using Gradients = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
-Gradients native_convolution_backward(const at::Tensor& grad_output, const at::Tensor& input,
-                                      const at::Tensor& weight,
-                                      at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride,
-                                      at::IntArrayRef padding, at::IntArrayRef dilation,
-                                      bool transposed, at::IntArrayRef output_padding,
-                                      int64_t groups, std::array<bool, 3> output_mask) {
-  return at::native::convolution_backward(grad_output, input, weight, bias_sizes, stride,
-                                          padding, dilation, transposed, output_padding, groups,
-                                          output_mask);
+// One aten::convolution_backward call's arguments, as the dispatcher gives them.
+struct BackwardArguments {
+  const at::Tensor& grad_output;
+  const at::Tensor& input;
+  const at::Tensor& weight;
+  at::OptionalIntArrayRef bias_sizes;
+  at::IntArrayRef stride, padding, dilation;
+  bool transposed;
+  at::IntArrayRef output_padding;
+  int64_t groups;
+
+  ConvParams params() const { return {stride, padding, dilation, groups}; }
+};
+
+// aten's own kernel for the gradients in `mask`.
+Gradients native_backward(const BackwardArguments& a, std::array<bool, 3> mask) {
+  return at::native::convolution_backward(a.grad_output, a.input, a.weight, a.bias_sizes,
+                                          a.stride, a.padding, a.dilation, a.transposed,
+                                          a.output_padding, a.groups, mask);
 }
 
 // bwdconv plans the convolutions with 1-3 spatial dims whose arguments are
@@ -80,22 +91,66 @@ class IgnoreWarnings : public c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
 
-// aten::convolution: a transposed convolution's forward is planned as the
-// matching convolution's input gradient; every other call is aten's own
-// composite kernel, untouched.
+// Every field of a transposed aten::convolution call that its validity and
+// plan depend on (route_cache.h).
+CallKey transposed_forward_key(const at::Tensor& input, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, const ConvParams& params,
+                               at::IntArrayRef output_padding) {
+  CallKey key;
+  key.add(4);  // this file's tags: 3 and 4 (functional_route.cpp's: 1 and 2)
+  key.add_operand(input);
+  key.add_operand(weight);
+  const bool has_bias = bias && bias->defined();
+  key.add(has_bias);
+  if (has_bias) key.add_operand(*bias);
+  key.add(params.stride);
+  key.add(params.padding);
+  key.add(params.dilation);
+  key.add(output_padding);
+  key.add(params.groups);
+  return key;
+}
+
+// A transposed convolution's forward, planned as the matching convolution's
+// input gradient; `memo` remembers it when aten computes it.
+at::Tensor planned_transposed_forward(const at::Tensor& input, const at::Tensor& weight,
+                                      const std::optional<at::Tensor>& bias,
+                                      const ConvParams& params, at::IntArrayRef output_padding,
+                                      const AtenCallLookup* memo) {
+  auto geometry = plannable_transposed_geometry(input, weight, bias, params, output_padding);
+  if (!geometry) {
+    return at::native::convolution(input, weight, bias, params.stride, params.padding,
+                                   params.dilation, /*transposed=*/true, output_padding,
+                                   params.groups);
+  }
+  geometry->transposed = true;
+  const BackwardCall call = backward_call(input, nullptr, &weight, true, false, params);
+  const PlanLookup planned = plan_for_call(*geometry, call);
+  const Plan& plan = *planned.plan;
+  if (memo && !planned.pending && plan.input.strategy == Strategy::aten) {
+    memo->remember({true, plan.input.measured, false, false});
+  }
+  return compute_transposed_forward(plan, input, weight, bias, output_padding);
+}
+
+// aten::convolution: a transposed convolution's forward is planned (and one
+// that aten computes memoised per thread, route_cache.h); every other call
+// is aten's own composite kernel, untouched.
 at::Tensor planned_convolution(const at::Tensor& input, const at::Tensor& weight,
                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                at::IntArrayRef padding, at::IntArrayRef dilation,
                                bool transposed, at::IntArrayRef output_padding, int64_t groups) {
+  const ConvParams params{stride, padding, dilation, groups};
+  if (transposed && tuning_on_this_thread()) {  // planned apart (decisions.h)
+    return planned_transposed_forward(input, weight, bias, params, output_padding, nullptr);
+  }
   if (transposed) {
-    const ConvParams params{stride, padding, dilation, groups};
-    if (auto geometry =
-            plannable_transposed_geometry(input, weight, bias, params, output_padding)) {
-      geometry->transposed = true;
-      const BackwardCall call = backward_call(input, nullptr, &weight, true, false, params);
-      return compute_transposed_forward(*plan_for(*geometry, &call), input, weight, bias,
-                                        output_padding);
+    const CallKey key = transposed_forward_key(input, weight, bias, params, output_padding);
+    const AtenCallLookup lookup(key);
+    if (!lookup.found()) {
+      return planned_transposed_forward(input, weight, bias, params, output_padding, &lookup);
     }
+    count_aten_call(*lookup.found());
   }
   return at::native::convolution(input, weight, bias, stride, padding, dilation, transposed,
                                  output_padding, groups);
@@ -148,37 +203,89 @@ namespace {
 // convolution) and the bias gradient are aten's; the weight gradient is the
 // matching convolution's, whose grad_output is this call's input and whose
 // input is this call's grad_output (docs/DESIGN.md, "Transposed convolutions").
-Gradients planned_transposed_backward(const at::Tensor& grad_output, const at::Tensor& input,
-                                      const at::Tensor& weight,
-                                      at::OptionalIntArrayRef bias_sizes, at::IntArrayRef stride,
-                                      at::IntArrayRef padding, at::IntArrayRef dilation,
-                                      at::IntArrayRef output_padding, int64_t groups,
-                                      std::array<bool, 3> output_mask) {
-  const ConvParams params{stride, padding, dilation, groups};
-  const auto native = [&](std::array<bool, 3> mask) {
-    return native_convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
-                                       dilation, /*transposed=*/true, output_padding, groups,
-                                       mask);
-  };
-  const auto geometry = output_mask[1] ? plannable_transposed_geometry(
-                                             input, weight, std::nullopt, params,
-                                             output_padding, grad_output.sizes())
-                                       : std::nullopt;
-  if (!geometry) return native(output_mask);
-  const BackwardCall call = backward_call(input, &grad_output, nullptr, false, true, params);
-  const std::shared_ptr<const Plan> plan = plan_for(*geometry, &call);
+// `aten_only` is set when aten computes every gradient asked for, as a
+// settled plan (no tuning pending) says.
+Gradients planned_transposed_backward(const BackwardArguments& a, std::array<bool, 3> mask,
+                                      std::optional<AtenCall>& aten_only) {
+  const ConvParams params = a.params();
+  const auto geometry =
+      mask[1] ? plannable_transposed_geometry(a.input, a.weight, std::nullopt, params,
+                                              a.output_padding, a.grad_output.sizes())
+              : std::nullopt;
+  if (!geometry) return native_backward(a, mask);
+  const BackwardCall call = backward_call(a.input, &a.grad_output, nullptr, false, true, params);
+  const PlanLookup planned = plan_for_call(*geometry, call);
+  const std::shared_ptr<const Plan>& plan = planned.plan;
   if (plan->weight.strategy == Strategy::aten) {
     count_served(Gradient::weight, plan->weight);
-    return native(output_mask);
+    if (!planned.pending) aten_only = AtenCall{false, false, true, plan->weight.measured};
+    return native_backward(a, mask);
   }
   Gradients grads;
-  if (output_mask[0] || output_mask[2]) grads = native({output_mask[0], false, output_mask[2]});
+  if (mask[0] || mask[2]) grads = native_backward(a, {mask[0], false, mask[2]});
   const GradientFormats formats =
-      aten_gradient_formats(input, weight, bias_sizes, stride, padding, dilation, groups,
-                            /*transposed=*/true, output_padding);
+      aten_gradient_formats(a.input, a.weight, a.bias_sizes, a.stride, a.padding, a.dilation,
+                            a.groups, /*transposed=*/true, a.output_padding);
   std::get<1>(grads) =
-      in_layout(compute_grad_weight(*plan, input, grad_output), formats.weight);
+      in_layout(compute_grad_weight(*plan, a.input, a.grad_output), formats.weight);
   return grads;
+}
+
+// A convolution's gradients: those planned for aten (and the bias) from
+// aten's own kernel with the caller's arguments, so that they are aten's
+// results stride for stride; bwdconv's laid out as aten's backend lays out
+// its results. `aten_only` as above.
+Gradients planned_forward_backward(const BackwardArguments& a, std::array<bool, 3> mask,
+                                   std::optional<AtenCall>& aten_only) {
+  const ConvParams params = a.params();
+  const auto geometry = plannable_geometry(a.grad_output, a.input, a.weight, params);
+  if (!geometry) return native_backward(a, mask);
+  const BackwardCall call =
+      backward_call(a.grad_output, &a.input, &a.weight, mask[0], mask[1], params);
+  const PlanLookup planned = plan_for_call(*geometry, call);
+  const std::shared_ptr<const Plan>& plan = planned.plan;
+  const bool input_by_us = mask[0] && plan->input.strategy != Strategy::aten;
+  const bool weight_by_us = mask[1] && plan->weight.strategy != Strategy::aten;
+  const std::array<bool, 3> aten_mask{mask[0] && !input_by_us, mask[1] && !weight_by_us,
+                                      mask[2]};
+  Gradients grads;
+  if (aten_mask[0] || aten_mask[1] || aten_mask[2]) grads = native_backward(a, aten_mask);
+  auto& [grad_input, grad_weight, grad_bias] = grads;
+  if (input_by_us || weight_by_us) {
+    const GradientFormats formats = aten_gradient_formats(
+        a.input, a.weight, a.bias_sizes, a.stride, a.padding, a.dilation, a.groups);
+    if (input_by_us) {
+      grad_input = in_layout(compute_grad_input(*plan, a.grad_output, a.weight), formats.input);
+    }
+    if (weight_by_us) {
+      grad_weight =
+          in_layout(compute_grad_weight(*plan, a.grad_output, a.input), formats.weight);
+    }
+  }
+  const AtenCall by_aten{aten_mask[0], plan->input.measured, aten_mask[1],
+                         plan->weight.measured};
+  count_aten_call(by_aten);
+  if (!input_by_us && !weight_by_us && !planned.pending) aten_only = by_aten;
+  return grads;
+}
+
+// Every field of a convolution_backward call that its validity and plan
+// depend on (route_cache.h).
+CallKey backward_key(const BackwardArguments& a, std::array<bool, 3> mask) {
+  CallKey key;
+  key.add(3);  // this file's tags: 3 and 4 (functional_route.cpp's: 1 and 2)
+  key.add(int64_t{mask[0]} | int64_t{mask[1]} << 1 | int64_t{mask[2]} << 2 |
+          int64_t{a.transposed} << 3 | int64_t{a.bias_sizes.has_value()} << 4);
+  key.add_operand(a.grad_output);
+  key.add_operand(a.input);
+  key.add_operand(a.weight);
+  if (a.bias_sizes) key.add(*a.bias_sizes);
+  key.add(a.stride);
+  key.add(a.padding);
+  key.add(a.dilation);
+  key.add(a.output_padding);
+  key.add(a.groups);
+  return key;
 }
 
 }  // namespace
@@ -190,45 +297,23 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
                                        at::IntArrayRef dilation, bool transposed,
                                        at::IntArrayRef output_padding, int64_t groups,
                                        std::array<bool, 3> output_mask) {
-  if (transposed) {
-    return planned_transposed_backward(grad_output, input, weight, bias_sizes, stride, padding,
-                                       dilation, output_padding, groups, output_mask);
+  const BackwardArguments a{grad_output, input,     weight,         bias_sizes, stride,
+                            padding,     dilation,  transposed,     output_padding, groups};
+  const auto planned = [&](std::optional<AtenCall>& aten_only) {
+    return transposed ? planned_transposed_backward(a, output_mask, aten_only)
+                      : planned_forward_backward(a, output_mask, aten_only);
+  };
+  std::optional<AtenCall> aten_only;
+  if (tuning_on_this_thread()) return planned(aten_only);  // planned apart (decisions.h)
+  // A call that aten computes alone is memoised per thread (route_cache.h).
+  const CallKey key = backward_key(a, output_mask);
+  const AtenCallLookup lookup(key);
+  if (const auto& found = lookup.found()) {
+    count_aten_call(*found);
+    return native_backward(a, output_mask);
   }
-  const ConvParams params{stride, padding, dilation, groups};
-  const auto geometry = plannable_geometry(grad_output, input, weight, params);
-  if (!geometry) {
-    return native_convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
-                                       dilation, transposed, output_padding, groups,
-                                       output_mask);
-  }
-  const BackwardCall call =
-      backward_call(grad_output, &input, &weight, output_mask[0], output_mask[1], params);
-  const std::shared_ptr<const Plan> plan = plan_for(*geometry, &call);
-  // The gradients planned for aten (and the bias) come from aten's own kernel
-  // with the caller's arguments, so they are aten's results stride for stride.
-  const bool input_by_us = output_mask[0] && plan->input.strategy != Strategy::aten;
-  const bool weight_by_us = output_mask[1] && plan->weight.strategy != Strategy::aten;
-  const std::array<bool, 3> aten_mask{output_mask[0] && !input_by_us,
-                                      output_mask[1] && !weight_by_us, output_mask[2]};
-  Gradients grads;
-  if (aten_mask[0] || aten_mask[1] || aten_mask[2]) {
-    grads = native_convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
-                                        dilation, transposed, output_padding, groups, aten_mask);
-  }
-  auto& [grad_input, grad_weight, grad_bias] = grads;
-  if (input_by_us || weight_by_us) {
-    // Ours are laid out as aten's backend lays out its results.
-    const GradientFormats formats = aten_gradient_formats(input, weight, bias_sizes, stride,
-                                                          padding, dilation, groups);
-    if (input_by_us) {
-      grad_input = in_layout(compute_grad_input(*plan, grad_output, weight), formats.input);
-    }
-    if (weight_by_us) {
-      grad_weight = in_layout(compute_grad_weight(*plan, grad_output, input), formats.weight);
-    }
-  }
-  if (aten_mask[0]) count_served(Gradient::input, plan->input);
-  if (aten_mask[1]) count_served(Gradient::weight, plan->weight);
+  Gradients grads = planned(aten_only);
+  if (aten_only) lookup.remember(*aten_only);
   return grads;
 }
 

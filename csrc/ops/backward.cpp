@@ -15,6 +15,7 @@
 #include "ops/aten.h"
 #include "ops/decisions.h"
 #include "ops/out_of_memory.h"
+#include "ops/route_cache.h"
 #include "ops/strategies.h"
 
 namespace bwdconv::ops {
@@ -53,13 +54,20 @@ std::atomic<int64_t>& counter(Counts& counts, Gradient gradient, Strategy strate
 }  // namespace
 
 // The tuner's own runs are not counted.
-void count_served(Gradient gradient, const GradientPlan& plan) {
+void count_served(Gradient gradient, Strategy strategy, bool measured) {
   if (tuning_on_this_thread()) return;
-  counter(served, gradient, plan.strategy)++;
-  if (plan.measured) counter(served_measured, gradient, plan.strategy)++;
+  counter(served, gradient, strategy)++;
+  if (measured) counter(served_measured, gradient, strategy)++;
 }
 
-void set_forcing(const Forcing& forcing) { packed_forcing = pack(forcing); }
+void count_served(Gradient gradient, const GradientPlan& plan) {
+  count_served(gradient, plan.strategy, plan.measured);
+}
+
+void set_forcing(const Forcing& forcing) {
+  packed_forcing = pack(forcing);
+  forget_aten_calls();
+}
 
 Forcing current_forcing() { return unpack(packed_forcing.load()); }
 
@@ -159,6 +167,13 @@ std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing
   PlanLookup lookup = plan_lookup(geometry, forcing, call);
   return lookup.plan ? std::move(lookup.plan)
                      : avoiding_out_of_memory(rules_plan(geometry, forcing));
+}
+
+PlanLookup plan_for_call(const ConvGeometry& geometry, const BackwardCall& call) {
+  const Forcing forcing = current_forcing();
+  PlanLookup lookup = plan_lookup(geometry, forcing, &call);
+  if (!lookup.plan) lookup.plan = avoiding_out_of_memory(rules_plan(geometry, forcing));
+  return lookup;
 }
 
 std::shared_ptr<const Plan> aten_only_plan(const ConvGeometry& geometry,

@@ -55,6 +55,7 @@ void reset_served_counts();
 // Counts one gradient computed as `plan` says (for callers that compute it
 // without compute_grad_*).
 void count_served(Gradient gradient, const GradientPlan& plan);
+void count_served(Gradient gradient, Strategy strategy, bool measured);
 
 // What every plan made from now on is forced to use: a strategy (nothing:
 // plan freely) and how swap1x1 writes dx when it serves (nothing: the
@@ -87,6 +88,10 @@ struct PlanLookup {
 };
 PlanLookup plan_lookup(const ConvGeometry& geometry, const Forcing& forcing,
                        const BackwardCall* call);
+
+// plan_for's plan for `call`, and whether the autotuner waits to measure
+// the call's key (then the plan is the rules', for this call only).
+PlanLookup plan_for_call(const ConvGeometry& geometry, const BackwardCall& call);
 
 // The plan of a backward described by `call` when it computes each gradient
 // the call wants with aten under the current forcing, with no tuning

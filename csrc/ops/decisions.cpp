@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/backward.h"
+#include "ops/route_cache.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -131,17 +132,22 @@ BackwardCall forward_backward_call(const at::Tensor& input, const at::Tensor& we
 void set_tuning_hook(TuningHook hook) {
   std::lock_guard<std::mutex> lock(table().mutex);
   table().hook = std::move(hook);
+  forget_aten_calls();
 }
 
 bool tuning_on_this_thread() { return tuning_thread; }
 
 void mark_thread_as_tuning(bool tuning) { tuning_thread = tuning; }
 
-void use_decisions(bool use) { decisions_used = use; }
+void use_decisions(bool use) {
+  decisions_used = use;
+  forget_aten_calls();
+}
 
 void forget_decisions(bool clear) {
   DecisionTable& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
+  forget_aten_calls();
   if (clear) {
     t.plans.clear();
     return;
@@ -176,6 +182,7 @@ DecisionLookup look_up_decision(const ConvGeometry& geometry, const BackwardCall
   std::lock_guard<std::mutex> lock(t.mutex);
   if (t.plans.size() >= DecisionTable::kCapacity) t.plans.clear();
   t.plans.insert_or_assign(std::move(key), entry);
+  forget_aten_calls();  // a memoised call may have been planned before this entry
   return {entry.plan, false};
 }
 

@@ -2,20 +2,20 @@
 
 #include <ATen/core/grad_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/util/SmallVector.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 
 #include <array>
-#include <initializer_list>
 #include <utility>
 #include <optional>
-#include <vector>
 
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
 #include "ops/decisions.h"
 #include "ops/geometry.h"
+#include "ops/route_cache.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -118,7 +118,8 @@ bool planned_operands(PyObject* input, PyObject* weight, PyObject* bias, bool gr
          !exporting() && !torch::jit::tracer::isTracing();
 }
 
-using Values = std::vector<int64_t>;
+// Per spatial dim; inline, so that reading a call allocates nothing.
+using Values = c10::SmallVector<int64_t, 3>;
 
 // A Python int that fits in int64_t, else nothing (and no Python error left set).
 std::optional<int64_t> exact_int(PyObject* value) {
@@ -131,14 +132,20 @@ std::optional<int64_t> exact_int(PyObject* value) {
   return result;
 }
 
+Values repeated(int count, int64_t value) {
+  Values values;
+  for (int i = 0; i < count; ++i) values.push_back(value);
+  return values;
+}
+
 // An int or a sequence of ints, one per spatial dim or one for all, as
 // bwdconv.functional's expand reads it; nothing for anything else.
 std::optional<Values> per_dim_values(PyObject* value, int spatial_dims, int64_t default_value) {
-  if (value == nullptr) return Values(spatial_dims, default_value);
+  if (value == nullptr) return repeated(spatial_dims, default_value);
   if (PyLong_CheckExact(value)) {
     const auto single = exact_int(value);
     if (!single) return std::nullopt;
-    return Values(spatial_dims, *single);
+    return repeated(spatial_dims, *single);
   }
   if (!PyTuple_Check(value) && !PyList_Check(value)) return std::nullopt;
   const Py_ssize_t length = PySequence_Fast_GET_SIZE(value);
@@ -160,7 +167,7 @@ std::optional<Values> per_dim_values(PyObject* value, int spatial_dims, int64_t 
 std::optional<Values> string_padding(PyObject* padding, const Values& stride,
                                      const Values& dilation, const at::Tensor& weight) {
   const int n = static_cast<int>(stride.size());
-  if (PyUnicode_CompareWithASCIIString(padding, "valid") == 0) return Values(n, 0);
+  if (PyUnicode_CompareWithASCIIString(padding, "valid") == 0) return repeated(n, 0);
   if (PyUnicode_CompareWithASCIIString(padding, "same") != 0) return std::nullopt;
   Values left;
   for (int i = 0; i < n; ++i) {
@@ -209,61 +216,111 @@ std::optional<Arguments> read_arguments(const Signature& signature, const BoundA
   return a;
 }
 
-enum class Route { original, bwdconv };
+// Where a call goes: the original function, because bwdconv does not plan
+// it (or it is invalid, and the original raises); the original function
+// because every gradient it needs (and a transposed forward) is planned for
+// aten; or bwdconv's op.
+enum class Route { original, aten, bwdconv };
 
-// Counts what PyTorch's node computes for a pass-through call; with the
-// aten scope enabled, that scope counts it itself.
-void count_passed_through(std::initializer_list<std::pair<Gradient, const GradientPlan*>> served) {
-  if (aten_scope_enabled()) return;
-  for (const auto& [gradient, plan] : served) {
-    if (plan) count_served(gradient, *plan);
-  }
+struct Routing {
+  Route route = Route::original;
+  AtenCall counted;  // for Route::aten: the gradients PyTorch's node computes
+};
+
+AtenCall counted_gradients(const GradientPlan* input, const GradientPlan* weight) {
+  AtenCall call;
+  if (input) call.input = true, call.input_measured = input->measured;
+  if (weight) call.weight = true, call.weight_measured = weight->measured;
+  return call;
 }
 
 // conv{spatial_dims}d: PyTorch's node when each gradient the call needs is
 // planned for aten.
-Route route_convolution(const at::Tensor& input, const at::Tensor& weight,
-                        const std::optional<at::Tensor>& bias, const Arguments& arguments,
-                        int spatial_dims) {
+Routing route_convolution(const at::Tensor& input, const at::Tensor& weight,
+                          const std::optional<at::Tensor>& bias, const Arguments& arguments,
+                          int spatial_dims) {
   const ConvParams params = arguments.params();
   const std::optional<ConvGeometry> geometry =
       forward_call_geometry(input, weight, bias, params, spatial_dims);
-  if (!geometry) return Route::original;  // invalid: the original raises
+  if (!geometry) return {Route::original};  // invalid: the original raises
   const BackwardCall call = forward_backward_call(input, weight, params);
   const std::shared_ptr<const Plan> plan = aten_only_plan(*geometry, call);
-  if (!plan) return Route::bwdconv;
-  count_passed_through({{Gradient::input, call.wants_input ? &plan->input : nullptr},
-                        {Gradient::weight, call.wants_weight ? &plan->weight : nullptr}});
-  return Route::original;
+  if (!plan) return {Route::bwdconv};
+  return {Route::aten, counted_gradients(call.wants_input ? &plan->input : nullptr,
+                                         call.wants_weight ? &plan->weight : nullptr)};
 }
 
 // conv_transpose{spatial_dims}d: PyTorch's function when its forward (the
 // matching convolution's input gradient) and, if needed, its weight gradient
 // are planned for aten; its input gradient is a forward convolution.
-Route route_transposed(const at::Tensor& input, const at::Tensor& weight,
-                       const std::optional<at::Tensor>& bias, const Arguments& arguments,
-                       int spatial_dims) {
-  if (input.dim() != spatial_dims + 2) return Route::bwdconv;  // unbatched: the Python path
+Routing route_transposed(const at::Tensor& input, const at::Tensor& weight,
+                         const std::optional<at::Tensor>& bias, const Arguments& arguments,
+                         int spatial_dims) {
+  if (input.dim() != spatial_dims + 2) return {Route::bwdconv};  // unbatched: the Python path
   const ConvParams params = arguments.params();
   const std::optional<ConvGeometry> geometry =
       plannable_transposed_geometry(input, weight, bias, params, arguments.output_padding);
-  if (!geometry) return Route::original;  // invalid, or an output padding bwdconv does not plan
+  // Invalid, or an output padding bwdconv does not plan.
+  if (!geometry) return {Route::original};
   // The weight gradient is the matching convolution's, planned as such.
   ConvGeometry forward_geometry = *geometry;
   forward_geometry.transposed = true;
   const std::shared_ptr<const Plan> plan = aten_only_plan(
       forward_geometry, backward_call(input, nullptr, &weight, true, false, params));
-  if (!plan) return Route::bwdconv;
-  const bool weight_gradient = at::GradMode::is_enabled() && weight.requires_grad();
+  if (!plan) return {Route::bwdconv};
   std::shared_ptr<const Plan> weight_plan;
-  if (weight_gradient) {
+  if (at::GradMode::is_enabled() && weight.requires_grad()) {
     weight_plan =
         aten_only_plan(*geometry, backward_call(input, nullptr, nullptr, false, true, params));
-    if (!weight_plan) return Route::bwdconv;
+    if (!weight_plan) return {Route::bwdconv};
   }
-  count_passed_through({{Gradient::input, &plan->input},
-                        {Gradient::weight, weight_gradient ? &weight_plan->weight : nullptr}});
-  return Route::original;
+  return {Route::aten,
+          counted_gradients(&plan->input, weight_plan ? &weight_plan->weight : nullptr)};
+}
+
+// Every field of a call that its validity and route depend on, beyond the
+// thread's state that route() reads on every call.
+CallKey route_key(bool transposed, int spatial_dims, const at::Tensor& input,
+                  const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                  const Arguments& arguments) {
+  CallKey key;
+  key.add(transposed ? 2 : 1);  // this file's tags (aten_scope.cpp's: 3 and 4)
+  key.add(spatial_dims | int64_t{input.requires_grad()} << 8 |
+          int64_t{weight.requires_grad()} << 9 | int64_t{at::GradMode::is_enabled()} << 10 |
+          int64_t{bias.has_value()} << 11);
+  key.add_operand(input);
+  key.add_operand(weight);
+  if (bias) key.add_operand(*bias);
+  key.add(arguments.stride);
+  key.add(arguments.padding);
+  key.add(arguments.dilation);
+  key.add(arguments.output_padding);
+  key.add(arguments.groups);
+  return key;
+}
+
+Routing planned_route(bool transposed, const at::Tensor& input, const at::Tensor& weight,
+                      const std::optional<at::Tensor>& bias, const Arguments& arguments,
+                      int spatial_dims) {
+  return transposed ? route_transposed(input, weight, bias, arguments, spatial_dims)
+                    : route_convolution(input, weight, bias, arguments, spatial_dims);
+}
+
+// The route of a call whose operands bwdconv plans, from this thread's memo
+// when it has the call (route_cache.h), else planned and memoised when aten
+// computes it all. The tuner's own calls are planned apart (decisions.h).
+Routing memoised_route(bool transposed, const at::Tensor& input, const at::Tensor& weight,
+                       const std::optional<at::Tensor>& bias, const Arguments& arguments,
+                       int spatial_dims) {
+  if (tuning_on_this_thread()) {
+    return planned_route(transposed, input, weight, bias, arguments, spatial_dims);
+  }
+  const CallKey key = route_key(transposed, spatial_dims, input, weight, bias, arguments);
+  const AtenCallLookup lookup(key);
+  if (lookup.found()) return {Route::aten, *lookup.found()};
+  const Routing routing = planned_route(transposed, input, weight, bias, arguments, spatial_dims);
+  if (routing.route == Route::aten) lookup.remember(routing.counted);
+  return routing;
 }
 
 // Where a functional call with `signature` goes.
@@ -283,8 +340,11 @@ Route route(const Signature& signature, int spatial_dims, PyObject* args, PyObje
       bias_object == nullptr || bias_object == Py_None
           ? std::nullopt
           : std::optional<at::Tensor>(THPVariable_Unpack(bias_object));
-  return transposed ? route_transposed(input, weight, bias, *arguments, spatial_dims)
-                    : route_convolution(input, weight, bias, *arguments, spatial_dims);
+  const Routing routing =
+      memoised_route(transposed, input, weight, bias, *arguments, spatial_dims);
+  // With the aten scope enabled, that scope counts what PyTorch's node computes.
+  if (routing.route == Route::aten && !aten_scope_enabled()) count_aten_call(routing.counted);
+  return routing.route;
 }
 
 // (spatial_dims, args, kwargs) -> bool, for the functions of `signature`.
@@ -297,7 +357,7 @@ PyObject* passes_through(PyObject* /*module*/, PyObject* const* args, Py_ssize_t
   const long spatial_dims = PyLong_AsLong(args[0]);
   try {
     const Route decided = route(kSignature, static_cast<int>(spatial_dims), args[1], args[2]);
-    return PyBool_FromLong(decided == Route::original);
+    return PyBool_FromLong(decided != Route::bwdconv);
   } catch (pybind11::error_already_set& error) {
     error.restore();  // raised by the tuning hook (KeyboardInterrupt...)
     return nullptr;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/backward.h"
+#include "ops/route_cache.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -42,6 +43,7 @@ void remember(const Plan& plan, Gradient gradient) {
   std::lock_guard<std::mutex> lock(r.mutex);
   r.shapes.insert({shape_key(plan), gradient});
   r.any = true;
+  forget_aten_calls();
 }
 
 // "conv2d input [N, C, H, W] filter [3, 3] stride [2, 2] (float32, ...)"; a
@@ -113,6 +115,7 @@ void forget_out_of_memory() {
   std::lock_guard<std::mutex> lock(r.mutex);
   r.shapes.clear();
   r.any = false;
+  forget_aten_calls();
 }
 
 }  // namespace bwdconv::ops

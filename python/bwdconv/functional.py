@@ -207,17 +207,9 @@ _TRANSPOSED = _Kind(transposed_originals, _C.transposed_passes_through, _transpo
 _is_compiling = torch.compiler.is_compiling
 
 
-def _call(kind, spatial_dims, args, kwargs):
-    """The call planned by bwdconv, or the original called with the arguments
-    exactly as given (so that its errors read the same). Eager calls are
-    routed in C++ first: the original takes every call bwdconv does not plan
-    and every call planned for aten, so that PyTorch's own autograd node
-    serves it. Traced calls (torch.compile, export with export_ops) and calls
-    that explain_model observes take the Python path."""
-    original = kind.originals[spatial_dims]
-    if not (export_ops or _observers or _is_compiling()) and \
-            kind.passes_through(spatial_dims, args, kwargs):
-        return original(*args, **kwargs)
+def _python_path(kind, spatial_dims, args, kwargs):
+    """The call planned by bwdconv's Python path, or the original called with
+    the arguments exactly as given (so that its errors read the same)."""
     try:
         arguments = kind.arguments(*args, **kwargs)
     except TypeError:
@@ -229,55 +221,41 @@ def _call(kind, spatial_dims, args, kwargs):
                 return result
         except (RuntimeError, ValueError, TypeError, IndexError):
             pass  # an invalid call: the original raises PyTorch's own error
-    return original(*args, **kwargs)
+    return kind.originals[spatial_dims](*args, **kwargs)
 
 
-def convolution(spatial_dims, args, kwargs):
-    """conv{spatial_dims}d(*args, **kwargs) (see _call)."""
-    return _call(_CONVOLUTION, spatial_dims, args, kwargs)
+def _replacement(kind, spatial_dims, name, doc):
+    """bwdconv's `name`. Eager calls are routed in C++ first, in this one
+    frame: the original takes every call bwdconv does not plan and every call
+    planned for aten, so that PyTorch's own autograd node serves it. Traced
+    calls (torch.compile, export with export_ops) and calls that
+    explain_model observes take the Python path (_python_path)."""
+    originals, passes_through = kind.originals, kind.passes_through
+
+    def replacement(*args, **kwargs):
+        if not (export_ops or _observers or _is_compiling()) and \
+                passes_through(spatial_dims, args, kwargs):
+            return originals[spatial_dims](*args, **kwargs)
+        return _python_path(kind, spatial_dims, args, kwargs)
+
+    replacement.__name__ = replacement.__qualname__ = name
+    replacement.__doc__ = doc
+    replacement.__signature__ = inspect.signature(kind.arguments)
+    return replacement
 
 
-def transposed_convolution(spatial_dims, args, kwargs):
-    """conv_transpose{spatial_dims}d(*args, **kwargs) (see _call)."""
-    return _call(_TRANSPOSED, spatial_dims, args, kwargs)
-
-
-def conv1d(*args, **kwargs):
-    """torch.nn.functional.conv1d, with the backward planned by bwdconv."""
-    return convolution(1, args, kwargs)
-
-
-def conv2d(*args, **kwargs):
-    """torch.nn.functional.conv2d, with the backward planned by bwdconv."""
-    return convolution(2, args, kwargs)
-
-
-def conv3d(*args, **kwargs):
-    """torch.nn.functional.conv3d, with the backward planned by bwdconv."""
-    return convolution(3, args, kwargs)
-
-
-def conv_transpose1d(*args, **kwargs):
-    """torch.nn.functional.conv_transpose1d, planned by bwdconv forward and backward."""
-    return transposed_convolution(1, args, kwargs)
-
-
-def conv_transpose2d(*args, **kwargs):
-    """torch.nn.functional.conv_transpose2d, planned by bwdconv forward and backward."""
-    return transposed_convolution(2, args, kwargs)
-
-
-def conv_transpose3d(*args, **kwargs):
-    """torch.nn.functional.conv_transpose3d, planned by bwdconv forward and backward."""
-    return transposed_convolution(3, args, kwargs)
+conv1d, conv2d, conv3d = (
+    _replacement(_CONVOLUTION, dims, f"conv{dims}d",
+                 f"torch.nn.functional.conv{dims}d, with the backward planned by bwdconv.")
+    for dims in (1, 2, 3))
+conv_transpose1d, conv_transpose2d, conv_transpose3d = (
+    _replacement(_TRANSPOSED, dims, f"conv_transpose{dims}d",
+                 f"torch.nn.functional.conv_transpose{dims}d, planned by bwdconv forward "
+                 "and backward.")
+    for dims in (1, 2, 3))
 
 
 # torch.jit.script resolves torch.nn.functional's convolutions to aten's by
-# identity; the replacements script to the same ops, and help() shows their
-# signature.
-for _dims, _function in ((1, conv1d), (2, conv2d), (3, conv3d)):
-    torch.jit._builtins._register_builtin(_function, f"aten::conv{_dims}d")
-    _function.__signature__ = inspect.signature(_arguments)
-for _dims, _function in ((1, conv_transpose1d), (2, conv_transpose2d), (3, conv_transpose3d)):
-    torch.jit._builtins._register_builtin(_function, f"aten::conv_transpose{_dims}d")
-    _function.__signature__ = inspect.signature(_transposed_arguments)
+# identity; the replacements script to the same ops.
+for _function in (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d):
+    torch.jit._builtins._register_builtin(_function, f"aten::{_function.__name__}")
