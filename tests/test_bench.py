@@ -454,3 +454,26 @@ def test_overhead_cases_call_what_each_mode_enabled(kind):
             with bwdconv.force_strategy(forced), overhead.mode(name):
                 fn()
             assert sum(bwdconv.served()["input"].values()) == served, (fn, name)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_fixed_heap_thresholds_keep_blocks_of_megabytes_on_the_heap():
+    # In a fresh process of its own (the thresholds stay fixed for its
+    # lifetime): glibc maps a first 16 MiB block apart from the heap by
+    # default, and places it in the heap once the thresholds are fixed.
+    import subprocess
+
+    script = """
+import sys, torch
+from bwdconv.bench import device
+fixed = device.fix_heap_thresholds() if sys.argv[1] == "fixed" else False
+block = torch.empty(4 << 20)  # 16 MiB of float32
+address = block.data_ptr()
+with open("/proc/self/maps") as maps:
+    heaps = [line.split()[0].split("-") for line in maps if line.rstrip().endswith("[heap]")]
+print(fixed, any(int(low, 16) <= address < int(high, 16) for low, high in heaps))
+"""
+    outputs = {mode: subprocess.run([sys.executable, "-c", script, mode], capture_output=True,
+                                    text=True, check=True).stdout.split()
+               for mode in ("fixed", "default")}
+    assert outputs == {"fixed": ["True", "True"], "default": ["False", "False"]}

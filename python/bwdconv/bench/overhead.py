@@ -1,6 +1,7 @@
 """What enabling bwdconv costs per call: added microseconds and training-step ratios.
 
     python -m bwdconv.bench.overhead [--samples 27] [--calls 200] [--steps 22] [--json FILE]
+                                     [--no-models] [--tuned] [--fixed-heap]
 
 Tiny convolutions and transposed convolutions isolate the per-call cost:
 each is timed without bwdconv, with enable() (the functional scope) and with
@@ -19,6 +20,12 @@ is median(without) / median(mode): above 1 is faster, with a 90% bootstrap
 interval over the rounds. A fourth column, "null", times the steps without
 bwdconv again as if it were a mode: how far from 1 a ratio of identical code
 reads on this machine.
+
+With --fixed-heap, glibc's malloc thresholds are fixed first, so that a
+warm step takes no page faults (bench.device.fix_heap_thresholds): on a
+2-core virtual machine the faults of the default heap came in regimes of
+hundreds to thousands per step with the process's history, and swamped
+differences of a percent.
 
 With --tuned, shapes that no suite of the project contains are autotuned
 (the first call of each mode tunes; decisions from this run only) and a
@@ -321,14 +328,20 @@ def main(argv=None):
     parser.add_argument("--tuned", action="store_true",
                         help="also autotune held-out shapes and time their steps")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--fixed-heap", action="store_true",
+                        help="fix glibc malloc's mmap and trim thresholds first "
+                             "(bench.device.fix_heap_thresholds), so that the steps take no "
+                             "page faults: what a process with a steady heap pays")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     meta = dev.describe(device)
+    meta["fixed_heap"] = args.fixed_heap and dev.fix_heap_thresholds()
     if device.type == "cpu":
         with open("/proc/loadavg") as f:
             meta["load_average"] = f.read().split()[:3]
     print(f"{meta['device']} | torch {meta['torch']} | {meta['threads']} threads | "
-          f"{meta['date']} | revision {meta['git_revision']} | load {meta.get('load_average')}")
+          f"{meta['date']} | revision {meta['git_revision']} | load {meta.get('load_average')}"
+          f"{' | fixed heap thresholds' if meta['fixed_heap'] else ''}")
     result = {"meta": meta, "tiny": tiny_overheads(device, args.samples, args.calls)}
     _print_tiny(result["tiny"])
     if not args.no_models:
