@@ -477,3 +477,23 @@ print(fixed, any(int(low, 16) <= address < int(high, 16) for low, high in heaps)
                                     text=True, check=True).stdout.split()
                for mode in ("fixed", "default")}
     assert outputs == {"fixed": ["True", "True"], "default": ["False", "False"]}
+
+
+def test_the_paired_ratio_cancels_a_drift_the_ratio_of_medians_does_not():
+    """Rounds whose speed drifts by a third over the run, the mode 2% slower
+    in each: the paired interval holds 1/1.02 tightly; the ratio of medians
+    is no more precise than the drift allows."""
+    import random
+
+    from bwdconv.bench import overhead
+
+    draw = random.Random(7)
+    drift = [1 + i / 300 for i in range(100)]
+    without = [20.0 * d * draw.gauss(1, 0.003) for d in drift]
+    timed = [20.0 * d * 1.02 * draw.gauss(1, 0.003) for d in drift]
+    ratios = [a / b for a, b in zip(without, timed)]
+    low, high = overhead._median_interval(ratios)
+    assert low < 1 / 1.02 < high and high - low < 0.002
+    paired_width = high - low
+    low, high = overhead._ratio_interval(without, timed)
+    assert high - low > 3 * paired_width

@@ -151,7 +151,9 @@ def step_ratios(step, device, steps):
     same mode, so that no step pays for the switch (the aten scope
     registers kernels with the dispatcher), as a user who enables once
     never does. The ratio is median(without) / median(mode), with its 90%
-    bootstrap interval (_ratio_interval) and the per-round ratios' quartiles."""
+    bootstrap interval (_ratio_interval); the paired ratio is the median of
+    the per-round ratios, with its own (_median_interval), and their
+    quartiles."""
     times = {m: [] for m in STEP_MODES}
     order = random.Random(0)
     for index in range(steps + 2):
@@ -165,10 +167,13 @@ def step_ratios(step, device, steps):
     cells = {}
     for m in STEP_MODES[1:]:
         ratios = [a / b for a, b in zip(times["without"], times[m])]
-        q1, _, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+        q1, paired, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
         low, high = _ratio_interval(times["without"], times[m])
+        paired_low, paired_high = _median_interval(ratios)
         cells[m] = {"ratio": round(median["without"] / median[m], 3), "ms": round(median[m], 3),
                     "ratio_ci90": [round(low, 3), round(high, 3)],
+                    "paired_ratio": round(paired, 3),
+                    "paired_ci90": [round(paired_low, 3), round(paired_high, 3)],
                     "round_ratio_p25": round(q1, 3), "round_ratio_p75": round(q3, 3)}
     return round(median["without"], 3), cells
 
@@ -187,6 +192,16 @@ def _ratio_interval(without, timed, resamples=1000):
                       statistics.median(timed[i] for i in picked))
     ratios.sort()
     return ratios[int(0.05 * resamples)], ratios[int(0.95 * resamples) - 1]
+
+
+def _median_interval(values, resamples=1000):
+    """A 90% bootstrap interval of the median of `values` (here the rounds'
+    own ratios: each round's modes ran within a second of one another, so
+    that a drift of the machine's speed over the run cancels in them)."""
+    draw = random.Random(2)
+    medians = sorted(statistics.median(draw.choice(values) for _ in values)
+                     for _ in range(resamples))
+    return medians[int(0.05 * resamples)], medians[int(0.95 * resamples) - 1]
 
 
 def training_step_ratios(device, steps):
@@ -299,12 +314,14 @@ def _print_tiny(rows):
 
 def _ratio_cells(row):
     return "  ".join(f"{m} {row[m]['ratio']:.3f} [{row[m]['ratio_ci90'][0]:.3f}-"
-                     f"{row[m]['ratio_ci90'][1]:.3f}]" for m in STEP_MODES[1:])
+                     f"{row[m]['ratio_ci90'][1]:.3f}] paired {row[m]['paired_ratio']:.3f} "
+                     f"[{row[m]['paired_ci90'][0]:.3f}-{row[m]['paired_ci90'][1]:.3f}]"
+                     for m in STEP_MODES[1:])
 
 
 def _print_training(rows):
     print("training steps: median(without) / median(mode), above 1 is faster "
-          "[90% bootstrap interval]")
+          "[90% bootstrap interval]; paired: the median of the rounds' own ratios [the same]")
     for r in rows:
         print(f"  {r['model']:24s} {'x'.join(map(str, r['input'])):12s} "
               f"without {r['without_ms']:8.2f} ms | {_ratio_cells(r)}")
