@@ -103,11 +103,7 @@ CallKey transposed_forward_key(const at::Tensor& input, const at::Tensor& weight
   const bool has_bias = bias && bias->defined();
   key.add(has_bias);
   if (has_bias) key.add_operand(*bias);
-  key.add(params.stride);
-  key.add(params.padding);
-  key.add(params.dilation);
-  key.add(output_padding);
-  key.add(params.groups);
+  key.add_arguments(params, output_padding);
   return key;
 }
 
@@ -280,11 +276,7 @@ CallKey backward_key(const BackwardArguments& a, std::array<bool, 3> mask) {
   key.add_operand(a.input);
   key.add_operand(a.weight);
   if (a.bias_sizes) key.add(*a.bias_sizes);
-  key.add(a.stride);
-  key.add(a.padding);
-  key.add(a.dilation);
-  key.add(a.output_padding);
-  key.add(a.groups);
+  key.add_arguments(a.params(), a.output_padding);
   return key;
 }
 

@@ -291,11 +291,7 @@ CallKey route_key(bool transposed, int spatial_dims, const at::Tensor& input,
   key.add_operand(input);
   key.add_operand(weight);
   if (bias) key.add_operand(*bias);
-  key.add(arguments.stride);
-  key.add(arguments.padding);
-  key.add(arguments.dilation);
-  key.add(arguments.output_padding);
-  key.add(arguments.groups);
+  key.add_arguments(arguments.params(), arguments.output_padding);
   return key;
 }
 

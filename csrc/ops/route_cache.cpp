@@ -47,6 +47,14 @@ void CallKey::add_operand(const at::Tensor& tensor) {
       static_cast<int64_t>(tensor.suggest_memory_format()) << 32);
 }
 
+void CallKey::add_arguments(const ConvParams& params, c10::IntArrayRef output_padding) {
+  add(params.stride);
+  add(params.padding);
+  add(params.dilation);
+  add(output_padding);
+  add(params.groups);
+}
+
 bool CallKey::operator==(const CallKey& other) const {
   return length_ == other.length_ && overflow_ == other.overflow_ &&
          std::equal(words_.begin(), words_.begin() + length_, other.words_.begin());

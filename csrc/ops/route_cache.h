@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "ops/geometry.h"
+
 namespace bwdconv::ops {
 
 // The fields of one call, in order. Too many fields make it unusable: such a
@@ -35,6 +37,8 @@ class CallKey {
   }
   // A tensor's sizes, dtype, device and suggested memory format.
   void add_operand(const at::Tensor& tensor);
+  // A convolution's stride, padding, dilation, output padding and groups.
+  void add_arguments(const ConvParams& params, c10::IntArrayRef output_padding);
   bool usable() const { return !overflow_; }
   uint64_t hash() const;
   bool operator==(const CallKey& other) const;
