@@ -178,30 +178,32 @@ def step_ratios(step, device, steps):
     return round(median["without"], 3), cells
 
 
-def _ratio_interval(without, timed, resamples=1000):
-    """A 90% bootstrap interval of median(without) / median(timed): the
-    rounds resampled with replacement, each round's pair kept together (the
-    two were timed side by side), so that the interval says how far the
-    ratio itself would move on another run of as many rounds."""
-    draw = random.Random(1)
-    rounds = range(len(without))
-    ratios = []
-    for _ in range(resamples):
-        picked = [draw.choice(rounds) for _ in rounds]
-        ratios.append(statistics.median(without[i] for i in picked) /
-                      statistics.median(timed[i] for i in picked))
-    ratios.sort()
-    return ratios[int(0.05 * resamples)], ratios[int(0.95 * resamples) - 1]
+def _bootstrap_interval(statistic, rounds, seed, resamples=1000):
+    """A 90% bootstrap interval of statistic(picked round indices): the
+    rounds resampled with replacement `resamples` times."""
+    draw = random.Random(seed)
+    indices = range(rounds)
+    values = sorted(statistic([draw.choice(indices) for _ in indices])
+                    for _ in range(resamples))
+    return values[int(0.05 * resamples)], values[int(0.95 * resamples) - 1]
 
 
-def _median_interval(values, resamples=1000):
+def _ratio_interval(without, timed):
+    """A 90% bootstrap interval of median(without) / median(timed): each
+    round's pair kept together (the two were timed side by side), so that
+    the interval says how far the ratio itself would move on another run of
+    as many rounds."""
+    return _bootstrap_interval(
+        lambda picked: statistics.median(without[i] for i in picked) /
+        statistics.median(timed[i] for i in picked), len(without), seed=1)
+
+
+def _median_interval(values):
     """A 90% bootstrap interval of the median of `values` (here the rounds'
     own ratios: each round's modes ran within a second of one another, so
     that a drift of the machine's speed over the run cancels in them)."""
-    draw = random.Random(2)
-    medians = sorted(statistics.median(draw.choice(values) for _ in values)
-                     for _ in range(resamples))
-    return medians[int(0.05 * resamples)], medians[int(0.95 * resamples) - 1]
+    return _bootstrap_interval(lambda picked: statistics.median(values[i] for i in picked),
+                               len(values), seed=2)
 
 
 def training_step_ratios(device, steps):
