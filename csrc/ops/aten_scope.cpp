@@ -136,11 +136,11 @@ at::Tensor planned_convolution(const at::Tensor& input, const at::Tensor& weight
                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                at::IntArrayRef padding, at::IntArrayRef dilation,
                                bool transposed, at::IntArrayRef output_padding, int64_t groups) {
-  const ConvParams params{stride, padding, dilation, groups};
-  if (transposed && tuning_on_this_thread()) {  // planned apart (decisions.h)
-    return planned_transposed_forward(input, weight, bias, params, output_padding, nullptr);
-  }
   if (transposed) {
+    const ConvParams params{stride, padding, dilation, groups};
+    if (tuning_on_this_thread()) {  // planned apart (decisions.h)
+      return planned_transposed_forward(input, weight, bias, params, output_padding, nullptr);
+    }
     const CallKey key = transposed_forward_key(input, weight, bias, params, output_padding);
     const AtenCallLookup lookup(key);
     if (!lookup.found()) {
