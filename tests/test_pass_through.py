@@ -262,6 +262,29 @@ def test_a_key_pending_tuning_takes_the_op_until_decided(fresh_tuning, winner):
     assert F.conv2d(x, w, None, 2, 1).grad_fn.name().startswith(node_after)
 
 
+GRADIENTS_OF_A_CHANNELS_LAST_OUTPUT = {
+    "expanded": lambda out: torch.ones(()).expand(out.shape),  # what out.sum() sends back
+    "contiguous": lambda out: torch.ones(out.shape),  # what a flatten or view sends back
+    "channels_last": torch.ones_like,
+}
+
+
+@pytest.mark.parametrize("gradient", sorted(GRADIENTS_OF_A_CHANNELS_LAST_OUTPUT))
+def test_a_key_tuned_in_backward_is_the_key_the_forward_routes_by(fresh_tuning, gradient):
+    # The forward predicts its backward's layout from the operands; the
+    # gradient autograd sends back may be laid out otherwise.
+    x = torch.randn(2, 4, 9, 9).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(6, 4, 3, 3, requires_grad=True)
+    _tune._state.timer = lambda gradient, label: 1e-3 if label == "aten" else 2e-3
+    bwdconv.enable(autotune=True)
+    out = F.conv2d(x, w, None, 2, 1)
+    assert out.grad_fn.name().startswith(OP_NODE)  # pending
+    out.backward(GRADIENTS_OF_A_CHANNELS_LAST_OUTPUT[gradient](out))  # tunes: aten wins
+    (key,) = bwdconv.decisions()
+    assert "input channels_last" in key
+    assert F.conv2d(x, w, None, 2, 1).grad_fn.name() == "ConvolutionBackward0"
+
+
 @pytest.mark.parametrize("call_cost, expected", [(0.0, "phase"), (1.5e-3, "aten")])
 def test_the_tuner_counts_the_ops_per_call_cost(fresh_tuning, call_cost, expected):
     x = torch.randn(2, 4, 9, 9)

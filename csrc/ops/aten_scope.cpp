@@ -227,6 +227,19 @@ Gradients planned_transposed_backward(const BackwardArguments& a, std::array<boo
   return grads;
 }
 
+// The grad_output a convolution's backward is planned with and bwdconv's
+// strategies read: the caller's when it is dense in the layout PyTorch's rule
+// gives the forward's output (that of the input or the weight), else a copy
+// dense in that layout. So the plan's key has the layout the functional
+// router predicted from the forward's operands (docs/DESIGN.md,
+// "Pass-through"), whatever layout autograd sends the gradient in: the
+// expanded one of out.sum(), the contiguous one of a flatten's backward.
+at::Tensor dense_in_output_layout(const at::Tensor& grad_output, const at::Tensor& input,
+                                  const at::Tensor& weight) {
+  const at::MemoryFormat format = gradient_memory_format(input, weight);
+  return grad_output.is_contiguous(format) ? grad_output : grad_output.contiguous(format);
+}
+
 // A convolution's gradients: those planned for aten (and the bias) from
 // aten's own kernel with the caller's arguments, so that they are aten's
 // results stride for stride; bwdconv's laid out as aten's backend lays out
@@ -234,10 +247,11 @@ Gradients planned_transposed_backward(const BackwardArguments& a, std::array<boo
 Gradients planned_forward_backward(const BackwardArguments& a, std::array<bool, 3> mask,
                                    std::optional<AtenCall>& aten_only) {
   const ConvParams params = a.params();
-  const auto geometry = plannable_geometry(a.grad_output, a.input, a.weight, params);
+  const at::Tensor grad_output = dense_in_output_layout(a.grad_output, a.input, a.weight);
+  const auto geometry = plannable_geometry(grad_output, a.input, a.weight, params);
   if (!geometry) return native_backward(a, mask);
   const BackwardCall call =
-      backward_call(a.grad_output, &a.input, &a.weight, mask[0], mask[1], params);
+      backward_call(grad_output, &a.input, &a.weight, mask[0], mask[1], params);
   const PlanLookup planned = plan_for_call(*geometry, call);
   const std::shared_ptr<const Plan>& plan = planned.plan;
   const bool input_by_us = mask[0] && plan->input.strategy != Strategy::aten;
@@ -251,11 +265,10 @@ Gradients planned_forward_backward(const BackwardArguments& a, std::array<bool, 
     const GradientFormats formats = aten_gradient_formats(
         a.input, a.weight, a.bias_sizes, a.stride, a.padding, a.dilation, a.groups);
     if (input_by_us) {
-      grad_input = in_layout(compute_grad_input(*plan, a.grad_output, a.weight), formats.input);
+      grad_input = in_layout(compute_grad_input(*plan, grad_output, a.weight), formats.input);
     }
     if (weight_by_us) {
-      grad_weight =
-          in_layout(compute_grad_weight(*plan, a.grad_output, a.input), formats.weight);
+      grad_weight = in_layout(compute_grad_weight(*plan, grad_output, a.input), formats.weight);
     }
   }
   const AtenCall by_aten{aten_mask[0], plan->input.measured, aten_mask[1],
