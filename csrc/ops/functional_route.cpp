@@ -66,7 +66,9 @@ class ModuleAttribute {
   ModuleAttribute(const char* module, const char* name)
       : dict_(PyModule_GetDict(PyImport_ImportModule(module))),
         name_(PyUnicode_InternFromString(name)) {}
-  PyObject* get() const { return PyDict_GetItem(dict_, name_); }  // borrowed; may be null
+  // Borrowed; null when absent. The name is an interned str, so the lookup
+  // cannot raise.
+  PyObject* get() const { return PyDict_GetItemWithError(dict_, name_); }
 
  private:
   PyObject* dict_;
@@ -132,54 +134,59 @@ std::optional<int64_t> exact_int(PyObject* value) {
   return result;
 }
 
-Values repeated(int count, int64_t value) {
-  Values values;
-  for (int i = 0; i < count; ++i) values.push_back(value);
-  return values;
+void repeat(int count, int64_t value, Values& values) {
+  values.assign(static_cast<size_t>(count), value);
 }
 
-// An int or a sequence of ints, one per spatial dim or one for all, as
-// bwdconv.functional's expand reads it; nothing for anything else.
-std::optional<Values> per_dim_values(PyObject* value, int spatial_dims, int64_t default_value) {
-  if (value == nullptr) return repeated(spatial_dims, default_value);
+// Reads an int or a sequence of ints, one per spatial dim or one for all, as
+// bwdconv.functional's expand reads it, into `values`; false for anything
+// else. Written in place: the router reads every call.
+bool read_per_dim_values(PyObject* value, int spatial_dims, int64_t default_value,
+                         Values& values) {
+  if (value == nullptr) {
+    repeat(spatial_dims, default_value, values);
+    return true;
+  }
   if (PyLong_CheckExact(value)) {
     const auto single = exact_int(value);
-    if (!single) return std::nullopt;
-    return repeated(spatial_dims, *single);
+    if (single) repeat(spatial_dims, *single, values);
+    return single.has_value();
   }
-  if (!PyTuple_Check(value) && !PyList_Check(value)) return std::nullopt;
+  if (!PyTuple_Check(value) && !PyList_Check(value)) return false;
   const Py_ssize_t length = PySequence_Fast_GET_SIZE(value);
-  if (length != 1 && length != spatial_dims) return std::nullopt;
+  if (length != 1 && length != spatial_dims) return false;
   PyObject** items = PySequence_Fast_ITEMS(value);
-  Values values;
+  values.clear();
   for (int i = 0; i < spatial_dims; ++i) {
     const auto item = exact_int(items[length == 1 ? 0 : i]);
-    if (!item) return std::nullopt;
+    if (!item) return false;
     values.push_back(*item);
   }
-  return values;
+  return true;
 }
 
-// The padding of a string padding: "valid" is none, "same" (stride 1 only)
-// is the left half of the dilated filter's extent on both sides, as
-// bwdconv.functional pads it when the extent is even; nothing for the rest
+// Reads a string padding into `padding`: "valid" is none, "same" (stride 1
+// only) is the left half of the dilated filter's extent on both sides, as
+// bwdconv.functional pads it when the extent is even; false for the rest
 // (the Python wrapper pads odd extents itself, or raises PyTorch's error).
-std::optional<Values> string_padding(PyObject* padding, const Values& stride,
-                                     const Values& dilation, const at::Tensor& weight) {
+bool read_string_padding(PyObject* name, const Values& stride, const Values& dilation,
+                         const at::Tensor& weight, Values& padding) {
   const int n = static_cast<int>(stride.size());
-  if (PyUnicode_CompareWithASCIIString(padding, "valid") == 0) return repeated(n, 0);
-  if (PyUnicode_CompareWithASCIIString(padding, "same") != 0) return std::nullopt;
-  Values left;
+  if (PyUnicode_CompareWithASCIIString(name, "valid") == 0) {
+    repeat(n, 0, padding);
+    return true;
+  }
+  if (PyUnicode_CompareWithASCIIString(name, "same") != 0) return false;
+  padding.clear();
   for (int i = 0; i < n; ++i) {
     const int64_t extent = dilation[i] * (weight.size(i + 2) - 1);
-    if (stride[i] != 1 || extent % 2 != 0) return std::nullopt;
-    left.push_back(extent / 2);
+    if (stride[i] != 1 || extent % 2 != 0) return false;
+    padding.push_back(extent / 2);
   }
-  return left;
+  return true;
 }
 
-// The call's arguments, or nothing when they are not plain ints that
-// bwdconv.functional would read the same way.
+// A call's stride, padding, dilation, output padding and groups.
 struct Arguments {
   Values stride, padding, dilation, output_padding;
   int64_t groups = 1;
@@ -187,33 +194,33 @@ struct Arguments {
   ConvParams params() const { return {stride, padding, dilation, groups}; }
 };
 
-std::optional<Arguments> read_arguments(const Signature& signature, const BoundArguments& bound,
-                                        int spatial_dims, const at::Tensor& weight) {
-  Arguments a;
-  auto stride = per_dim_values(bound[signature.stride], spatial_dims, 1);
-  auto dilation = per_dim_values(bound[signature.dilation], spatial_dims, 1);
-  if (!stride || !dilation || weight.dim() != spatial_dims + 2) return std::nullopt;
-  PyObject* padding_object = bound[signature.padding];
-  const bool named_padding = padding_object != nullptr && PyUnicode_Check(padding_object);
-  if (named_padding && signature.output_padding) return std::nullopt;
-  std::optional<Values> padding =
-      named_padding ? string_padding(padding_object, *stride, *dilation, weight)
-                    : per_dim_values(padding_object, spatial_dims, 0);
-  if (!padding) return std::nullopt;
-  if (signature.output_padding) {
-    auto output_padding = per_dim_values(bound[*signature.output_padding], spatial_dims, 0);
-    if (!output_padding) return std::nullopt;
-    a.output_padding = std::move(*output_padding);
+// Reads the call's arguments into `a`; false when they are not plain ints
+// that bwdconv.functional would read the same way.
+bool read_arguments(const Signature& signature, const BoundArguments& bound, int spatial_dims,
+                    const at::Tensor& weight, Arguments& a) {
+  if (weight.dim() != spatial_dims + 2 ||
+      !read_per_dim_values(bound[signature.stride], spatial_dims, 1, a.stride) ||
+      !read_per_dim_values(bound[signature.dilation], spatial_dims, 1, a.dilation)) {
+    return false;
+  }
+  PyObject* padding = bound[signature.padding];
+  const bool named_padding = padding != nullptr && PyUnicode_Check(padding);
+  if (named_padding && signature.output_padding) return false;
+  if (named_padding ? !read_string_padding(padding, a.stride, a.dilation, weight, a.padding)
+                    : !read_per_dim_values(padding, spatial_dims, 0, a.padding)) {
+    return false;
+  }
+  if (signature.output_padding &&
+      !read_per_dim_values(bound[*signature.output_padding], spatial_dims, 0,
+                           a.output_padding)) {
+    return false;
   }
   if (bound[signature.groups] != nullptr) {
     const auto groups = exact_int(bound[signature.groups]);
-    if (!groups) return std::nullopt;
+    if (!groups) return false;
     a.groups = *groups;
   }
-  a.stride = std::move(*stride);
-  a.padding = std::move(*padding);
-  a.dilation = std::move(*dilation);
-  return a;
+  return true;
 }
 
 // Where a call goes: the original function, because bwdconv does not plan
@@ -330,14 +337,14 @@ Route route(const Signature& signature, int spatial_dims, PyObject* args, PyObje
   }
   const at::Tensor& input = THPVariable_Unpack((*bound)[kInput]);
   const at::Tensor& weight = THPVariable_Unpack((*bound)[kWeight]);
-  const auto arguments = read_arguments(signature, *bound, spatial_dims, weight);
-  if (!arguments) return Route::bwdconv;
+  Arguments arguments;
+  if (!read_arguments(signature, *bound, spatial_dims, weight, arguments)) return Route::bwdconv;
   const std::optional<at::Tensor> bias =
       bias_object == nullptr || bias_object == Py_None
           ? std::nullopt
           : std::optional<at::Tensor>(THPVariable_Unpack(bias_object));
   const Routing routing =
-      memoised_route(transposed, input, weight, bias, *arguments, spatial_dims);
+      memoised_route(transposed, input, weight, bias, arguments, spatial_dims);
   // With the aten scope enabled, that scope counts what PyTorch's node computes.
   if (routing.route == Route::aten && !aten_scope_enabled()) count_aten_call(routing.counted);
   return routing.route;
