@@ -415,16 +415,16 @@ def test_bench_columns_pay_the_pass_through_for_aten_and_the_op_for_a_strategy(m
     assert times["aten"] == [1.0, 2.0] and times["phase"] == [0.5]
 
 
-def test_overhead_ratio_interval_holds_the_true_ratio_and_narrows_with_rounds():
+def test_the_ratio_interval_holds_the_true_ratio_and_narrows_with_rounds():
     """The steps' bootstrap interval: exact where the ratio is exact, around
     the ratio the times were drawn with, and narrower with more rounds."""
     import random
 
-    from bwdconv.bench import overhead
+    from bwdconv.bench import ratios
 
     base = [10.0 + i % 7 for i in range(50)]
-    assert overhead._ratio_interval(base, base) == (1.0, 1.0)
-    low, high = overhead._ratio_interval(base, [t * 1.25 for t in base])
+    assert ratios.ratio_interval(base, base) == (1.0, 1.0)
+    low, high = ratios.ratio_interval(base, [t * 1.25 for t in base])
     assert low == pytest.approx(0.8) and high == pytest.approx(0.8)
 
     draw = random.Random(5)
@@ -432,7 +432,7 @@ def test_overhead_ratio_interval_holds_the_true_ratio_and_narrows_with_rounds():
     def widths(rounds):
         without = [draw.gauss(20.0, 1.0) for _ in range(rounds)]
         timed = [draw.gauss(20.0, 1.0) * 1.05 for _ in range(rounds)]
-        low, high = overhead._ratio_interval(without, timed)
+        low, high = ratios.ratio_interval(without, timed)
         assert low < 1 / 1.05 < high
         return high - low
     assert widths(800) < widths(50) / 2
@@ -485,15 +485,15 @@ def test_the_paired_ratio_cancels_a_drift_the_ratio_of_medians_does_not():
     is no more precise than the drift allows."""
     import random
 
-    from bwdconv.bench import overhead
+    from bwdconv.bench import ratios
 
     draw = random.Random(7)
     drift = [1 + i / 300 for i in range(100)]
     without = [20.0 * d * draw.gauss(1, 0.003) for d in drift]
     timed = [20.0 * d * 1.02 * draw.gauss(1, 0.003) for d in drift]
-    ratios = [a / b for a, b in zip(without, timed)]
-    low, high = overhead._median_interval(ratios)
+    round_ratios = [a / b for a, b in zip(without, timed)]
+    low, high = ratios.median_interval(round_ratios)
     assert low < 1 / 1.02 < high and high - low < 0.002
     paired_width = high - low
-    low, high = overhead._ratio_interval(without, timed)
+    low, high = ratios.ratio_interval(without, timed)
     assert high - low > 3 * paired_width

@@ -228,16 +228,19 @@ Gradients planned_transposed_backward(const BackwardArguments& a, std::array<boo
 }
 
 // The grad_output a convolution's backward is planned with and bwdconv's
-// strategies read: the caller's when it is dense in the layout PyTorch's rule
+// strategies read: the caller's when its layout is the one PyTorch's rule
 // gives the forward's output (that of the input or the weight), else a copy
 // dense in that layout. So the plan's key has the layout the functional
 // router predicted from the forward's operands (docs/DESIGN.md,
 // "Pass-through"), whatever layout autograd sends the gradient in: the
-// expanded one of out.sum(), the contiguous one of a flatten's backward.
-at::Tensor dense_in_output_layout(const at::Tensor& grad_output, const at::Tensor& input,
-                                  const at::Tensor& weight) {
+// expanded one of out.sum() (read as contiguous), the contiguous one of a
+// flatten's backward. An expanded gradient of a contiguous output is kept:
+// the strategies read it as it is, and a copy would cost them a pass.
+at::Tensor in_output_layout(const at::Tensor& grad_output, const at::Tensor& input,
+                            const at::Tensor& weight) {
   const at::MemoryFormat format = gradient_memory_format(input, weight);
-  return grad_output.is_contiguous(format) ? grad_output : grad_output.contiguous(format);
+  return grad_output.suggest_memory_format() == format ? grad_output
+                                                       : grad_output.contiguous(format);
 }
 
 // A convolution's gradients: those planned for aten (and the bias) from
@@ -247,7 +250,7 @@ at::Tensor dense_in_output_layout(const at::Tensor& grad_output, const at::Tenso
 Gradients planned_forward_backward(const BackwardArguments& a, std::array<bool, 3> mask,
                                    std::optional<AtenCall>& aten_only) {
   const ConvParams params = a.params();
-  const at::Tensor grad_output = dense_in_output_layout(a.grad_output, a.input, a.weight);
+  const at::Tensor grad_output = in_output_layout(a.grad_output, a.input, a.weight);
   const auto geometry = plannable_geometry(grad_output, a.input, a.weight, params);
   if (!geometry) return native_backward(a, mask);
   const BackwardCall call =

@@ -69,6 +69,8 @@ def describe(device):
     else:
         info["device"] = cpu_name()
         info["mkldnn"] = torch.backends.mkldnn.is_available()
+        if hasattr(os, "getloadavg"):  # what else ran: timings under load are not results
+            info["load_average"] = [f"{load:.2f}" for load in os.getloadavg()]
     return info
 
 

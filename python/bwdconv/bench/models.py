@@ -1,6 +1,7 @@
 """End-to-end backward time of real models with bwdconv enabled and disabled.
 
     python -m bwdconv.bench.models [--models resnet18 resnet50 r3d18 unet dcgan] [--steps 7]
+                                   [--fixed-heap]
 
 For each model: the strategies that serve its convolutions (explain_model),
 the median time of loss.backward() over several steps, the peak memory one
@@ -8,13 +9,18 @@ loss.backward() adds (bwdconv.peak_memory) and the median time of an
 inference forward (torch.inference_mode), measured alternately in the same
 process: aten, bwdconv with the planner's rules, and bwdconv tuned
 (autotuning on; the first, untimed round tunes every convolution, with the
-decisions cache of BWDCONV_CACHE_DIR). ResNets and R3D-18 come from
+decisions cache of BWDCONV_CACHE_DIR), in an order drawn at random for each
+round. Each side's backward is compared with aten's by the ratio of medians
+and by the paired ratio, each with a 90% bootstrap interval
+(bench.ratios); --fixed-heap fixes glibc's malloc thresholds first, as for
+bench.overhead. ResNets and R3D-18 come from
 torchvision; the U-Net and the DCGAN generator, whose upsampling is
 transposed convolutions, from bwdconv.bench.decoders.
 """
 
 import argparse
 import contextlib
+import random
 import statistics
 
 import torch
@@ -25,6 +31,7 @@ from bwdconv import _memory, _tune
 from bwdconv._progress import progress_bar
 
 from . import device as dev
+from . import ratios
 from .decoders import DCGANGenerator, UNet
 
 DEFAULT_MODELS = ["resnet18", "resnet50", "r3d18", "unet", "dcgan"]
@@ -92,10 +99,11 @@ def measure(name, make, shape, device, dtype, steps):
     sides = {"aten": _nothing, "bwdconv": _rules, "tuned": _tuned}
     times = {side: [] for side in sides}
     forwards = {side: [] for side in sides}
+    order = random.Random(0)
     # The first round warms up (and tunes).
     for step in progress_bar(range(steps + 1), desc=name, unit="round"):
-        for side, context in sides.items():
-            with context(), autocast:
+        for side in order.sample(list(sides), len(sides)):
+            with sides[side](), autocast:
                 t = backward_ms(model, x, device)
                 f = inference_ms(model, x, device)
             if step:
@@ -113,7 +121,10 @@ def measure(name, make, shape, device, dtype, steps):
             "convs": len(plan.layers), "served": plan.counts(), "aten_ms": median["aten"],
             "bwdconv_ms": median["bwdconv"], "speedup": median["aten"] / median["bwdconv"],
             "tuned_served": tuned_plan.counts(), "tuned_ms": median["tuned"],
-            "tuned_speedup": median["aten"] / median["tuned"], "backward_peak_bytes": peaks,
+            "tuned_speedup": median["aten"] / median["tuned"],
+            "backward_compared": {side: ratios.compare(times["aten"], times[side])
+                                  for side in ("bwdconv", "tuned")},
+            "backward_peak_bytes": peaks,
             "inference_ms": inference, "inference_speedup": {
                 side: inference["aten"] / inference[side] for side in ("bwdconv", "tuned")}}
 
@@ -147,13 +158,18 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                         help="bfloat16 runs under autocast")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--fixed-heap", action="store_true",
+                        help="fix glibc malloc's mmap and trim thresholds first "
+                             "(bench.device.fix_heap_thresholds)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
+    fixed_heap = args.fixed_heap and dev.fix_heap_thresholds()
     meta = dev.describe(device)
     print(f"{meta['device']} | torch {meta['torch']} | {meta['date']} | {args.dtype} | "
-          f"median of {args.steps} backward passes each, alternating aten, bwdconv (rules) "
-          f"and tuned")
+          f"median of {args.steps} backward passes each, aten, bwdconv (rules) and tuned in "
+          f"a random order each round | load {meta.get('load_average')}"
+          f"{' | fixed heap thresholds' if fixed_heap else ''}")
     models = _models(device.type == "cuda")
     for name in args.models:
         if name not in models:
@@ -171,6 +187,8 @@ def main(argv=None):
               f"{_memory.megabytes(r['backward_peak_bytes']['bwdconv'])} tuned "
               f"{_memory.megabytes(r['backward_peak_bytes']['tuned'])} | "
               f"rules: {_counts(r['served'])} | tuned: {_counts(r['tuned_served'])}")
+        for side, cell in r["backward_compared"].items():
+            print(f"{'':9s} backward, aten / {side}: {ratios.format_cell(cell)}")
     return 0
 
 

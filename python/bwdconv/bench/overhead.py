@@ -47,6 +47,7 @@ import torch
 import bwdconv
 
 from . import device as dev
+from . import ratios
 
 MODES = ("without", "functional", "aten")
 # The steps' null comparison: "without" timed again as if it were a mode, so
@@ -143,17 +144,15 @@ def _training_models(device):
 
 
 def step_ratios(step, device, steps):
-    """(without_ms, {mode: {ratio, ms, round_ratio_p25, round_ratio_p75}}):
-    `step` timed once per mode per round, the modes (and the null
-    comparison) in an order drawn at random for each round (a fixed
-    rotation would always time one mode right after the same other), after two untimed rounds (warm-up, and
-    tuning where it is on); each timed step follows an untimed one in the
+    """(without_ms, {mode: bench.ratios.compare's cell}): `step` timed once
+    per mode per round, the modes (and the null comparison) in an order
+    drawn at random for each round (a fixed rotation would always time one
+    mode right after the same other), after two untimed rounds (warm-up,
+    and tuning where it is on); each timed step follows an untimed one in the
     same mode, so that no step pays for the switch (the aten scope
     registers kernels with the dispatcher), as a user who enables once
-    never does. The ratio is median(without) / median(mode), with its 90%
-    bootstrap interval (_ratio_interval); the paired ratio is the median of
-    the per-round ratios, with its own (_median_interval), and their
-    quartiles."""
+    never does. The cells are bench.ratios.compare's: the ratio of
+    medians and the paired ratio, each with its 90% bootstrap interval."""
     times = {m: [] for m in STEP_MODES}
     order = random.Random(0)
     for index in range(steps + 2):
@@ -163,47 +162,8 @@ def step_ratios(step, device, steps):
                 t = dev.time_ms(step, device, warmup=0, iterations=1)[0]
             if index >= 2:
                 times[m].append(t)
-    median = {m: statistics.median(t) for m, t in times.items()}
-    cells = {}
-    for m in STEP_MODES[1:]:
-        ratios = [a / b for a, b in zip(times["without"], times[m])]
-        q1, paired, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
-        low, high = _ratio_interval(times["without"], times[m])
-        paired_low, paired_high = _median_interval(ratios)
-        cells[m] = {"ratio": round(median["without"] / median[m], 3), "ms": round(median[m], 3),
-                    "ratio_ci90": [round(low, 3), round(high, 3)],
-                    "paired_ratio": round(paired, 3),
-                    "paired_ci90": [round(paired_low, 3), round(paired_high, 3)],
-                    "round_ratio_p25": round(q1, 3), "round_ratio_p75": round(q3, 3)}
-    return round(median["without"], 3), cells
-
-
-def _bootstrap_interval(statistic, rounds, seed, resamples=1000):
-    """A 90% bootstrap interval of statistic(picked round indices): the
-    rounds resampled with replacement `resamples` times."""
-    draw = random.Random(seed)
-    indices = range(rounds)
-    values = sorted(statistic([draw.choice(indices) for _ in indices])
-                    for _ in range(resamples))
-    return values[int(0.05 * resamples)], values[int(0.95 * resamples) - 1]
-
-
-def _ratio_interval(without, timed):
-    """A 90% bootstrap interval of median(without) / median(timed): each
-    round's pair kept together (the two were timed side by side), so that
-    the interval says how far the ratio itself would move on another run of
-    as many rounds."""
-    return _bootstrap_interval(
-        lambda picked: statistics.median(without[i] for i in picked) /
-        statistics.median(timed[i] for i in picked), len(without), seed=1)
-
-
-def _median_interval(values):
-    """A 90% bootstrap interval of the median of `values` (here the rounds'
-    own ratios: each round's modes ran within a second of one another, so
-    that a drift of the machine's speed over the run cancels in them)."""
-    return _bootstrap_interval(lambda picked: statistics.median(values[i] for i in picked),
-                               len(values), seed=2)
+    cells = {m: ratios.compare(times["without"], times[m]) for m in STEP_MODES[1:]}
+    return round(statistics.median(times["without"]), 3), cells
 
 
 def training_step_ratios(device, steps):
@@ -315,10 +275,7 @@ def _print_tiny(rows):
 
 
 def _ratio_cells(row):
-    return "  ".join(f"{m} {row[m]['ratio']:.3f} [{row[m]['ratio_ci90'][0]:.3f}-"
-                     f"{row[m]['ratio_ci90'][1]:.3f}] paired {row[m]['paired_ratio']:.3f} "
-                     f"[{row[m]['paired_ci90'][0]:.3f}-{row[m]['paired_ci90'][1]:.3f}]"
-                     for m in STEP_MODES[1:])
+    return "  ".join(f"{m} {ratios.format_cell(row[m])}" for m in STEP_MODES[1:])
 
 
 def _print_training(rows):
@@ -355,9 +312,6 @@ def main(argv=None):
     device = torch.device(args.device)
     meta = dev.describe(device)
     meta["fixed_heap"] = args.fixed_heap and dev.fix_heap_thresholds()
-    if device.type == "cpu":
-        with open("/proc/loadavg") as f:
-            meta["load_average"] = f.read().split()[:3]
     print(f"{meta['device']} | torch {meta['torch']} | {meta['threads']} threads | "
           f"{meta['date']} | revision {meta['git_revision']} | load {meta.get('load_average')}"
           f"{' | fixed heap thresholds' if meta['fixed_heap'] else ''}")
