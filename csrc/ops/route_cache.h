@@ -1,16 +1,15 @@
 // A per-thread memo of the calls planned for aten alone (docs/DESIGN.md,
 // "Pass-through"), so that such a call costs a key and one probe: no geometry,
-// no plan lookup, no lock and no heap allocation. A key holds every argument
-// field the call's validity and plan depend on; an entry is only trusted in
-// the epoch it was made in, and everything that can change a plan (forcing,
-// measured decisions, the tuning hook, an out-of-memory fallback) starts a new
-// epoch.
+// no plan lookup, no lock and no heap allocation. A key digests every
+// argument field the call's validity and plan depend on into 128 bits; an
+// entry is only trusted in the epoch it was made in, and everything that can
+// change a plan (forcing, measured decisions, the tuning hook, an
+// out-of-memory fallback) starts a new epoch.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/ArrayRef.h>
 
-#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -18,18 +17,22 @@
 
 namespace bwdconv::ops {
 
-// The fields of one call, in order. Too many fields make it unusable: such a
-// call is simply not memoised.
+// The fields of one call, in order, digested as they are added into two
+// 64-bit words by two unrelated mixes. Entries are compared by digest: two
+// calls that differ but share all 128 bits (for keys that no one chooses to
+// collide, about one pair in 2^64 among 2^32 keys) would share a route, and
+// the one it wrongly sends to aten still gets aten's correct result, or
+// PyTorch's error if it is invalid. Kept small, so that the memo's table
+// spans one page and a probe one cache line: between a model's operations
+// the lines a call touches cost more than its instructions.
 class CallKey {
  public:
-  static constexpr int kMaxWords = 48;
-
   void add(int64_t word) {
-    if (length_ == kMaxWords) {
-      overflow_ = true;
-      return;
-    }
-    words_[length_++] = word;
+    const uint64_t w = static_cast<uint64_t>(word);
+    first_ = (first_ ^ w) * 0xff51afd7ed558ccdull;
+    first_ ^= first_ >> 32;
+    second_ = (second_ + w + 0x632be59bd9b4e019ull) * 0xc4ceb9fe1a85ec53ull;
+    second_ ^= second_ >> 29;
   }
   void add(c10::IntArrayRef words) {
     add(static_cast<int64_t>(words.size()));  // lengths keep adjacent lists apart
@@ -39,14 +42,13 @@ class CallKey {
   void add_operand(const at::Tensor& tensor);
   // A convolution's stride, padding, dilation, output padding and groups.
   void add_arguments(const ConvParams& params, c10::IntArrayRef output_padding);
-  bool usable() const { return !overflow_; }
-  uint64_t hash() const;
-  bool operator==(const CallKey& other) const;
+
+  uint64_t first() const { return first_; }
+  uint64_t second() const { return second_; }
 
  private:
-  std::array<int64_t, kMaxWords> words_{};
-  int length_ = 0;
-  bool overflow_ = false;
+  uint64_t first_ = 0x9e3779b97f4a7c15ull;
+  uint64_t second_ = 0x2545f4914f6cdd1dull;
 };
 
 // What a memoised call counts in served() for each gradient it computes.
@@ -66,8 +68,7 @@ class AtenCallLookup {
   void remember(const AtenCall& call) const;
 
  private:
-  const CallKey& key_;
-  uint64_t hash_ = 0;
+  CallKey key_;
   uint64_t epoch_ = 0;
   std::optional<AtenCall> found_;
 };
