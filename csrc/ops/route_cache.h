@@ -19,10 +19,10 @@ namespace bwdconv::ops {
 
 // The fields of one call, in order, digested as they are added into two
 // 64-bit words by two unrelated mixes. Entries are compared by digest: two
-// calls that differ but share all 128 bits (for keys that no one chooses to
-// collide, about one pair in 2^64 among 2^32 keys) would share a route, and
-// the one it wrongly sends to aten still gets aten's correct result, or
-// PyTorch's error if it is invalid. Kept small, so that the memo's table
+// calls that differ but share all 128 bits would share a route (were the
+// digests random, any two of 2^32 keys would share one with a chance of
+// about 2^-65), and the one it wrongly sends to aten still gets aten's
+// correct result, or PyTorch's error if it is invalid. Kept small, so that the memo's table
 // spans one page and a probe one cache line: between a model's operations
 // the lines a call touches cost more than its instructions.
 class CallKey {
