@@ -65,6 +65,32 @@ def test_aten_errors_are_kept_for_bad_arguments():
     assert "bwdconv" not in message  # aten's own message, not bwdconv's
 
 
+def raised_by(call):
+    """(type, message) of what `call` raises, or None."""
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001 - any error is compared with aten's
+        return type(error), str(error)
+    return None
+
+
+@pytest.mark.parametrize("grad_shape", [(1, 2, 3), (1, 2, 3, 3, 1)])
+def test_a_bad_grad_output_of_a_channels_last_call_raises_atens_error(grad_shape):
+    # bwdconv reads grad_output in the forward output's layout (channels_last
+    # here) before aten checks it: a gradient of the wrong rank must still
+    # get aten's own error.
+    x = torch.randn(1, 4, 5, 5).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(2, 4, 3, 3)
+    dy = torch.randn(grad_shape)
+
+    def call():
+        torch.ops.aten.convolution_backward(dy, x, w, None, [1, 1], [0, 0], [1, 1], False,
+                                            [0, 0], 1, [True, True, False])
+    expected = raised_by(call)
+    with bwdconv.enabled("aten"):
+        assert raised_by(call) == expected
+
+
 def convolution_backward_strides(grad_output, x, w, stride, strategy=None, scope=None):
     """Strides of aten::convolution_backward's input and weight gradients."""
     args = (grad_output, x, w, None, stride, [0] * len(stride), [1] * len(stride), False,

@@ -235,9 +235,11 @@ Gradients planned_transposed_backward(const BackwardArguments& a, std::array<boo
 // "Pass-through"), whatever layout autograd sends the gradient in: the
 // expanded one of out.sum() (read as contiguous), the contiguous one of a
 // flatten's backward. An expanded gradient of a contiguous output is kept:
-// the strategies read it as it is, and a copy would cost them a pass.
+// the strategies read it as it is, and a copy would cost them a pass. A
+// call whose operands differ in rank is kept for aten to reject.
 at::Tensor in_output_layout(const at::Tensor& grad_output, const at::Tensor& input,
                             const at::Tensor& weight) {
+  if (grad_output.dim() != input.dim() || weight.dim() != input.dim()) return grad_output;
   const at::MemoryFormat format = gradient_memory_format(input, weight);
   return grad_output.suggest_memory_format() == format ? grad_output
                                                        : grad_output.contiguous(format);
