@@ -162,18 +162,25 @@ std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Backwar
   return plan_for(geometry, current_forcing(), call);
 }
 
+namespace {
+
+// plan_lookup's answer with the rules' plan filled in where tuning is pending.
+PlanLookup plan_with_pending(const ConvGeometry& geometry, const Forcing& forcing,
+                             const BackwardCall* call) {
+  PlanLookup lookup = plan_lookup(geometry, forcing, call);
+  if (!lookup.plan) lookup.plan = avoiding_out_of_memory(rules_plan(geometry, forcing));
+  return lookup;
+}
+
+}  // namespace
+
 std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,
                                      const BackwardCall* call) {
-  PlanLookup lookup = plan_lookup(geometry, forcing, call);
-  return lookup.plan ? std::move(lookup.plan)
-                     : avoiding_out_of_memory(rules_plan(geometry, forcing));
+  return plan_with_pending(geometry, forcing, call).plan;
 }
 
 PlanLookup plan_for_call(const ConvGeometry& geometry, const BackwardCall& call) {
-  const Forcing forcing = current_forcing();
-  PlanLookup lookup = plan_lookup(geometry, forcing, &call);
-  if (!lookup.plan) lookup.plan = avoiding_out_of_memory(rules_plan(geometry, forcing));
-  return lookup;
+  return plan_with_pending(geometry, current_forcing(), &call);
 }
 
 std::shared_ptr<const Plan> aten_only_plan(const ConvGeometry& geometry,
