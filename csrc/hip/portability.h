@@ -62,6 +62,7 @@ struct KernelLabel {
 #include "host_grid.h"
 
 #define BWDCONV_KERNEL_TARGET ::bwdconv::hip::Target::host
+#define BWDCONV_TARGET_NAMESPACE host_target
 #define __global__
 #define __device__
 #define __host__
@@ -77,8 +78,12 @@ struct KernelLabel {
 #define gridDim (::bwdconv::hip::host::lane.grid_dim)
 using dim3 = ::bwdconv::hip::host::Dim3;
 
-// Definitions that differ between targets sit in a namespace of their target,
-// so that a build linking both compilations of a kernel keeps both.
+// Definitions that differ between targets sit in a namespace of their target
+// (BWDCONV_TARGET_NAMESPACE), so that a build linking both compilations of a
+// kernel keeps both. A host-side template outside it (a launcher in a shared
+// header, say) is one symbol in both objects: the linker keeps whichever it
+// meets first, and a GPU launch could run the host grid's copy on device
+// pointers. Kernel-only headers therefore open their target's namespace too.
 namespace bwdconv::hip {
 inline namespace host_target {
 
@@ -159,6 +164,7 @@ inline int64_t multiprocessor_count(int device) {
 
 #ifdef BWDCONV_GPU_RUNTIME
 #define BWDCONV_KERNEL_TARGET ::bwdconv::hip::Target::device
+#define BWDCONV_TARGET_NAMESPACE device_target
 namespace bwdconv::hip {
 inline namespace device_target {
 

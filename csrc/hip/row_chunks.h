@@ -8,6 +8,8 @@
 #include "row_index.h"
 
 namespace bwdconv::hip {
+// This compilation's own copy (portability.h, BWDCONV_TARGET_NAMESPACE).
+inline namespace BWDCONV_TARGET_NAMESPACE {
 
 // 16 bytes of a row: kLanes elements, held as four 32-bit words that lanes
 // go into and out of by shifts and selects, so a chunk stays in registers
@@ -209,4 +211,5 @@ __device__ inline bool chunks_align(const Bits* src, const Bits* dst, Position s
          0;
 }
 
+}  // namespace BWDCONV_TARGET_NAMESPACE
 }  // namespace bwdconv::hip

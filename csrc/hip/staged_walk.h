@@ -13,6 +13,8 @@
 #include "row_index.h"
 
 namespace bwdconv::hip {
+// This compilation's own copy (portability.h, BWDCONV_TARGET_NAMESPACE).
+inline namespace BWDCONV_TARGET_NAMESPACE {
 
 // The source of one residue of one row of a tile: slot q of the residue
 // reads row[q] for 0 <= q < extent (a stride-1 run), a zero elsewhere; with
@@ -202,4 +204,5 @@ __device__ inline void staged_walk(Bits* dst, Position total, const StagedRow& w
   }
 }
 
+}  // namespace BWDCONV_TARGET_NAMESPACE
 }  // namespace bwdconv::hip
