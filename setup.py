@@ -23,6 +23,8 @@ import json
 import os
 import re
 import runpy
+import subprocess
+import sys
 
 import torch
 from setuptools import find_packages, setup
@@ -65,6 +67,15 @@ def kernel_architectures(toolchain):
     return ""
 
 
+# The C++ runtime from the shared library torch uses, also where the compiler
+# driver links libstdc++ statically by default: named before the driver's own
+# libraries, the shared library resolves every C++ runtime symbol and the
+# static archive contributes nothing. With two copies in one process a stream
+# formatting a number finds no num_put facet: the extension crashed at its
+# first formatted message (benchmarks/results/gpu-2026-11-27-h200).
+SHARED_CXX_RUNTIME = ["-Wl,-Bdynamic", "-lstdc++"] if sys.platform.startswith("linux") else []
+
+
 def extension(toolchain):
     # The C++ standard is torch's choice (newer releases need C++20).
     cxx_flags = ["-O0" if DEBUG else "-O3", "-g" if DEBUG else "-DNDEBUG"]
@@ -77,6 +88,7 @@ def extension(toolchain):
             files + sources("csrc/hip/without_device/*.cpp"),
             include_dirs=include_dirs,
             extra_compile_args={"cxx": cxx_flags},
+            extra_link_args=SHARED_CXX_RUNTIME,
         )
     files += sources("csrc/hip/*.cu")
     defines = ["-DBWDCONV_WITH_GPU_KERNELS"]
@@ -87,6 +99,7 @@ def extension(toolchain):
         files,
         include_dirs=include_dirs,
         extra_compile_args={"cxx": cxx_flags + defines, "nvcc": device_flags + defines},
+        extra_link_args=SHARED_CXX_RUNTIME,
     )
 
 
@@ -100,6 +113,7 @@ def build_record(toolchain, ext):
         "debug": DEBUG,
         "force_cpu": os.environ.get("BWDCONV_FORCE_CPU", "0") == "1",
         "compile_args": ext.extra_compile_args,
+        "link_args": ext.extra_link_args,
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "torch_hip": torch.version.hip,
@@ -124,9 +138,26 @@ class BuildExtensionWithRecord(cpp_extension.BuildExtension):
     def run(self):
         super().run()
         built = self.get_ext_fullpath("bwdconv._C")
+        refuse_a_private_cxx_runtime(built)
         with open(os.path.join(os.path.dirname(built), "_build.json"), "w") as f:
             json.dump(build_record(TOOLCHAIN, self.extensions[0]), f, indent=1, sort_keys=True)
             f.write("\n")
+
+
+def refuse_a_private_cxx_runtime(library):
+    """Fails the build when the extension still defines the C++ runtime's own
+    std::locale (a copy of libstdc++ linked in despite SHARED_CXX_RUNTIME):
+    loaded beside torch's it would crash, so the build says why instead."""
+    try:
+        symbols = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True,
+                                 text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return  # no nm: nothing to check with
+    if "_ZNSt6locale7classicEv" in symbols:
+        raise SystemExit(
+            f"error: {library} holds its own copy of libstdc++ (the compiler "
+            f"{os.environ.get('CXX', 'c++')} links it statically); beside torch's shared "
+            "libstdc++ it would crash. Build with the system compiler, e.g. CXX=g++.")
 
 
 TOOLCHAIN = gpu_toolchain()
