@@ -112,6 +112,16 @@ at::Tensor aten_weight_gradient(const at::Tensor& grad_output, const at::Tensor&
   return aten_gradient(grad_output, input, weight, params, /*want_input=*/false);
 }
 
+at::Tensor stride1_convolution(const at::Tensor& input, const at::Tensor& weight,
+                               at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  const std::vector<int64_t> ones(padding.size(), 1), zeros(padding.size(), 0);
+  const at::Context& context = at::globalContext();
+  return at::_convolution(input, weight, std::nullopt, ones, padding, dilation,
+                          /*transposed=*/false, zeros, groups, context.benchmarkCuDNN(),
+                          context.deterministicCuDNN() || context.deterministicAlgorithms(),
+                          context.userEnabledCuDNN(), /*allow_tf32=*/false);
+}
+
 at::Tensor aten_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                             const at::Tensor& input, at::MemoryFormat /*format*/) {
   return aten_weight_gradient(grad_output, input, weight_sizes(plan.geometry),

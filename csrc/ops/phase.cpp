@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "ops/aten.h"
 #include "ops/filter.h"
 #include "ops/interleave.h"
 
@@ -12,13 +13,13 @@ namespace {
 at::Tensor phase_result(const Phase& phase, const at::Tensor& grad_output,
                         const at::Tensor& weight, int64_t groups) {
   const int dims = phase.spatial_dims;
-  std::vector<int64_t> padding(dims), dilation(dims), ones(dims, 1), zeros(dims, 0);
+  std::vector<int64_t> padding(dims), dilation(dims);
   for (int i = 0; i < dims; ++i) {
     padding[i] = phase.dims[i].conv_padding;
     dilation[i] = phase.dims[i].sub_dilation;
   }
-  return at::convolution(grad_output, phase_adjoint_filter(weight, phase, groups), std::nullopt,
-                         ones, padding, dilation, /*transposed=*/false, zeros, groups);
+  return stride1_convolution(grad_output, phase_adjoint_filter(weight, phase, groups), padding,
+                             dilation, groups);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "ops/aten.h"
 #include "ops/filter.h"
 #include "ops/interleave.h"
 
@@ -43,14 +44,14 @@ at::Tensor phase_stacked_grad_input(const Plan& plan, const at::Tensor& grad_out
   const int64_t groups = g.groups, per_group = g.in_channels / groups;
   const int64_t stacked = static_cast<int64_t>(sg.stacked_phases.size());
 
-  std::vector<int64_t> padding(dims), dilation(dims), ones(dims, 1), zeros(dims, 0);
+  std::vector<int64_t> padding(dims), dilation(dims);
   for (int i = 0; i < dims; ++i) {
     padding[i] = sg.dims[i].padding;
     dilation[i] = sg.dims[i].sub_dilation;
   }
-  at::Tensor out = at::convolution(grad_output, stacked_filter(plan, weight, groups),
-                                   std::nullopt, ones, padding, dilation, /*transposed=*/false,
-                                   zeros, groups);
+  at::Tensor out =
+      stride1_convolution(grad_output, stacked_filter(plan, weight, groups), padding, dilation,
+                          groups);
 
   // Stacked phase n's result is channels [n*C/g, (n+1)*C/g) of each group's
   // block of stacked*C/g channels; the other phases are empty.

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "hip/layout.h"
+#include "ops/aten.h"
 #include "ops/filter.h"
 #include "ops/geometry.h"
 #include "ops/kernels.h"
@@ -70,9 +71,9 @@ at::Tensor scatter_grad_input(const Plan& plan, const at::Tensor& grad_output,
   for (int i = 0; i < g.spatial_dims; ++i) buffer_sizes.push_back(plan.scatter.dims[i].buffer);
   at::Tensor buffer = at::empty(buffer_sizes, grad_output.options().memory_format(format));
   fill_buffer(plan, grad_output, buffer);
-  const std::vector<int64_t> ones(g.spatial_dims, 1), zeros(g.spatial_dims, 0);
-  return at::convolution(buffer, adjoint_filter(weight, g.groups), std::nullopt, ones, zeros,
-                         geometry_params(g).dilation, /*transposed=*/false, zeros, g.groups);
+  const std::vector<int64_t> zeros(g.spatial_dims, 0);
+  return stride1_convolution(buffer, adjoint_filter(weight, g.groups), zeros,
+                             geometry_params(g).dilation, g.groups);
 }
 
 }  // namespace bwdconv::ops

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "ops/aten.h"
 #include "ops/interleave.h"
 #include "ops/kernels.h"
 
@@ -58,8 +59,7 @@ at::Tensor small_gradient(const at::Tensor& grad_output, const at::Tensor& weigh
   const at::Tensor filter = stacked_taps(weight, groups);
   if (groups > 1) {
     const std::vector<int64_t> ones(dims, 1), zeros(dims, 0);
-    return at::convolution(grad_output, filter, std::nullopt, ones, zeros, ones,
-                           /*transposed=*/false, zeros, groups);
+    return stride1_convolution(grad_output, filter, zeros, ones, groups);
   }
   const int64_t out_channels = weight.size(0), result_channels = filter.size(1);
   if (like_dx && format == at::MemoryFormat::Contiguous) {
