@@ -15,7 +15,7 @@ from bwdconv._progress import progress_bar
 from bwdconv.bench import DriverLineError, parse_line, report, scale_case
 from bwdconv.bench.cli import main as bench_main
 from bwdconv.bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, FORWARD
-from bwdconv.bench.kernels import kernel_bytes
+from bwdconv.bench.kernels import is_kernel_of, kernel_bytes, kernels
 
 SUITES = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "suites"
 
@@ -362,6 +362,27 @@ def test_kernel_bytes_count_each_element_once():
     # in_place: the GEMM filled the 4x4 slots; the pass only zeroes the other 48 of 64.
     assert kernel_bytes("swap1x1", "in_place", plan, case, 4) == 4 * (2 * 3 * 48)
     assert kernel_bytes("scatter", None, plan, case, 2) == 2 * (2 * 5 * 64 + 2 * 5 * 16)
+
+
+def test_the_kernel_benchmark_times_every_walk_of_a_strategys_kernel_and_nothing_else():
+    """Each __global__ kernel of a strategy's .cu file (its row, dense and
+    staged walks), as the profiler names it, counts for that strategy; torch's
+    own kernels of a similar name and the other family's do not."""
+    families = set(kernels().values())
+    assert families == {"scatter", "interleave"}
+    hip = pathlib.Path(__file__).resolve().parents[1] / "csrc" / "hip"
+    for family in families:
+        defined = re.findall(r"__global__ void __launch_bounds__\(\w+\)\s+(\w+)\(",
+                             (hip / f"{family}.cu").read_text())
+        assert len(defined) == 3, defined
+        for name in defined:
+            event = (f"void bwdconv::hip::(anonymous namespace)::{name}<unsigned short, int, 2, 2>"
+                     f"(bwdconv::hip::{family.capitalize()}Params, int)")
+            assert is_kernel_of(event, family)
+            assert not is_kernel_of(event, (families - {family}).pop())
+    for foreign in ("void at::native::_scatter_gather_elementwise_kernel<128, 4>(int)",
+                    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor>()"):
+        assert not any(is_kernel_of(foreign, family) for family in families)
 
 
 def test_traffic_records_every_kernel_writing_its_output_once(tmp_path, capsys):

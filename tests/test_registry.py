@@ -91,7 +91,7 @@ def test_every_consumer_follows_the_registry(entry):
         assert (name in bench_run.forced_strategies(gradient)) == \
             (gradient in entry.gradients and name != "aten")
     if "input" in entry.gradients and entry.kernel:
-        assert bench_kernels.kernels()[name] == f"{entry.kernel}_kernel"
+        assert bench_kernels.kernels()[name] == entry.kernel
         assert (ROOT / "csrc" / "hip" / f"{entry.kernel}.cu").exists()
     # The tests iterate it.
     import test_gpu

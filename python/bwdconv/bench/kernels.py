@@ -4,7 +4,7 @@
 
 For every backward-data case and every input-gradient strategy that serves
 it (forced; swap1x1 once per writer where both serve), the device time of
-the strategy's own kernel (scatter_kernel or interleave_kernel) is read from
+the strategy's own kernels (the scatter or interleave walks) is read from
 the profiler, and the bytes that kernel must move (every output element
 written once, every value read once) are divided by it. The fraction of the
 device's measured copy bandwidth says how close the kernel is to a plain
@@ -25,9 +25,18 @@ from .run import forced_entries, forcing, make_operands
 
 
 def kernels():
-    """{strategy: profiler name of its kernel} for the input-gradient strategies that launch one."""
-    return {e.name: f"{e.kernel}_kernel" for e in bwdconv.registry()
+    """{strategy: its kernel's family} for the input-gradient strategies that launch one: the
+    walks of a family (its row, dense and staged kernels) are named <family>_..._kernel."""
+    return {e.name: e.kernel for e in bwdconv.registry()
             if "input" in e.gradients and e.kernel}
+
+
+def is_kernel_of(event_name, family):
+    """Whether a profiler event is one of bwdconv's kernels of `family` (the
+    demangled name: bwdconv::hip::(anonymous namespace)::<family>_dense_kernel<...>)."""
+    name = event_name.split("<", 1)[0]
+    return "bwdconv::hip::" in name and name.rsplit("::", 1)[-1].startswith(f"{family}_") \
+        and name.endswith("_kernel")
 
 
 def kernel_elements(strategy, writer, plan, case):
@@ -52,8 +61,9 @@ def kernel_bytes(strategy, writer, plan, case, element_size):
     return sum(kernel_elements(strategy, writer, plan, case)) * element_size
 
 
-def kernel_ms(fn, kernel, iterations):
-    """Device time per call of the kernels whose name contains `kernel`."""
+def kernel_ms(fn, family, iterations):
+    """Device time per call of the kernels of `family`; an error where the
+    profiler saw none (a strategy that launched none cannot be timed)."""
     fn()
     torch.cuda.synchronize()
     activities = [torch.profiler.ProfilerActivity.CUDA]
@@ -61,9 +71,10 @@ def kernel_ms(fn, kernel, iterations):
         for _ in range(iterations):
             fn()
         torch.cuda.synchronize()
-    total_us = sum(event.device_time_total for event in profile.key_averages()
-                   if kernel in event.key)
-    return total_us / 1e3 / iterations
+    events = [event for event in profile.key_averages() if is_kernel_of(event.key, family)]
+    if not events:
+        raise RuntimeError(f"the profiler saw no {family} kernel: the strategy launched none")
+    return sum(event.device_time_total for event in events) / 1e3 / iterations
 
 
 def measure(case, iterations, copy_gbps):
