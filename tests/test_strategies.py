@@ -311,7 +311,7 @@ def test_explain_for_another_device_and_dtype():
     sizes = ([32, 256, 200, 200], [256, 8, 3, 3], 2, 1, 1, 32)
     assert bwdconv.explain(*sizes).input_strategy == "aten"  # CPU rule
     gpu = bwdconv.explain(*sizes, dtype=torch.float16, channels_last=True, device="cuda")
-    assert gpu.input_strategy == "aten"  # until measured on a GPU
+    assert gpu.input_strategy == "aten"  # unless tuned on the GPU
     assert "not yet measured on GPUs" in gpu.to_dict()["input"]["reason"]
     assert "phase (" in gpu.to_dict()["input"]["reason"]
     assert gpu.to_dict()["dtype"] == "float16" and gpu.to_dict()["layout"] == "channels_last"

@@ -43,13 +43,18 @@ std::pair<Strategy, std::string> seed_rule_weight(const ConvGeometry& g) {
           "long reduction next to a small weight gradient: split it into chunks"};
 }
 
-// Nothing is chosen over aten on a GPU before bwdconv's own GPU benchmark has
-// measured it there ("never slower than before"); the reason names the
-// seeds' choice so that explain() shows what is waiting for that measurement.
+// Nothing is chosen over aten on a GPU by rule ("never slower than before"):
+// on an H200 the seeds' choices won some seed lines and lost others of the
+// same kind (1x1 stride-2 input gradients in float16 and bfloat16: swap1x1
+// 0.61x-1.32x, phase 0.48x-1.22x against cuDNN; 3x3 stride 2: aten on every
+// line; benchmarks/results/gpu-2026-11-27-h200), with no feature of the shape
+// that separates them yet. The autotuner measures each shape on the user's
+// GPU; the reason names the seeds' choice so that explain() shows what the
+// tuner would try.
 std::pair<Strategy, std::string> unmeasured_on_gpu(std::pair<Strategy, std::string> seed) {
   if (seed.first == Strategy::aten) return seed;
-  return {Strategy::aten, std::string("not yet measured on GPUs: aten until the GPU benchmark "
-                                      "confirms the seeds' choice, ") +
+  return {Strategy::aten, std::string("not yet measured on GPUs for this shape: aten unless the "
+                                      "autotuner measures the seeds' choice faster, ") +
                               strategy_name(seed.first) + " (" + seed.second + ")"};
 }
 
