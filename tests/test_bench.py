@@ -436,6 +436,16 @@ def test_bench_columns_pay_the_pass_through_for_aten_and_the_op_for_a_strategy(m
     assert times["aten"] == [1.0, 2.0] and times["phase"] == [0.5]
 
 
+def test_bench_peaks_of_a_call_planned_for_aten_are_atens_own():
+    """A call planned for aten passes through, so its column takes aten's
+    peak, not that of bwdconv's op; a strategy keeps its own."""
+    from bwdconv.bench import run
+
+    peaks = {"aten": 100, "bwdconv": 144, "tuned": 50, "phase": 50}
+    run.add_call_peaks(peaks, {"bwdconv": "aten", "tuned": "phase"})
+    assert peaks == {"aten": 100, "bwdconv": 100, "tuned": 50, "phase": 50}
+
+
 def test_the_ratio_interval_holds_the_true_ratio_and_narrows_with_rounds():
     """The steps' bootstrap interval: exact where the ratio is exact, around
     the ratio the times were drawn with, and narrower with more rounds."""

@@ -81,13 +81,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_backward(const at::Tensor&
                                           no_output_padding, p.groups, mask);
 }
 
+}  // namespace
+
 at::Tensor aten_gradient(const at::Tensor& grad_output, const at::Tensor& input,
                          const at::Tensor& weight, const ConvParams& p, bool want_input) {
   auto grads = native_backward(grad_output, input, weight, p, {want_input, !want_input, false});
   return want_input ? std::get<0>(grads) : std::get<1>(grads);
 }
-
-}  // namespace
 
 std::pair<at::Tensor, at::Tensor> aten_grads(const at::Tensor& grad_output,
                                              const at::Tensor& input, const at::Tensor& weight,

@@ -19,6 +19,11 @@ at::Tensor aten_grad_input(const Plan& plan, const at::Tensor& grad_output,
 at::Tensor aten_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                             const at::Tensor& input, at::MemoryFormat format);
 
+// One gradient from a call's real operands (the input gradient when
+// `want_input`, else the weight gradient).
+at::Tensor aten_gradient(const at::Tensor& grad_output, const at::Tensor& input,
+                         const at::Tensor& weight, const ConvParams& params, bool want_input);
+
 // The weight gradient of any convolution arguments (splitk's partials).
 at::Tensor aten_weight_gradient(const at::Tensor& grad_output, const at::Tensor& input,
                                 at::IntArrayRef weight_sizes, const ConvParams& params);

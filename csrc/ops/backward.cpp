@@ -254,11 +254,36 @@ at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
   return output;
 }
 
+namespace {
+
+// aten's share of a call whose other gradient a strategy computes, from the
+// call's real operands: the aten strategy alone has only the other operand
+// and gives aten a stand-in, on a GPU an allocation of its size
+// (docs/DESIGN.md, "aten").
+at::Tensor aten_share(Gradient gradient, const Plan& plan, const at::Tensor& grad_output,
+                      const at::Tensor& input, const at::Tensor& weight) {
+  const bool want_input = gradient == Gradient::input;
+  count_served(gradient, plan.of(gradient));
+  at::Tensor result =
+      aten_gradient(grad_output, input, weight, geometry_params(plan.geometry), want_input);
+  return in_layout(result, want_input ? gradient_memory_format(grad_output, weight)
+                                      : gradient_memory_format(input, grad_output));
+}
+
+}  // namespace
+
 std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tensor& grad_output,
                                                 const at::Tensor& input, const at::Tensor& weight) {
-  if (plan.input.strategy != Strategy::aten || plan.weight.strategy != Strategy::aten) {
-    return {compute_grad_input(plan, grad_output, weight),
-            compute_grad_weight(plan, grad_output, input)};
+  if (plan.input.strategy != Strategy::aten) {
+    at::Tensor grad_input = compute_grad_input(plan, grad_output, weight);
+    return {std::move(grad_input),
+            plan.weight.strategy == Strategy::aten
+                ? aten_share(Gradient::weight, plan, grad_output, input, weight)
+                : compute_grad_weight(plan, grad_output, input)};
+  }
+  if (plan.weight.strategy != Strategy::aten) {
+    at::Tensor grad_input = aten_share(Gradient::input, plan, grad_output, input, weight);
+    return {std::move(grad_input), compute_grad_weight(plan, grad_output, input)};
   }
   count_served(Gradient::input, plan.input);
   count_served(Gradient::weight, plan.weight);

@@ -228,6 +228,16 @@ def add_call_costs(times, choices):
             times[name] = [t + costs["op"] * 1e3 for t in times[name]]
 
 
+def add_call_peaks(peaks, choices):
+    """The bwdconv and tuned columns' peak memory as a user's call takes it: a
+    call planned for aten passes through to aten's own call, so it takes
+    aten's peak (bwdconv's op, timed for the other columns, would give aten a
+    stand-in operand, on a GPU an allocation of its size)."""
+    for name, choice in choices.items():
+        if choice == "aten":
+            peaks[name] = peaks["aten"]
+
+
 def _checked(entries, reference, aten_error, rows, base):
     """The entries whose result passes the accuracy rule, and {name: max error};
     a failing entry gets a 'wrong' row and no time."""
@@ -287,8 +297,10 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
         memory, base["result_bytes"] = _peaks(entries, device)
         if "bwdconv" in fns:
             base["tuned"] = tuned_choice(direction, x, w, args, case, dy)
-            add_call_costs(times, {"bwdconv": chosen,
-                                   "tuned": chosen if base["tuned"] == "-" else base["tuned"]})
+            choices = {"bwdconv": chosen,
+                       "tuned": chosen if base["tuned"] == "-" else base["tuned"]}
+            add_call_costs(times, choices)
+            add_call_peaks(memory, choices)
         aten_ms = statistics.median(times["aten"])
         for name, _, _ in entries:
             row = dict(base, strategy=name, iterations=iterations, peak_bytes=memory[name],
