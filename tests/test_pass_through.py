@@ -384,6 +384,31 @@ def test_a_memoised_call_is_tuned_once_autotuning_is_switched_on(fresh_tuning, s
     assert served_pair("phase")[0] == 1
 
 
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+def test_the_tuners_memoised_routes_stay_apart_from_the_threads_own(fresh_tuning, scope):
+    """The tuner plans without measured decisions, so on its thread a call
+    the user's plan sends to a strategy can route to aten; memoised in a
+    table of its own, that route never serves the user's next call."""
+    x, w, args, kwargs = operands(MEMO_CALL, bias=False)
+    _tune._state.timer = lambda gradient, label: (
+        2e-3 if label == "aten" else 1e-3 if "phase" in label else 1.0)
+    _tune._state.call_cost = 0.0
+    bwdconv.enable(scope)
+    with bwdconv.autotuning():
+        step(MEMO_CALL, x, w, args, kwargs)  # decides phase for the input gradient
+    C = bwdconv._library._C
+    C.mark_thread_as_tuning(True)
+    try:
+        for _ in range(2):  # the rules' aten, planned, then memoised on the tuner's side
+            names, _, _ = step(MEMO_CALL, x, w, args, kwargs)
+    finally:
+        C.mark_thread_as_tuning(False)
+    assert "ConvolutionBackward0" in names
+    bwdconv.reset_served()
+    step(MEMO_CALL, x, w, args, kwargs)
+    assert served_pair("phase")[0] == 1
+
+
 def test_a_thread_memo_sees_a_change_made_on_another_thread():
     from concurrent.futures import ThreadPoolExecutor
 

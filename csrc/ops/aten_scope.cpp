@@ -112,7 +112,7 @@ CallKey transposed_forward_key(const at::Tensor& input, const at::Tensor& weight
 at::Tensor planned_transposed_forward(const at::Tensor& input, const at::Tensor& weight,
                                       const std::optional<at::Tensor>& bias,
                                       const ConvParams& params, at::IntArrayRef output_padding,
-                                      const AtenCallLookup* memo) {
+                                      const AtenCallLookup& memo) {
   auto geometry = plannable_transposed_geometry(input, weight, bias, params, output_padding);
   if (!geometry) {
     return at::native::convolution(input, weight, bias, params.stride, params.padding,
@@ -123,8 +123,8 @@ at::Tensor planned_transposed_forward(const at::Tensor& input, const at::Tensor&
   const BackwardCall call = backward_call(input, nullptr, &weight, true, false, params);
   const PlanLookup planned = plan_for_call(*geometry, call);
   const Plan& plan = *planned.plan;
-  if (memo && !planned.pending && plan.input.strategy == Strategy::aten) {
-    memo->remember({true, plan.input.measured, false, false});
+  if (!planned.pending && plan.input.strategy == Strategy::aten) {
+    memo.remember({true, plan.input.measured, false, false});
   }
   return compute_transposed_forward(plan, input, weight, bias, output_padding);
 }
@@ -138,13 +138,10 @@ at::Tensor planned_convolution(const at::Tensor& input, const at::Tensor& weight
                                bool transposed, at::IntArrayRef output_padding, int64_t groups) {
   if (transposed) {
     const ConvParams params{stride, padding, dilation, groups};
-    if (tuning_on_this_thread()) {  // planned apart (decisions.h)
-      return planned_transposed_forward(input, weight, bias, params, output_padding, nullptr);
-    }
     const CallKey key = transposed_forward_key(input, weight, bias, params, output_padding);
     const AtenCallLookup lookup(key);
     if (!lookup.found()) {
-      return planned_transposed_forward(input, weight, bias, params, output_padding, &lookup);
+      return planned_transposed_forward(input, weight, bias, params, output_padding, lookup);
     }
     count_aten_call(*lookup.found());
   }
@@ -314,7 +311,6 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
                       : planned_forward_backward(a, output_mask, aten_only);
   };
   std::optional<AtenCall> aten_only;
-  if (tuning_on_this_thread()) return planned(aten_only);  // planned apart (decisions.h)
   // A call that aten computes alone is memoised per thread (route_cache.h).
   const CallKey key = backward_key(a, output_mask);
   const AtenCallLookup lookup(key);

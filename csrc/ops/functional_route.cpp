@@ -311,13 +311,10 @@ Routing planned_route(bool transposed, const at::Tensor& input, const at::Tensor
 
 // The route of a call whose operands bwdconv plans, from this thread's memo
 // when it has the call (route_cache.h), else planned and memoised when aten
-// computes it all. The tuner's own calls are planned apart (decisions.h).
+// computes it all.
 Routing memoised_route(bool transposed, const at::Tensor& input, const at::Tensor& weight,
                        const std::optional<at::Tensor>& bias, const Arguments& arguments,
                        int spatial_dims) {
-  if (tuning_on_this_thread()) {
-    return planned_route(transposed, input, weight, bias, arguments, spatial_dims);
-  }
   const CallKey key = route_key(transposed, spatial_dims, input, weight, bias, arguments);
   const AtenCallLookup lookup(key);
   if (lookup.found()) return {Route::aten, *lookup.found()};

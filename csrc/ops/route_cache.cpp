@@ -5,6 +5,7 @@
 
 #include "dispatch/strategies.h"
 #include "ops/backward.h"
+#include "ops/decisions.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -27,7 +28,15 @@ struct Entry {
 // free slot replaces its first one.
 constexpr size_t kSlots = 128;
 constexpr size_t kProbes = 4;
-thread_local std::array<Entry, kSlots> memo;
+using Table = std::array<Entry, kSlots>;
+
+// One table for the thread's own calls and one for the tuner's while it runs
+// on the thread: the tuner plans apart, without measured decisions
+// (decisions.h), so the same call can route otherwise there; each mode's
+// calls still cost one probe.
+thread_local std::array<Table, 2> tables;
+
+Table& memo() { return tables[tuning_on_this_thread() ? 1 : 0]; }
 
 size_t slot(const CallKey& key, size_t probe) { return (key.first() + probe) % kSlots; }
 
@@ -51,8 +60,9 @@ void CallKey::add_arguments(const ConvParams& params, c10::IntArrayRef output_pa
 
 AtenCallLookup::AtenCallLookup(const CallKey& key)
     : key_(key), epoch_(epoch.load(std::memory_order_acquire)) {
+  const Table& table = memo();
   for (size_t probe = 0; probe < kProbes; ++probe) {
-    const Entry& entry = memo[slot(key_, probe)];
+    const Entry& entry = table[slot(key_, probe)];
     if (entry.holds(key_, epoch_)) {
       found_ = entry.call;
       return;
@@ -61,9 +71,10 @@ AtenCallLookup::AtenCallLookup(const CallKey& key)
 }
 
 void AtenCallLookup::remember(const AtenCall& call) const {
-  Entry* chosen = &memo[slot(key_, 0)];
+  Table& table = memo();
+  Entry* chosen = &table[slot(key_, 0)];
   for (size_t probe = 0; probe < kProbes; ++probe) {
-    Entry& entry = memo[slot(key_, probe)];
+    Entry& entry = table[slot(key_, probe)];
     if (entry.epoch != epoch_ || entry.holds(key_, epoch_)) {
       chosen = &entry;
       break;
