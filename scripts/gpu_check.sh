@@ -94,7 +94,7 @@ step models_bf16 "$PYTHON" -m bwdconv.bench.models --dtype bfloat16
   echo "# bwdconv GPU check"
   echo
   "$PYTHON" - <<'PY'
-import datetime, subprocess, torch
+import datetime, os, subprocess, torch
 print(f"- device: {torch.cuda.get_device_name()}")
 drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                      capture_output=True, text=True)
@@ -102,6 +102,9 @@ print(f"- driver: {drv.stdout.strip() or 'unknown'}")
 print(f"- torch: {torch.__version__} (CUDA {torch.version.cuda}, HIP {torch.version.hip}, "
       f"cuDNN {torch.backends.cudnn.version()})")
 print(f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}")
+compiler = os.environ.get("CXX") or "c++"
+version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+print(f"- C++ compiler: {compiler} ({version.splitlines()[0] if version else 'unknown'})")
 PY
   echo "- git revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo
