@@ -422,6 +422,21 @@ def test_overhead_benchmark_reports_every_kind_pass_and_scope(tmp_path, capsys):
     assert "transposed" in capsys.readouterr().out
 
 
+def test_overhead_benchmark_times_only_the_held_out_shapes_named(tmp_path, monkeypatch,
+                                                                 fresh_tuning):
+    from bwdconv.bench import overhead
+
+    tiny = [("conv2d tiny", (1, 2, 6, 6), (3, 2, 3, 3), 2, 1, torch.float32, False),
+            ("conv1d tiny", (1, 2, 8), (3, 2, 3), 2, 1, torch.float32, False)]
+    monkeypatch.setattr(overhead, "HELD_OUT", tiny)
+    out = tmp_path / "overhead.json"
+    assert overhead.main(["--tuned", "--held-out", "conv1d tiny", "--steps", "1", "--device",
+                          "cpu", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert [row["shape"] for row in result["tuned"]] == ["conv1d tiny"]
+    assert "tiny" not in result and "training" not in result
+
+
 def test_bench_columns_pay_the_pass_through_for_aten_and_the_op_for_a_strategy(monkeypatch):
     """A call planned for aten costs aten's own time plus the lookup (it
     passes through); a strategy its own time plus the op's per-call cost."""

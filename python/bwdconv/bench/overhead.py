@@ -245,15 +245,18 @@ def decisions_of_this_run():
             _tune._state.cache = users_cache
 
 
-def tuned_step_ratios(device, steps):
+def tuned_step_ratios(device, steps, shapes=None):
     """[{shape, without_ms, <mode>: {ratio, ms, tuned}}]: forward + backward
-    of held-out shapes, without bwdconv and in each scope with autotuning on;
-    the decisions come from this run (decisions_of_this_run)."""
+    of held-out shapes (those named in `shapes`, or all), without bwdconv and
+    in each scope with autotuning on; the decisions come from this run
+    (decisions_of_this_run)."""
     from bwdconv import _tune
 
     results = []
     with decisions_of_this_run():
         for case in HELD_OUT:
+            if shapes and case[0] not in shapes:
+                continue
             step = _held_out_step(case, device)
             known = set(_tune.decisions())
             with _tune.autotuning():  # the first round tunes
@@ -303,6 +306,9 @@ def main(argv=None):
     parser.add_argument("--no-models", action="store_true", help="tiny convolutions only")
     parser.add_argument("--tuned", action="store_true",
                         help="also autotune held-out shapes and time their steps")
+    parser.add_argument("--held-out", action="append", metavar="NAME",
+                        choices=[case[0] for case in HELD_OUT],
+                        help="with --tuned: only this held-out shape (repeatable)")
     parser.add_argument("--json", help="also write the results to this file")
     parser.add_argument("--fixed-heap", action="store_true",
                         help="fix glibc malloc's mmap and trim thresholds first "
@@ -315,16 +321,18 @@ def main(argv=None):
     print(f"{meta['device']} | torch {meta['torch']} | {meta['threads']} threads | "
           f"{meta['date']} | revision {meta['git_revision']} | load {meta.get('load_average')}"
           f"{' | fixed heap thresholds' if meta['fixed_heap'] else ''}")
-    result = {"meta": meta, "tiny": tiny_overheads(device, args.samples, args.calls)}
-    _print_tiny(result["tiny"])
-    if not args.no_models:
+    result = {"meta": meta}
+    if not args.held_out:
+        result["tiny"] = tiny_overheads(device, args.samples, args.calls)
+        _print_tiny(result["tiny"])
+    if not (args.no_models or args.held_out):
         try:
             result["training"] = training_step_ratios(device, args.steps)
             _print_training(result["training"])
         except ImportError:
             print("training steps skipped: torchvision is not installed")
     if args.tuned:
-        result["tuned"] = tuned_step_ratios(device, args.steps)
+        result["tuned"] = tuned_step_ratios(device, args.steps, args.held_out)
         _print_tuned(result["tuned"])
     if args.json:
         with open(args.json, "w") as f:
