@@ -201,21 +201,48 @@ at::Tensor compute_grad_bias(const at::Tensor& grad_output) {
 
 namespace {
 
+// `gradient` as aten computes it. `counterpart`, where the call has it, is its
+// other operand (the input for the input gradient, the weight for the weight
+// gradient): aten then gets the call's real operands. Without it the aten
+// strategy gives aten a stand-in of that operand, on a GPU an allocation of
+// its size (docs/DESIGN.md, "aten").
+at::Tensor by_aten(Gradient gradient, const Plan& plan, const at::Tensor& grad_output,
+                   const at::Tensor& operand, const at::Tensor* counterpart,
+                   at::MemoryFormat format) {
+  if (counterpart == nullptr) {
+    return implementation(Strategy::aten, gradient)(plan, grad_output, operand, format);
+  }
+  const bool want_input = gradient == Gradient::input;
+  return aten_gradient(grad_output, want_input ? *counterpart : operand,
+                       want_input ? operand : *counterpart, geometry_params(plan.geometry),
+                       want_input);
+}
+
+// The planned strategy's `gradient`; aten's where the strategy runs out of
+// memory (out_of_memory.h).
 at::Tensor compute(Gradient gradient, const Plan& plan, const at::Tensor& grad_output,
-                   const at::Tensor& operand, at::MemoryFormat format) {
+                   const at::Tensor& operand, const at::Tensor* counterpart,
+                   at::MemoryFormat format) {
   const Strategy strategy = plan.of(gradient).strategy;
   const GradientFn fn = implementation(strategy, gradient);
   TORCH_INTERNAL_ASSERT(fn != nullptr, strategy_name(strategy), " planned for the ",
                         gradient_name(gradient), " gradient");
-  bool by_aten = false;
+  const auto aten = [&] {
+    return by_aten(gradient, plan, grad_output, operand, counterpart, format);
+  };
+  bool fell_back = false;
   at::Tensor result = aten_if_out_of_memory(
       gradient, plan,
-      [&] { return corrupted_if_asked(strategy, fn(plan, grad_output, operand, format)); },
       [&] {
-        by_aten = true;
-        return implementation(Strategy::aten, gradient)(plan, grad_output, operand, format);
+        return corrupted_if_asked(strategy, strategy == Strategy::aten
+                                                ? aten()
+                                                : fn(plan, grad_output, operand, format));
+      },
+      [&] {
+        fell_back = true;
+        return aten();
       });
-  count_served(gradient, by_aten ? GradientPlan{} : plan.of(gradient));
+  count_served(gradient, fell_back ? GradientPlan{} : plan.of(gradient));
   return in_layout(result, format);
 }
 
@@ -223,13 +250,13 @@ at::Tensor compute(Gradient gradient, const Plan& plan, const at::Tensor& grad_o
 
 at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
                               const at::Tensor& weight) {
-  return compute(Gradient::input, plan, grad_output, weight,
+  return compute(Gradient::input, plan, grad_output, weight, nullptr,
                  gradient_memory_format(grad_output, weight));
 }
 
 at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& input) {
-  return compute(Gradient::weight, plan, grad_output, input,
+  return compute(Gradient::weight, plan, grad_output, input, nullptr,
                  gradient_memory_format(input, grad_output));
 }
 
@@ -254,36 +281,16 @@ at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
   return output;
 }
 
-namespace {
-
-// aten's share of a call whose other gradient a strategy computes, from the
-// call's real operands: the aten strategy alone has only the other operand
-// and gives aten a stand-in, on a GPU an allocation of its size
-// (docs/DESIGN.md, "aten").
-at::Tensor aten_share(Gradient gradient, const Plan& plan, const at::Tensor& grad_output,
-                      const at::Tensor& input, const at::Tensor& weight) {
-  const bool want_input = gradient == Gradient::input;
-  count_served(gradient, plan.of(gradient));
-  at::Tensor result =
-      aten_gradient(grad_output, input, weight, geometry_params(plan.geometry), want_input);
-  return in_layout(result, want_input ? gradient_memory_format(grad_output, weight)
-                                      : gradient_memory_format(input, grad_output));
-}
-
-}  // namespace
-
 std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tensor& grad_output,
                                                 const at::Tensor& input, const at::Tensor& weight) {
-  if (plan.input.strategy != Strategy::aten) {
-    at::Tensor grad_input = compute_grad_input(plan, grad_output, weight);
+  if (plan.input.strategy != Strategy::aten || plan.weight.strategy != Strategy::aten) {
+    // Each gradient alone, aten's (planned, or where a strategy runs out of
+    // memory) from the call's real operands.
+    at::Tensor grad_input = compute(Gradient::input, plan, grad_output, weight, &input,
+                                    gradient_memory_format(grad_output, weight));
     return {std::move(grad_input),
-            plan.weight.strategy == Strategy::aten
-                ? aten_share(Gradient::weight, plan, grad_output, input, weight)
-                : compute_grad_weight(plan, grad_output, input)};
-  }
-  if (plan.weight.strategy != Strategy::aten) {
-    at::Tensor grad_input = aten_share(Gradient::input, plan, grad_output, input, weight);
-    return {std::move(grad_input), compute_grad_weight(plan, grad_output, input)};
+            compute(Gradient::weight, plan, grad_output, input, &weight,
+                    gradient_memory_format(input, grad_output))};
   }
   count_served(Gradient::input, plan.input);
   count_served(Gradient::weight, plan.weight);
