@@ -63,22 +63,22 @@ fi
 # The build; where the compiler in CXX links a libstdc++ of its own into the
 # extension (setup.py refuses that build: beside torch's it crashes), once
 # more with the g++ on PATH.
+install() { "$PYTHON" -m pip install --no-build-isolation --no-deps -e .; }
 build() {
   local log status
   log="$(mktemp)"
-  "$PYTHON" -m pip install --no-build-isolation --no-deps -e . 2>&1 | tee "$log"
+  install 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   if [ "$status" -ne 0 ] && grep -q "holds its own copy of libstdc++" "$log" \
       && command -v g++ > /dev/null; then
     echo "== again with the g++ on PATH: $(command -v g++)"
-    CC="$(command -v gcc)" CXX="$(command -v g++)" \
-      "$PYTHON" -m pip install --no-build-isolation --no-deps -e .
+    CC="$(command -v gcc)" CXX="$(command -v g++)" install
     status=$?
   fi
   rm -f "$log"
   return "$status"
 }
-export -f build
+export -f install build
 export PYTHON MAX_JOBS="${MAX_JOBS:-16}"
 step build bash -c build
 step gpu_tests "$PYTHON" -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_ops.py \

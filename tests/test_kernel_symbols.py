@@ -38,8 +38,8 @@ def external_functions(obj):
     """Mangled names of the functions `obj` defines with external (or weak) linkage."""
     text = subprocess.run(["nm", "--defined-only", str(obj)], capture_output=True, text=True,
                           check=True).stdout
-    return {line.split()[2] for line in text.splitlines()
-            if len(line.split()) == 3 and line.split()[1] in "TW"}
+    rows = (line.split() for line in text.splitlines())
+    return {row[2] for row in rows if len(row) == 3 and row[1] in ("T", "W")}
 
 
 def calls(obj):

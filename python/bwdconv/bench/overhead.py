@@ -315,6 +315,8 @@ def main(argv=None):
                              "(bench.device.fix_heap_thresholds), so that the steps take no "
                              "page faults: what a process with a steady heap pays")
     args = parser.parse_args(argv)
+    if args.held_out and not args.tuned:
+        parser.error("--held-out names shapes to tune: it needs --tuned")
     device = torch.device(args.device)
     meta = dev.describe(device)
     meta["fixed_heap"] = args.fixed_heap and dev.fix_heap_thresholds()
