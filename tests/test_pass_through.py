@@ -103,6 +103,62 @@ def test_a_call_a_strategy_serves_takes_bwdconvs_op(call):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
+TRANSPOSED_CALLS = [  # (spatial dims, input shape, weight shape, args, kwargs)
+    (2, (2, 4, 5, 5), (4, 3, 3, 3), (None, 2, 1, 1), {}),
+    (2, (4, 5, 5), (4, 3, 3, 3), (), {"stride": 2}),  # unbatched
+]
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_planned_call_is_made_in_cpp_unless_only_python_reads_it(monkeypatch, transposed):
+    """bwdconv's op takes a planned call from the C++ router, with no Python
+    in between; an unbatched input, which only bwdconv's Python wrapper
+    reads, goes through the wrapper."""
+    from bwdconv import functional
+
+    taken = []
+    python_path = functional._python_path
+    monkeypatch.setattr(functional, "_python_path",
+                        lambda *a: taken.append(a[1]) or python_path(*a))
+    bwdconv.enable()
+    calls = TRANSPOSED_CALLS if transposed else \
+        [c for c in CALLS if c[4].get("padding") != "same"]
+    for call in calls:
+        dims, x_shape, w_shape, args, kwargs = call
+        x = torch.randn(x_shape, requires_grad=True)
+        w = torch.randn(w_shape, requires_grad=True)
+        name = f"conv_transpose{dims}d" if transposed else f"conv{dims}d"
+        expected = getattr(functional, "transposed_originals" if transposed else "originals")[
+            dims](x, w, *args, **kwargs)
+        taken.clear()
+        with bwdconv.force_strategy("phase"):
+            out = getattr(F, name)(x, w, *args, **kwargs)
+        assert any(n.startswith(OP_NODE) for n in node_names(out)), call
+        assert taken == ([dims] if len(x_shape) == dims + 1 else []), call
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+class FunctionsSeen(torch.overrides.TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.functions = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.functions.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_torch_function_mode_sees_the_op_a_planned_call_takes(transposed):
+    x = torch.randn(2, 4, 9, 9, requires_grad=True)
+    w = torch.randn(4, 4, 3, 3, requires_grad=True)
+    bwdconv.enable()
+    with bwdconv.force_strategy("phase"), FunctionsSeen() as mode:
+        out = (F.conv_transpose2d if transposed else F.conv2d)(x, w, None, 2)
+    assert out.grad_fn.name().startswith(OP_NODE)
+    assert any("bwdconv" in f for f in mode.functions), mode.functions
+
+
 def test_served_counts_the_gradients_a_pass_through_call_needs():
     call = CALLS[0]
     x, w, args, kwargs = operands(call, bias=False)

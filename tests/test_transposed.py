@@ -377,3 +377,46 @@ def test_autotuning_a_transposed_training_step_tunes_forward_and_weight(fresh_tu
         torch.testing.assert_close(a, e, rtol=1e-10, atol=1e-10)
     assert any("transposed forward" in k for k in keys), keys
     assert any(k.endswith("grads weight") for k in keys), keys
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+def test_a_transposed_forward_autograd_records_is_timed_with_its_backward(fresh_tuning,
+                                                                          monkeypatch, scope):
+    """In training, a transposed forward's candidates are timed as the step
+    they start: each forward, then aten's backward of the convolution. Under
+    no_grad, the forward alone."""
+    from bwdconv import _tune
+
+    steps = []
+    real = _tune._then_backward
+
+    def watched(*args):
+        step = real(*args)
+        return lambda: steps.append(step())
+    monkeypatch.setattr(_tune, "_then_backward", watched)
+    x = torch.randn(2, 8, 6, 6, requires_grad=True)
+    w = torch.randn(8, 4, 2, 2, requires_grad=True)
+    with bwdconv.enabled(scope), _tune.autotuning():
+        F.conv_transpose2d(x, w, None, 2)
+        (trained,) = bwdconv.decisions().values()
+        assert trained["timed"] == "the transposed forward, then aten's backward of it"
+        assert steps and all(s[0].shape == x.shape and s[1].shape == w.shape for s in steps)
+        steps.clear()
+        bwdconv.clear_decisions()
+        with torch.no_grad():
+            F.conv_transpose2d(x, w, None, 2)
+    (inference,) = bwdconv.decisions().values()
+    assert "timed" not in inference and not steps
+
+
+def test_the_backward_timed_after_a_transposed_forward_is_pytorchs():
+    from bwdconv import _tune
+
+    x = torch.randn(2, 8, 6, 6, dtype=torch.double, requires_grad=True)
+    w = torch.randn(8, 4, 3, 3, dtype=torch.double, requires_grad=True)
+    out = F.conv_transpose2d(x, w, None, 2, 1, 1)
+    grad = torch.randn_like(out)
+    request = {"grad_output": x, "weight": w}
+    dx, dw, _ = _tune._then_backward(lambda: None, request, ([2, 2], [1, 1], [1, 1], 1), grad)()
+    expected = torch.autograd.grad(out, (x, w), grad)
+    torch.testing.assert_close((dx, dw), expected, rtol=1e-12, atol=1e-12)

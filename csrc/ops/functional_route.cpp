@@ -1,5 +1,6 @@
 #include "ops/functional_route.h"
 
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
@@ -13,6 +14,7 @@
 
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
+#include "ops/calls.h"
 #include "ops/decisions.h"
 #include "ops/geometry.h"
 #include "ops/route_cache.h"
@@ -226,8 +228,11 @@ bool read_arguments(const Signature& signature, const BoundArguments& bound, int
 // Where a call goes: the original function, because bwdconv does not plan
 // it (or it is invalid, and the original raises); the original function
 // because every gradient it needs (and a transposed forward) is planned for
-// aten; or bwdconv's op.
-enum class Route { original, aten, bwdconv };
+// aten; bwdconv's op, called from here with the arguments read here; or
+// bwdconv's Python wrapper, for a call whose arguments only it normalises
+// (an unbatched input, 'same' padding with an odd extent, numbers of other
+// types) or made under a torch function mode, which sees the op it calls.
+enum class Route { original, aten, bwdconv, python };
 
 struct Routing {
   Route route = Route::original;
@@ -263,7 +268,7 @@ Routing route_convolution(const at::Tensor& input, const at::Tensor& weight,
 Routing route_transposed(const at::Tensor& input, const at::Tensor& weight,
                          const std::optional<at::Tensor>& bias, const Arguments& arguments,
                          int spatial_dims) {
-  if (input.dim() != spatial_dims + 2) return {Route::bwdconv};  // unbatched: the Python path
+  if (input.dim() != spatial_dims + 2) return {Route::python};  // unbatched
   const ConvParams params = arguments.params();
   const std::optional<ConvGeometry> geometry =
       plannable_transposed_geometry(input, weight, bias, params, arguments.output_padding);
@@ -323,47 +328,114 @@ Routing memoised_route(bool transposed, const at::Tensor& input, const at::Tenso
   return routing;
 }
 
+// A routed call: where it goes and, for Route::bwdconv, its operands (owned
+// by the caller's arguments) and arguments as read.
+struct RoutedCall {
+  Route route = Route::original;
+  const at::Tensor* input = nullptr;
+  const at::Tensor* weight = nullptr;
+  std::optional<at::Tensor> bias;
+  Arguments arguments;
+};
+
 // Where a functional call with `signature` goes.
-Route route(const Signature& signature, int spatial_dims, PyObject* args, PyObject* kwargs) {
+RoutedCall route(const Signature& signature, int spatial_dims, PyObject* args,
+                 PyObject* kwargs) {
   const auto bound = bind(signature, args, kwargs);
-  if (!bound) return Route::original;
+  if (!bound) return {Route::original};
   const bool transposed = signature.output_padding.has_value();
   PyObject* bias_object = (*bound)[kBias];
   if (!planned_operands((*bound)[kInput], (*bound)[kWeight], bias_object, !transposed)) {
-    return Route::original;
+    return {Route::original};
   }
-  const at::Tensor& input = THPVariable_Unpack((*bound)[kInput]);
-  const at::Tensor& weight = THPVariable_Unpack((*bound)[kWeight]);
-  Arguments arguments;
-  if (!read_arguments(signature, *bound, spatial_dims, weight, arguments)) return Route::bwdconv;
-  const std::optional<at::Tensor> bias =
-      bias_object == nullptr || bias_object == Py_None
-          ? std::nullopt
-          : std::optional<at::Tensor>(THPVariable_Unpack(bias_object));
-  const Routing routing =
-      memoised_route(transposed, input, weight, bias, arguments, spatial_dims);
+  RoutedCall call;
+  call.input = &THPVariable_Unpack((*bound)[kInput]);
+  call.weight = &THPVariable_Unpack((*bound)[kWeight]);
+  if (!read_arguments(signature, *bound, spatial_dims, *call.weight, call.arguments)) {
+    return {Route::python};
+  }
+  if (bias_object != nullptr && bias_object != Py_None) {
+    call.bias = THPVariable_Unpack(bias_object);
+  }
+  const Routing routing = memoised_route(transposed, *call.input, *call.weight, call.bias,
+                                         call.arguments, spatial_dims);
   // With the aten scope enabled, that scope counts what PyTorch's node computes.
   if (routing.route == Route::aten && !aten_scope_enabled()) count_aten_call(routing.counted);
-  return routing.route;
+  const bool python_only = call.input->dim() != spatial_dims + 2 ||  // unbatched
+                           at::impl::torch_function_mode_enabled();
+  call.route = routing.route == Route::bwdconv && python_only ? Route::python : routing.route;
+  return call;
+}
+
+// bwdconv's op for a call routed to it, without the GIL (as torch.ops
+// releases it; the tuning hook takes it back).
+at::Tensor call_op(bool transposed, const RoutedCall& call) {
+  const Arguments& a = call.arguments;
+  pybind11::gil_scoped_release no_gil;
+  return transposed ? call_conv_transpose(*call.input, *call.weight, call.bias, a.stride,
+                                          a.padding, a.output_padding, a.groups, a.dilation)
+                    : call_convolution(*call.input, *call.weight, call.bias, a.stride,
+                                       a.padding, a.dilation, a.groups);
+}
+
+bool checked_call_arguments(PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs == 3 && PyLong_Check(args[0]) && PyTuple_Check(args[1])) return true;
+  PyErr_SetString(PyExc_TypeError, "expected (spatial_dims, args: tuple, kwargs: dict | None)");
+  return false;
+}
+
+// The route of a call, or nothing with the Python error set (raised by the
+// tuning hook: KeyboardInterrupt...). Strict forcing that cannot serve
+// raises here too: bwdconv's Python wrapper takes that call, and the op
+// raises it in backward.
+std::optional<RoutedCall> routed(const Signature& signature, PyObject* const* args) {
+  try {
+    return route(signature, static_cast<int>(PyLong_AsLong(args[0])), args[1], args[2]);
+  } catch (pybind11::error_already_set& error) {
+    error.restore();
+    return std::nullopt;
+  } catch (const c10::Error&) {
+    RoutedCall python_path;
+    python_path.route = Route::python;
+    return python_path;
+  }
 }
 
 // (spatial_dims, args, kwargs) -> bool, for the functions of `signature`.
 template <const Signature& kSignature>
 PyObject* passes_through(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 3 || !PyLong_Check(args[0]) || !PyTuple_Check(args[1])) {
-    PyErr_SetString(PyExc_TypeError, "expected (spatial_dims, args: tuple, kwargs: dict | None)");
-    return nullptr;
+  if (!checked_call_arguments(args, nargs)) return nullptr;
+  const auto call = routed(kSignature, args);
+  if (!call) return nullptr;
+  return PyBool_FromLong(call->route == Route::original || call->route == Route::aten);
+}
+
+// (spatial_dims, args, kwargs) -> None | NotImplemented | Tensor, for the
+// functions of `signature` (functional_route.h).
+template <const Signature& kSignature>
+PyObject* call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (!checked_call_arguments(args, nargs)) return nullptr;
+  const auto call = routed(kSignature, args);
+  if (!call) return nullptr;
+  switch (call->route) {
+    case Route::original:
+    case Route::aten:
+      Py_RETURN_NONE;
+    case Route::python:
+      Py_RETURN_NOTIMPLEMENTED;
+    case Route::bwdconv:
+      break;
   }
-  const long spatial_dims = PyLong_AsLong(args[0]);
   try {
-    const Route decided = route(kSignature, static_cast<int>(spatial_dims), args[1], args[2]);
-    return PyBool_FromLong(decided != Route::bwdconv);
+    return THPVariable_Wrap(call_op(kSignature.output_padding.has_value(), *call));
   } catch (pybind11::error_already_set& error) {
-    error.restore();  // raised by the tuning hook (KeyboardInterrupt...)
+    error.restore();
     return nullptr;
   } catch (const c10::Error&) {
-    // Strict forcing that cannot serve: bwdconv's op raises it in backward.
-    return PyBool_FromLong(0);
+    Py_RETURN_NONE;  // an invalid call: the original raises PyTorch's own error
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
   }
 }
 
@@ -379,6 +451,12 @@ PyMethodDef functional_route_methods[] = {
      reinterpret_cast<PyCFunction>(passes_through<kTransposed>), METH_FASTCALL,
      "transposed_passes_through(spatial_dims, args, kwargs) -> bool: the same for "
      "conv_transpose{spatial_dims}d."},
+    {"functional_call", reinterpret_cast<PyCFunction>(call<kConvolution>), METH_FASTCALL,
+     "functional_call(spatial_dims, args, kwargs) -> None | NotImplemented | Tensor: the call "
+     "of conv{spatial_dims}d routed: None, to the function bwdconv replaced; NotImplemented, "
+     "to bwdconv's Python wrapper; else bwdconv's op's result."},
+    {"transposed_call", reinterpret_cast<PyCFunction>(call<kTransposed>), METH_FASTCALL,
+     "transposed_call(spatial_dims, args, kwargs): the same for conv_transpose{spatial_dims}d."},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace bwdconv::ops

@@ -20,6 +20,13 @@ namespace bwdconv::ops {
 // transposed_passes_through(spatial_dims, args, kwargs) -> bool: the same for
 // conv_transpose{spatial_dims}d, whose forward bwdconv plans too, with or
 // without a gradient.
+//
+// functional_call(spatial_dims, args, kwargs) and transposed_call(...): the
+// call routed and, when bwdconv's op takes it, made: None when it goes to the
+// original function (not planned, planned for aten, or invalid: the original
+// raises PyTorch's error); NotImplemented when bwdconv's Python wrapper takes
+// it (arguments only the wrapper normalises, a torch function mode); else
+// the op's result, so that a planned call costs no Python beyond this one.
 extern PyMethodDef functional_route_methods[];
 
 }  // namespace bwdconv::ops

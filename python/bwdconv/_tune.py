@@ -16,6 +16,8 @@ on the call's real operands:
    monotonic clock on the CPU. A candidate's spread is twice the median
    absolute deviation of its times over their median (the relative
    interquartile range of a symmetric distribution, robust to outliers).
+   A transposed forward that autograd records is timed with aten's backward
+   after it (_then_backward). The candidates run under no_grad.
 3. What the user pays: every candidate but aten has the per-call cost of
    bwdconv's op over PyTorch's own node added to each of its times
    (_overhead.call_costs, measured once per process), since a call planned
@@ -276,8 +278,10 @@ def _hook(request):
     if _state.progress is not None:
         _state.progress(key)
     started = time.perf_counter()
+    then_backward = _records_autograd(request)
     try:
-        entry = _measure(request, key)
+        with torch.no_grad():  # the candidates' own calls record nothing
+            entry = _measure(request, key, then_backward)
     finally:
         with _state.lock:
             _state.spent += time.perf_counter() - started
@@ -414,20 +418,52 @@ def decide(samples):
                                 f"(best: {best} {speedup:.2f}x)")
 
 
+def _output_padding(input, weight, output_size, stride, padding, dilation):
+    """The output padding of a transposed convolution of this output size."""
+    without_padding = transposed_spatial_output(input.shape[2:], weight.shape[2:], stride,
+                                                padding, dilation, [0] * len(stride))
+    return [o - n for o, n in zip(output_size[2:], without_padding)]
+
+
 def _aten_transposed_forward(input, weight, output_size, stride, padding, dilation, groups):
     """aten's conv_transpose(input, weight) of this output size: what a
     transposed convolution's forward costs without bwdconv (the matching
     input gradient runs other kernels in aten)."""
-    without_padding = transposed_spatial_output(input.shape[2:], weight.shape[2:], stride,
-                                                padding, dilation, [0] * len(stride))
-    output_padding = [o - n for o, n in zip(output_size[2:], without_padding)]
+    output_padding = _output_padding(input, weight, output_size, stride, padding, dilation)
     return torch.ops.aten.convolution(input, weight, None, stride, padding, dilation, True,
                                       output_padding, groups)
 
 
-def _measure(request, key):
+def _records_autograd(request):
+    """Whether the call being tuned is a transposed convolution's forward that
+    autograd records, so that its backward follows in the same step."""
+    x, w = request["grad_output"], request["weight"]
+    return bool(request["transposed"] and request["wants_input"] and torch.is_grad_enabled()
+                and (x.requires_grad or w.requires_grad))
+
+
+def _then_backward(forward, request, args, grad):
+    """`forward` (a transposed forward's candidate) followed by aten's
+    backward of that convolution with the gradient `grad` of its output: the
+    step a user pays. Timed alone, a forward can win by a few percent that
+    the backward after it gives back (docs/tuning.md, "What is timed")."""
+    x, w = request["grad_output"], request["weight"]
+    stride, padding, dilation, groups = args
+    output_padding = _output_padding(x, w, grad.shape, stride, padding, dilation)
+    mask = [x.requires_grad, w.requires_grad, False]
+
+    def step():
+        forward()
+        return torch.ops.aten.convolution_backward(grad, x, w, None, stride, padding, dilation,
+                                                   True, output_padding, groups, mask)
+    return step
+
+
+def _measure(request, key, then_backward):
     """The cache entry for a call: per wanted gradient, the verified
-    candidates' times, the excluded ones and the decision."""
+    candidates' times, the excluded ones and the decision. `then_backward`:
+    a transposed forward is timed with the backward that follows it
+    (_then_backward)."""
     dy = request["grad_output"]
     args = (request["stride"], request["padding"], request["dilation"], request["groups"])
     wanted = [g for g in ("input", "weight") if request[f"wants_{g}"]]
@@ -459,6 +495,10 @@ def _measure(request, key):
         excluded.update(_memory.over_budget(peaks, budget))
         kept = [c for c in kept if _label(c) not in excluded]
         fns = {_label(c): functools.partial(run, c) for c in kept}
+        if gradient == "input" and then_backward:
+            grad = torch.randn(sizes, dtype=dy.dtype, device=dy.device)  # dense, as a model's
+            fns = {label: _then_backward(fn, request, args, grad) for label, fn in fns.items()}
+            entry["timed"] = "the transposed forward, then aten's backward of it"
         samples = _time(gradient, fns, dy.device, KEY_SECONDS / len(wanted))
         label, speedup, noise, why = decide(samples)
         choice = next(c for c in kept if _label(c) == label)

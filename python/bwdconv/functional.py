@@ -194,15 +194,14 @@ def _transposed_arguments(input, weight, bias=None, stride=1, padding=0, output_
 class _Kind(typing.NamedTuple):
     """What differs between conv*d and conv_transpose*d for the router."""
     originals: dict
-    passes_through: typing.Callable  # the C++ routing (docs/DESIGN.md, "Pass-through")
+    routed_call: typing.Callable  # the C++ routing (docs/DESIGN.md, "Pass-through")
     arguments: typing.Callable
     planned: typing.Callable
     gradient_needed: bool
 
 
-_CONVOLUTION = _Kind(originals, _C.functional_passes_through, _arguments,
-                     _planned_convolution, True)
-_TRANSPOSED = _Kind(transposed_originals, _C.transposed_passes_through, _transposed_arguments,
+_CONVOLUTION = _Kind(originals, _C.functional_call, _arguments, _planned_convolution, True)
+_TRANSPOSED = _Kind(transposed_originals, _C.transposed_call, _transposed_arguments,
                     _planned_transposed, False)
 _is_compiling = torch.compiler.is_compiling
 
@@ -225,17 +224,22 @@ def _python_path(kind, spatial_dims, args, kwargs):
 
 
 def _replacement(kind, spatial_dims, name, doc):
-    """bwdconv's `name`. Eager calls are routed in C++ first, in this one
-    frame: the original takes every call bwdconv does not plan and every call
-    planned for aten, so that PyTorch's own autograd node serves it. Traced
-    calls (torch.compile, export with export_ops) and calls that
-    explain_model observes take the Python path (_python_path)."""
-    originals, passes_through = kind.originals, kind.passes_through
+    """bwdconv's `name`. Eager calls are routed, and made, in C++ first, in
+    this one frame: the original takes every call bwdconv does not plan and
+    every call planned for aten, so that PyTorch's own autograd node serves
+    it; bwdconv's op takes the others, called from C++. Traced calls
+    (torch.compile, export with export_ops), calls that explain_model
+    observes and calls whose arguments only Python normalises take the
+    Python path (_python_path)."""
+    originals, routed_call = kind.originals, kind.routed_call
 
     def replacement(*args, **kwargs):
-        if not (export_ops or _observers or _is_compiling()) and \
-                passes_through(spatial_dims, args, kwargs):
-            return originals[spatial_dims](*args, **kwargs)
+        if not (export_ops or _observers or _is_compiling()):
+            result = routed_call(spatial_dims, args, kwargs)
+            if result is None:
+                return originals[spatial_dims](*args, **kwargs)
+            if result is not NotImplemented:
+                return result
         return _python_path(kind, spatial_dims, args, kwargs)
 
     replacement.__name__ = replacement.__qualname__ = name
