@@ -138,6 +138,24 @@ def test_a_planned_call_is_made_in_cpp_unless_only_python_reads_it(monkeypatch, 
         torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_warning_raised_in_the_routers_cpp_is_a_python_warning(fresh_tuning, monkeypatch,
+                                                                 transposed):
+    """The tuning hook's TORCH_WARN reaches Python's warnings (not stderr):
+    raised in the router, which tunes a transposed forward, or in the
+    backward, which tunes a convolution's gradients."""
+    def fails(*args):
+        raise ValueError("planted")
+    monkeypatch.setattr(_tune, "_measure", fails)
+    x = torch.randn(2, 4, 9, 9, requires_grad=True)
+    w = torch.randn(4, 4, 3, 3, requires_grad=True)
+    bwdconv.enable()
+    with _tune.autotuning(), pytest.warns(UserWarning, match="autotuner failed.*planted"):
+        out = (F.conv_transpose2d if transposed else F.conv2d)(x, w, None, 2)
+        if not transposed:
+            out.sum().backward()
+
+
 class FunctionsSeen(torch.overrides.TorchFunctionMode):
     def __init__(self):
         super().__init__()

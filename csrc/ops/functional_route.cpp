@@ -5,6 +5,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
 #include <pybind11/pybind11.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 
@@ -401,19 +402,27 @@ std::optional<RoutedCall> routed(const Signature& signature, PyObject* const* ar
   }
 }
 
+// Both entry points run in torch's Python error handling, as torch's own
+// bindings do: a warning raised in C++ (aten's, or the tuning hook's) reaches
+// Python's warnings as the caller's, and an exception the functions do not
+// handle becomes its Python exception.
+
 // (spatial_dims, args, kwargs) -> bool, for the functions of `signature`.
 template <const Signature& kSignature>
 PyObject* passes_through(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
   if (!checked_call_arguments(args, nargs)) return nullptr;
   const auto call = routed(kSignature, args);
   if (!call) return nullptr;
   return PyBool_FromLong(call->route == Route::original || call->route == Route::aten);
+  END_HANDLE_TH_ERRORS
 }
 
 // (spatial_dims, args, kwargs) -> None | NotImplemented | Tensor, for the
 // functions of `signature` (functional_route.h).
 template <const Signature& kSignature>
 PyObject* call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
   if (!checked_call_arguments(args, nargs)) return nullptr;
   const auto call = routed(kSignature, args);
   if (!call) return nullptr;
@@ -429,14 +438,12 @@ PyObject* call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   try {
     return THPVariable_Wrap(call_op(kSignature.output_padding.has_value(), *call));
   } catch (pybind11::error_already_set& error) {
-    error.restore();
+    error.restore();  // raised by the tuning hook (KeyboardInterrupt...)
     return nullptr;
   } catch (const c10::Error&) {
     Py_RETURN_NONE;  // an invalid call: the original raises PyTorch's own error
-  } catch (const std::exception& error) {
-    PyErr_SetString(PyExc_RuntimeError, error.what());
-    return nullptr;
   }
+  END_HANDLE_TH_ERRORS
 }
 
 }  // namespace
