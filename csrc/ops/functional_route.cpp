@@ -362,9 +362,10 @@ RoutedCall route(const Signature& signature, int spatial_dims, PyObject* args,
                                          call.arguments, spatial_dims);
   // With the aten scope enabled, that scope counts what PyTorch's node computes.
   if (routing.route == Route::aten && !aten_scope_enabled()) count_aten_call(routing.counted);
-  const bool python_only = call.input->dim() != spatial_dims + 2 ||  // unbatched
-                           at::impl::torch_function_mode_enabled();
-  call.route = routing.route == Route::bwdconv && python_only ? Route::python : routing.route;
+  const bool python_only = routing.route == Route::bwdconv &&
+                           (call.input->dim() != spatial_dims + 2 ||  // unbatched
+                            at::impl::torch_function_mode_enabled());
+  call.route = python_only ? Route::python : routing.route;
   return call;
 }
 
