@@ -370,14 +370,17 @@ RoutedCall route(const Signature& signature, int spatial_dims, PyObject* args,
 }
 
 // bwdconv's op for a call routed to it, without the GIL (as torch.ops
-// releases it; the tuning hook takes it back).
+// releases it; the tuning hook takes it back). The operands are held here
+// first, as torch.ops holds its arguments, so that another thread cannot
+// free them meanwhile.
 at::Tensor call_op(bool transposed, const RoutedCall& call) {
   const Arguments& a = call.arguments;
+  const at::Tensor input = *call.input, weight = *call.weight;
   pybind11::gil_scoped_release no_gil;
-  return transposed ? call_conv_transpose(*call.input, *call.weight, call.bias, a.stride,
-                                          a.padding, a.output_padding, a.groups, a.dilation)
-                    : call_convolution(*call.input, *call.weight, call.bias, a.stride,
-                                       a.padding, a.dilation, a.groups);
+  return transposed ? call_conv_transpose(input, weight, call.bias, a.stride, a.padding,
+                                          a.output_padding, a.groups, a.dilation)
+                    : call_convolution(input, weight, call.bias, a.stride, a.padding,
+                                       a.dilation, a.groups);
 }
 
 bool checked_call_arguments(PyObject* const* args, Py_ssize_t nargs) {
