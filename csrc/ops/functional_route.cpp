@@ -406,24 +406,11 @@ std::optional<RoutedCall> routed(const Signature& signature, PyObject* const* ar
   }
 }
 
-// Both entry points run in torch's Python error handling, as torch's own
-// bindings do: a warning raised in C++ (aten's, or the tuning hook's) reaches
-// Python's warnings as the caller's, and an exception the functions do not
-// handle becomes its Python exception.
-
-// (spatial_dims, args, kwargs) -> bool, for the functions of `signature`.
-template <const Signature& kSignature>
-PyObject* passes_through(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  HANDLE_TH_ERRORS
-  if (!checked_call_arguments(args, nargs)) return nullptr;
-  const auto call = routed(kSignature, args);
-  if (!call) return nullptr;
-  return PyBool_FromLong(call->route == Route::original || call->route == Route::aten);
-  END_HANDLE_TH_ERRORS
-}
-
 // (spatial_dims, args, kwargs) -> None | NotImplemented | Tensor, for the
-// functions of `signature` (functional_route.h).
+// functions of `signature` (functional_route.h). It runs in torch's Python
+// error handling, as torch's own bindings do: a warning raised in C++
+// (aten's, or the tuning hook's) reaches Python's warnings as the caller's,
+// and an exception it does not handle becomes its Python exception.
 template <const Signature& kSignature>
 PyObject* call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   HANDLE_TH_ERRORS
@@ -453,15 +440,6 @@ PyObject* call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
 }  // namespace
 
 PyMethodDef functional_route_methods[] = {
-    {"functional_passes_through",
-     reinterpret_cast<PyCFunction>(passes_through<kConvolution>), METH_FASTCALL,
-     "functional_passes_through(spatial_dims, args, kwargs) -> bool: whether the call of "
-     "conv{spatial_dims}d goes to the function bwdconv replaced (docs/DESIGN.md, "
-     "\"Pass-through\")."},
-    {"transposed_passes_through",
-     reinterpret_cast<PyCFunction>(passes_through<kTransposed>), METH_FASTCALL,
-     "transposed_passes_through(spatial_dims, args, kwargs) -> bool: the same for "
-     "conv_transpose{spatial_dims}d."},
     {"functional_call", reinterpret_cast<PyCFunction>(call<kConvolution>), METH_FASTCALL,
      "functional_call(spatial_dims, args, kwargs) -> None | NotImplemented | Tensor: the call "
      "of conv{spatial_dims}d routed: None, to the function bwdconv replaced; NotImplemented, "

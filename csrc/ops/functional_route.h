@@ -10,23 +10,15 @@ namespace bwdconv::ops {
 
 // Python functions for bwdconv._C, null-terminated (PyModule_AddFunctions):
 //
-// functional_passes_through(spatial_dims, args, kwargs) -> bool:
-// True when the call goes to the original function, because bwdconv does
-// not plan it (its operands, dtype, device, autograd or tracing state) or
-// because its backward is planned for aten for every gradient it needs.
-// False: bwdconv's Python wrapper takes the call (it may still find it
-// invalid and hand it to the original to raise).
-//
-// transposed_passes_through(spatial_dims, args, kwargs) -> bool: the same for
-// conv_transpose{spatial_dims}d, whose forward bwdconv plans too, with or
-// without a gradient.
-//
-// functional_call(spatial_dims, args, kwargs) and transposed_call(...): the
-// call routed and, when bwdconv's op takes it, made: None when it goes to the
-// original function (not planned, planned for aten, or invalid: the original
-// raises PyTorch's error); NotImplemented when bwdconv's Python wrapper takes
-// it (arguments only the wrapper normalises, a torch function mode); else
-// the op's result, so that a planned call costs no Python beyond this one.
+// functional_call(spatial_dims, args, kwargs) and transposed_call(...), for
+// conv{spatial_dims}d and conv_transpose{spatial_dims}d: the call routed and,
+// when bwdconv's op takes it, made. None when it goes to the original
+// function: bwdconv does not plan it (its operands, dtype, device, autograd
+// or tracing state), every gradient it needs (and a transposed forward) is
+// planned for aten, or it is invalid (the original raises PyTorch's error).
+// NotImplemented when bwdconv's Python wrapper takes it (arguments only the
+// wrapper normalises, a torch function mode). Else the op's result, so that
+// a planned call costs no Python beyond this one.
 extern PyMethodDef functional_route_methods[];
 
 }  // namespace bwdconv::ops

@@ -130,10 +130,14 @@ PASS_THROUGH = object()
 
 
 def _routed(spatial_dims, input, weight, bias, stride, padding, dilation, groups):
-    """Whether an eager call whose arguments bwdconv normalised itself is
-    planned for aten alone (docs/DESIGN.md, "Pass-through")."""
-    return not (export_ops or _observers or _is_compiling()) and _C.functional_passes_through(
-        spatial_dims, (input, weight, bias, stride, padding, dilation, groups), None)
+    """An eager call whose arguments bwdconv normalised itself, routed and
+    made in C++ as the replacement's calls are (docs/DESIGN.md,
+    "Pass-through"): None when it goes to the original function,
+    NotImplemented when the Python path makes it, else bwdconv's op's result."""
+    if export_ops or _observers or _is_compiling():
+        return NotImplemented
+    return _C.functional_call(spatial_dims, (input, weight, bias, stride, padding, dilation,
+                                             groups), None)
 
 
 def _planned_convolution(input, weight, bias, stride, padding, dilation, groups, spatial_dims):
@@ -149,11 +153,15 @@ def _planned_convolution(input, weight, bias, stride, padding, dilation, groups,
             input, padding, asymmetric = _same_padding(input, weight, stride, dilation, groups,
                                                        spatial_dims)
             # The router reads 'same' padding only where it is symmetric.
-            if _routed(spatial_dims, input, weight, bias, stride, padding, dilation, groups):
+            routed = _routed(spatial_dims, input, weight, bias, stride, padding, dilation,
+                             groups)
+            if routed is None:
                 return PASS_THROUGH
             if asymmetric:
                 _warn_as_aten_for_asymmetric_same_padding(input, weight, stride, dilation,
                                                           groups, spatial_dims)
+            if routed is not NotImplemented:
+                return routed.squeeze(0) if unbatched else routed
         else:
             raise ValueError(f"Invalid padding string '{padding}', should be 'same' or 'valid'")
     else:
