@@ -3,9 +3,11 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_set>
 #include <vector>
 
 #include "ops/backward.h"
@@ -37,6 +39,13 @@ struct DecisionTable {
   std::mutex mutex;
   std::map<std::vector<int64_t>, Entry> plans;
   TuningHook hook;
+  // The published shortcut (set_hook_shortcut): the digests of the cached
+  // decisions' sizes; nothing: the hook is asked for every unseen key.
+  struct Shortcut {
+    std::unordered_set<uint64_t> cached;
+    std::vector<std::pair<std::string, std::optional<std::string>>> environment;
+  };
+  std::optional<Shortcut> shortcut;
 };
 
 DecisionTable& table() {
@@ -52,6 +61,34 @@ std::vector<int64_t> decision_key(const ConvGeometry& geometry, const BackwardCa
   key.push_back(int64_t{call.wants_input} | (int64_t{call.wants_weight} << 1));
   key.push_back(call.device_index);
   return key;
+}
+
+// A digest of a call's input and weight sizes (a collision only asks the hook).
+uint64_t sizes_digest(c10::IntArrayRef input, c10::IntArrayRef weight) {
+  CallKey key;
+  key.add(input);
+  key.add(weight);
+  return key.first();
+}
+
+bool environment_unchanged(
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& environment) {
+  for (const auto& [name, value] : environment) {
+    const char* now = std::getenv(name.c_str());
+    if (now ? value != std::string(now) : value.has_value()) return false;
+  }
+  return true;
+}
+
+// Whether the published shortcut says the hook would let the rules decide
+// this call (the caller holds the table's mutex).
+bool rules_without_asking(DecisionTable& t, const ConvGeometry& geometry) {
+  if (!t.shortcut) return false;
+  if (!environment_unchanged(t.shortcut->environment)) {
+    t.shortcut.reset();
+    return false;
+  }
+  return !t.shortcut->cached.count(sizes_digest(input_sizes(geometry), weight_sizes(geometry)));
 }
 
 // Applies one gradient's decision to a rules plan; false when the strategy
@@ -132,7 +169,22 @@ BackwardCall forward_backward_call(const at::Tensor& input, const at::Tensor& we
 void set_tuning_hook(TuningHook hook) {
   std::lock_guard<std::mutex> lock(table().mutex);
   table().hook = std::move(hook);
+  table().shortcut.reset();
   forget_aten_calls();
+}
+
+void set_hook_shortcut(HookShortcut shortcut) {
+  DecisionTable::Shortcut published{{}, std::move(shortcut.environment)};
+  for (const auto& [input, weight] : shortcut.cached_sizes) {
+    published.cached.insert(sizes_digest(input, weight));
+  }
+  std::lock_guard<std::mutex> lock(table().mutex);
+  table().shortcut = std::move(published);
+}
+
+bool has_hook_shortcut() {
+  std::lock_guard<std::mutex> lock(table().mutex);
+  return table().shortcut.has_value();
 }
 
 bool tuning_on_this_thread() { return tuning_thread; }
@@ -148,6 +200,7 @@ void forget_decisions(bool clear) {
   DecisionTable& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
   forget_aten_calls();
+  t.shortcut.reset();
   if (clear) {
     t.plans.clear();
     return;
@@ -165,9 +218,9 @@ DecisionLookup look_up_decision(const ConvGeometry& geometry, const BackwardCall
   {
     std::lock_guard<std::mutex> lock(t.mutex);
     if (auto it = t.plans.find(key); it != t.plans.end()) return {it->second.plan, false};
+    if (!t.hook || rules_without_asking(t, geometry)) return {};
     hook = t.hook;
   }
-  if (!hook) return {};
   auto rules = std::make_shared<const Plan>(make_plan(geometry));
   HookAnswer answer;
   {
@@ -182,7 +235,9 @@ DecisionLookup look_up_decision(const ConvGeometry& geometry, const BackwardCall
   std::lock_guard<std::mutex> lock(t.mutex);
   if (t.plans.size() >= DecisionTable::kCapacity) t.plans.clear();
   t.plans.insert_or_assign(std::move(key), entry);
-  forget_aten_calls();  // a memoised call may have been planned before this entry
+  // A memoised call may have been planned before this decision (the rules'
+  // answer changes no memoised route).
+  if (entry.measured) forget_aten_calls();
   return {entry.plan, false};
 }
 

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "dispatch/plan.h"
 #include "ops/geometry.h"
@@ -64,6 +65,21 @@ struct HookAnswer {
   Decision decision;
 };
 
+// What the hook would answer without being asked, published by Python
+// (python/bwdconv/_tune.py) while it does not tune: a call whose input and
+// weight sizes no cached decision has gets the rules (docs/DESIGN.md,
+// "Decisions"), so that a process whose shapes keep changing (variable
+// sequence lengths, image sizes) does not call into Python for each new one.
+// `environment` holds the variables that locate the cache file, as they were
+// when it was read (nothing: unset); once one reads otherwise, or
+// forget_decisions runs, the hook is asked again.
+struct HookShortcut {
+  std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cached_sizes;
+  std::vector<std::pair<std::string, std::optional<std::string>>> environment;
+};
+void set_hook_shortcut(HookShortcut shortcut);
+bool has_hook_shortcut();
+
 // Called once per unseen key with the rules plan (its candidates: every
 // strategy that can serve). Runs with the calling thread marked as tuning.
 using TuningHook =
@@ -94,7 +110,8 @@ bool tuning_on_this_thread();
 void mark_thread_as_tuning(bool tuning);
 
 // Forgets every decision (clear == true) or only the "rules decide" answers,
-// so that keys are asked again (autotune was switched on).
+// so that keys are asked again (autotune was switched on), and the hook's
+// shortcut.
 void forget_decisions(bool clear);
 
 // Computes one gradient with an explicit strategy (and swap1x1 writer),

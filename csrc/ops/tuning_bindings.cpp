@@ -21,11 +21,8 @@ std::optional<Swap1x1Writer> writer_or_raise(const std::optional<std::string>& n
   return swap1x1_writer_named(*name);
 }
 
-// [first, second, sizes...] (pass no leading values for the spatial sizes alone).
-py::list sizes_list(const SpatialSizes& sizes, int spatial_dims,
-                    std::vector<int64_t> leading = {}) {
+py::list sizes_list(const SpatialSizes& sizes, int spatial_dims) {
   py::list values;
-  for (int64_t v : leading) values.append(v);
   for (int i = 0; i < spatial_dims; ++i) values.append(sizes[i]);
   return values;
 }
@@ -57,8 +54,8 @@ py::list candidates(const Plan& rules, Gradient gradient) {
 py::dict request(const ConvGeometry& g, const BackwardCall& call, const Plan& rules) {
   const int n = g.spatial_dims;
   py::dict r;
-  r["input_size"] = sizes_list(g.input, n, {g.batch, g.in_channels});
-  r["weight_size"] = sizes_list(g.filter, n, {g.out_channels, g.filter_in_channels});
+  r["input_size"] = input_sizes(g);
+  r["weight_size"] = weight_sizes(g);
   r["stride"] = sizes_list(g.stride, n);
   r["padding"] = sizes_list(g.padding, n);
   r["dilation"] = sizes_list(g.dilation, n);
@@ -127,6 +124,12 @@ HookAnswer call_python_hook(const ConvGeometry& g, const BackwardCall& call, con
   }
 }
 
+void publish_hook_shortcut(
+    std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cached_sizes,
+    std::vector<std::pair<std::string, std::optional<std::string>>> environment) {
+  set_hook_shortcut({std::move(cached_sizes), std::move(environment)});
+}
+
 void set_python_hook(py::object hook) {
   *python_hook = hook;
   if (hook.is_none()) {
@@ -180,6 +183,9 @@ void corrupt(const std::optional<std::string>& strategy) {
 void register_tuning_bindings(py::module& m) {
   m.def("set_tuning_hook", &set_python_hook, py::arg("hook"));
   m.def("forget_decisions", &forget_decisions, py::arg("clear"));
+  m.def("set_hook_shortcut", &publish_hook_shortcut, py::arg("cached_sizes"),
+        py::arg("environment"));
+  m.def("has_hook_shortcut", &has_hook_shortcut);
   m.def("use_decisions", &use_decisions, py::arg("use"));
   m.def("mark_thread_as_tuning", &mark_thread_as_tuning, py::arg("tuning"));
   m.def("tuning_on_this_thread", &tuning_on_this_thread);

@@ -48,6 +48,7 @@ import functools
 import math
 import os
 import platform
+import re
 import statistics
 import threading
 import time
@@ -92,8 +93,8 @@ def set_autotune(on):
     import switches it on)."""
     with _state.lock:
         _state.autotune = bool(on)
-    if on:
-        _C.forget_decisions(False)  # keys the rules decided are asked again
+        if on:  # keys the rules decided are asked again, and the hook's shortcut withdrawn
+            _C.forget_decisions(False)
 
 
 def is_autotuning():
@@ -264,6 +265,34 @@ def _why_not_now(request):
     return None
 
 
+# The environment variables that locate the cache file (_cache.directory()).
+_CACHE_LOCATION = ("BWDCONV_CACHE_DIR", "HOME")
+_KEY_SIZES = re.compile(r" \| conv input ([0-9x]+) weight ([0-9x]+) ")
+
+
+def _sizes_in_key(key):
+    """(input sizes, weight sizes) of a key_of key, or None for a key of
+    another form."""
+    found = _KEY_SIZES.search(key)
+    if not found:
+        return None
+    return tuple([int(v) for v in sizes.split("x")] for sizes in found.groups())
+
+
+def _publish_shortcut():
+    """While nothing is tuned, what the hook answers for a key the cache
+    lacks is known: the rules. The C++ lookup is given the sizes of the
+    cached decisions and answers the other calls itself (csrc/ops/decisions.h,
+    HookShortcut), until autotuning is switched on, the decisions are
+    forgotten or the cache's location changes."""
+    with _state.lock:
+        if (_state.autotune and _state.spent < BUDGET_SECONDS) or _C.has_hook_shortcut():
+            return
+        sizes = [_sizes_in_key(key) for key in _state.cache.entries()]
+        if None not in sizes:  # a key of another form: the hook stays asked
+            _C.set_hook_shortcut(sizes, [(n, os.environ.get(n)) for n in _CACHE_LOCATION])
+
+
 def _hook(request):
     if request["device"] != "cpu" and not torch.cuda.is_available():
         return "rules"  # explain() of a GPU shape on a machine without one
@@ -272,6 +301,7 @@ def _hook(request):
     if entry is not None:
         return _answer(entry)
     if not _state.autotune or _state.spent >= BUDGET_SECONDS:
+        _publish_shortcut()
         return "rules"
     if _why_not_now(request):
         return None

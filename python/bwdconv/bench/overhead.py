@@ -8,8 +8,10 @@ each is timed without bwdconv, with enable() (the functional scope) and with
 enable("aten"), forward only (under no_grad) and forward + backward, once as
 the rules plan it (aten) and once with a strategy forced (swap1x1 on a
 stride-2 convolution whose filter is within the stride, so the call takes
-bwdconv's own op). The modes alternate within each sample, in a
-rotating order, and each sample times `--calls` calls; a mode's added cost is
+bwdconv's own op), and a small convolution whose input sizes are new at
+each call (no memo and no decision: a plan made per call). The modes
+alternate within each sample, in a rotating order, and each sample times
+`--calls` calls; a mode's added cost is
 the median over samples of (mode - without), with the 25th and 75th
 percentiles as its spread.
 
@@ -37,6 +39,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import math
 import os
 import random
 import statistics
@@ -94,6 +97,22 @@ def tiny_case(kind, planned, device):
     return forward, forward_backward, forced
 
 
+def new_shape_each_call(device, shapes):
+    """A forward + backward of a small convolution (1x1 filter, planned aten)
+    whose input has sizes not seen before at each call, `shapes` calls in
+    all: what a model whose input sizes vary pays (no memo, no decision,
+    a plan made per call)."""
+    side = math.isqrt(shapes) + 1
+    sizes = itertools.product(range(8, 8 + side), range(8, 8 + side))
+    w = torch.randn(8, 4, 1, 1, device=device, requires_grad=True)
+
+    def forward_backward():
+        h, width = next(sizes)
+        x = torch.randn(1, 4, h, width, device=device, requires_grad=True)
+        torch.nn.functional.conv2d(x, w).sum().backward()
+    return forward_backward
+
+
 def _per_call_us(fn, calls, device):
     dev.synchronize(device)
     started = time.perf_counter()
@@ -108,28 +127,37 @@ def _spread(values):
     return {"median_us": round(median, 2), "p25_us": round(q1, 2), "p75_us": round(q3, 2)}
 
 
+def _added_us(fn, device, samples, calls, forced=None):
+    """(median us per call without bwdconv, {mode: spread of the added us})."""
+    per_mode = {m: [] for m in MODES}
+    with bwdconv.force_strategy(forced):
+        for m in MODES:  # warm-up: plans, caches, allocator
+            with mode(m):
+                _per_call_us(fn, calls, device)
+        for sample in range(samples):
+            order = MODES[sample % 3:] + MODES[:sample % 3]
+            for m in order:
+                with mode(m):
+                    per_mode[m].append(_per_call_us(fn, calls, device))
+    added = {m: _spread([a - b for a, b in zip(per_mode[m], per_mode["without"])])
+             for m in MODES[1:]}
+    return round(statistics.median(per_mode["without"]), 2), added
+
+
 def tiny_overheads(device, samples, calls):
     """[{kind, planned, pass, without_us, <mode>: {median_us, p25_us, p75_us}}, ...]."""
     results = []
     for kind, planned in itertools.product(KINDS, ("aten", "strategy")):
         forward, forward_backward, forced = tiny_case(kind, planned, device)
         for name, fn in (("forward", forward), ("forward+backward", forward_backward)):
-            per_mode = {m: [] for m in MODES}
-            with bwdconv.force_strategy(forced):
-                for m in MODES:  # warm-up: plans, caches, allocator
-                    with mode(m):
-                        _per_call_us(fn, calls, device)
-                for sample in range(samples):
-                    order = MODES[sample % 3:] + MODES[:sample % 3]
-                    for m in order:
-                        with mode(m):
-                            per_mode[m].append(_per_call_us(fn, calls, device))
-            row = {"kind": kind,
-                   "planned": planned if forced is None else f"strategy ({forced} forced)",
-                   "pass": name, "without_us": round(statistics.median(per_mode["without"]), 2)}
-            for m in MODES[1:]:
-                row[m] = _spread([a - b for a, b in zip(per_mode[m], per_mode["without"])])
-            results.append(row)
+            without_us, added = _added_us(fn, device, samples, calls, forced)
+            results.append({
+                "kind": kind, "planned": planned if forced is None else f"strategy ({forced} forced)",
+                "pass": name, "without_us": without_us, **added})
+    fresh = new_shape_each_call(device, (samples + 1) * len(MODES) * calls)
+    without_us, added = _added_us(fresh, device, samples, calls)
+    results.append({"kind": "conv", "planned": "aten (new shape each call)",
+                    "pass": "forward+backward", "without_us": without_us, **added})
     return results
 
 
@@ -273,7 +301,7 @@ def _print_tiny(rows):
     for r in rows:
         cells = "  ".join(f"{m} {r[m]['median_us']:+7.2f} [{r[m]['p25_us']:+.2f}, "
                           f"{r[m]['p75_us']:+.2f}]" for m in MODES[1:])
-        print(f"  {r['kind']:10s} {r['planned']:26s} {r['pass']:17s} "
+        print(f"  {r['kind']:10s} {r['planned']:27s} {r['pass']:17s} "
               f"without {r['without_us']:8.2f} us | {cells}")
 
 
