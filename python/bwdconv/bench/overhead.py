@@ -98,17 +98,19 @@ def tiny_case(kind, planned, device):
 
 
 def new_shape_each_call(device, shapes):
-    """A forward + backward of a small convolution (1x1 filter, planned aten)
-    whose input has sizes not seen before at each call, `shapes` calls in
-    all: what a model whose input sizes vary pays (no memo, no decision,
-    a plan made per call)."""
+    """A forward + backward of a tiny convolution (one channel in, two out,
+    a 1x1 filter: planned aten) whose input has sizes not seen before at
+    each call, up to `shapes` calls: what a model whose input sizes vary
+    pays (no memo, no decision, a plan made per call). The sizes grow by one
+    row or column from call to call, so that the modes, alternating, time
+    calls of nearly the same work."""
     side = math.isqrt(shapes) + 1
-    sizes = itertools.product(range(8, 8 + side), range(8, 8 + side))
-    w = torch.randn(8, 4, 1, 1, device=device, requires_grad=True)
+    sizes = itertools.product(range(1, 1 + side), range(1, 1 + side))
+    w = torch.randn(2, 1, 1, 1, device=device, requires_grad=True)
 
     def forward_backward():
         h, width = next(sizes)
-        x = torch.randn(1, 4, h, width, device=device, requires_grad=True)
+        x = torch.randn(1, 1, h, width, device=device, requires_grad=True)
         torch.nn.functional.conv2d(x, w).sum().backward()
     return forward_backward
 
