@@ -420,3 +420,39 @@ def test_the_backward_timed_after_a_transposed_forward_is_pytorchs():
     dx, dw, _ = _tune._then_backward(lambda: None, request, ([2, 2], [1, 1], [1, 1], 1), grad)()
     expected = torch.autograd.grad(out, (x, w), grad)
     torch.testing.assert_close((dx, dw), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+def test_training_and_inference_decide_a_transposed_forward_apart(fresh_tuning, scope):
+    """A decision tuned in training (its backward timed after it) does not
+    serve the same forward under no_grad, nor the other way round: each
+    context is tuned once and keeps its own choice."""
+    from bwdconv import _tune
+
+    x = torch.randn(2, 8, 6, 6, requires_grad=True)
+    w = torch.randn(8, 4, 2, 2, requires_grad=True)
+    expected = torch.ops.aten.convolution(x.detach(), w.detach(), None, [2, 2], [0, 0], [1, 1],
+                                          True, [0, 0], 1)
+
+    def forward(timed):
+        _tune._state.timer = lambda gradient, label: timed.get(label, 1.0)
+        bwdconv.reset_served()
+        out = F.conv_transpose2d(x, w, None, 2)
+        torch.testing.assert_close(out.detach(), expected)
+        return {s: n for s, n in bwdconv.served(measured=True)["input"].items() if n}
+
+    with bwdconv.enabled(scope), _tune.autotuning():
+        assert forward({"aten": 2e-3, "phase": 1e-3}) == {"phase": 1}
+        with torch.no_grad():
+            assert forward({"aten": 1e-3, "phase": 2e-3}) == {"aten": 1}
+        assert forward({}) == {"phase": 1}  # each context tuned once
+        with torch.no_grad():
+            assert forward({}) == {"aten": 1}
+    entries = bwdconv.decisions()
+    assert sorted(e["gradients"]["input"]["choice"] for e in entries.values()) == \
+        ["aten", "phase"]
+    (trained,) = [k for k in entries if k.endswith("(transposed forward, its backward after it)")]
+    assert entries[trained]["gradients"]["input"]["choice"] == "phase"
+    args = (x, w, 2)
+    assert bwdconv.explain(*args, transposed=True, training=True).input_strategy == "phase"
+    assert bwdconv.explain(*args, transposed=True).input_strategy == "aten"

@@ -98,6 +98,9 @@ CallKey transposed_forward_key(const at::Tensor& input, const at::Tensor& weight
                                at::IntArrayRef output_padding) {
   CallKey key;
   key.add(4);  // this file's tags: 3 and 4 (functional_route.cpp's: 1 and 2)
+  // Whether autograd records the call (transposed_forward_call).
+  key.add(int64_t{at::GradMode::is_enabled()} | int64_t{input.requires_grad()} << 1 |
+          int64_t{weight.requires_grad()} << 2);
   key.add_operand(input);
   key.add_operand(weight);
   const bool has_bias = bias && bias->defined();
@@ -120,7 +123,7 @@ at::Tensor planned_transposed_forward(const at::Tensor& input, const at::Tensor&
                                    params.groups);
   }
   geometry->transposed = true;
-  const BackwardCall call = backward_call(input, nullptr, &weight, true, false, params);
+  const BackwardCall call = transposed_forward_call(input, weight, params);
   const PlanLookup planned = plan_for_call(*geometry, call);
   const Plan& plan = *planned.plan;
   if (!planned.pending && plan.input.strategy == Strategy::aten) {

@@ -14,6 +14,7 @@
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
 #include "ops/calls.h"
+#include "ops/decisions.h"
 #include "ops/geometry.h"
 
 namespace bwdconv::ops {
@@ -335,6 +336,7 @@ at::Tensor conv_transpose_autograd(const at::Tensor& input, const at::Tensor& we
                                    int64_t groups, at::IntArrayRef dilation) {
   return recorded_if_needed(
       [&] {
+        const TransposedForwardRecording recording(input, weight);
         return ConvTransposeFunction::apply(input, weight, bias, stride, padding,
                                             output_padding, groups, dilation);
       },

@@ -62,7 +62,7 @@ at::Tensor conv_transpose(const at::Tensor& input, const at::Tensor& weight,
   ConvGeometry geometry =
       transposed_geometry("bwdconv.conv_transpose", input, weight, bias, params, output_padding);
   geometry.transposed = true;
-  const BackwardCall call = backward_call(input, nullptr, &weight, true, false, params);
+  const BackwardCall call = transposed_forward_call(input, weight, params);
   return compute_transposed_forward(*plan_for(geometry, &call), input, weight, bias,
                                     output_padding);
 }

@@ -1,5 +1,6 @@
 #include "ops/decisions.h"
 
+#include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -17,6 +18,8 @@ namespace bwdconv::ops {
 namespace {
 
 thread_local bool tuning_thread = false;
+// Set by TransposedForwardRecording; nothing: grad mode and the operands say.
+thread_local std::optional<bool> transposed_forward_recorded;
 std::atomic<bool> decisions_used{true};
 
 // Marks the calling thread as tuning for the lifetime of the guard.
@@ -54,11 +57,13 @@ DecisionTable& table() {
 }
 
 // The plan key, then what else can change a measurement: the weight's layout
-// (-1 without a weight tensor), which gradients are wanted, the device index.
+// (-1 without a weight tensor), which gradients are wanted (and whether a
+// transposed forward's backward follows it), the device index.
 std::vector<int64_t> decision_key(const ConvGeometry& geometry, const BackwardCall& call) {
   std::vector<int64_t> key = plan_key(geometry, Forcing{}, /*extra_capacity=*/3);
   key.push_back(call.weight_layout ? static_cast<int64_t>(*call.weight_layout) : -1);
-  key.push_back(int64_t{call.wants_input} | (int64_t{call.wants_weight} << 1));
+  key.push_back(int64_t{call.wants_input} | (int64_t{call.wants_weight} << 1) |
+                (int64_t{call.records_autograd} << 2));
   key.push_back(call.device_index);
   return key;
 }
@@ -147,6 +152,10 @@ BackwardCall call_without_operands(const at::Tensor& on_device, const at::Tensor
   return call;
 }
 
+bool recorded_by_autograd(const at::Tensor& input, const at::Tensor& weight) {
+  return at::GradMode::is_enabled() && (input.requires_grad() || weight.requires_grad());
+}
+
 }  // namespace
 
 BackwardCall backward_call(const at::Tensor& grad_output, const at::Tensor* input,
@@ -158,6 +167,24 @@ BackwardCall backward_call(const at::Tensor& grad_output, const at::Tensor* inpu
   call.input = input;
   call.weight = weight;
   return call;
+}
+
+BackwardCall transposed_forward_call(const at::Tensor& input, const at::Tensor& weight,
+                                     const ConvParams& params) {
+  BackwardCall call = backward_call(input, nullptr, &weight, true, false, params);
+  call.records_autograd =
+      transposed_forward_recorded.value_or(recorded_by_autograd(input, weight));
+  return call;
+}
+
+TransposedForwardRecording::TransposedForwardRecording(const at::Tensor& input,
+                                                       const at::Tensor& weight)
+    : previous_(transposed_forward_recorded) {
+  transposed_forward_recorded = recorded_by_autograd(input, weight);
+}
+
+TransposedForwardRecording::~TransposedForwardRecording() {
+  transposed_forward_recorded = previous_;
 }
 
 BackwardCall forward_backward_call(const at::Tensor& input, const at::Tensor& weight,

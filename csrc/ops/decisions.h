@@ -33,12 +33,36 @@ struct BackwardCall {
   std::optional<MemoryLayout> weight_layout;
   int64_t device_index = -1;
   ConvParams params;
+  // A transposed convolution's forward that autograd records: its backward
+  // follows in the same step, so the tuner times the two together and the
+  // decision stands apart from the one for inference (docs/tuning.md, "What
+  // is timed").
+  bool records_autograd = false;
 };
 
 // The call of an op with these operands (nullptr: the op has only sizes).
 BackwardCall backward_call(const at::Tensor& grad_output, const at::Tensor* input,
                            const at::Tensor* weight, bool wants_input, bool wants_weight,
                            const ConvParams& params);
+
+// The call a transposed convolution's forward (the matching convolution's
+// input gradient) plans: grad_output is its input.
+BackwardCall transposed_forward_call(const at::Tensor& input, const at::Tensor& weight,
+                                     const ConvParams& params);
+
+// While alive, the calling thread's transposed forwards count as recorded by
+// autograd as grad mode and these operands say at its construction: bwdconv's
+// op runs its forward inside the node it records, with grad mode off.
+class TransposedForwardRecording {
+ public:
+  TransposedForwardRecording(const at::Tensor& input, const at::Tensor& weight);
+  ~TransposedForwardRecording();
+  TransposedForwardRecording(const TransposedForwardRecording&) = delete;
+  TransposedForwardRecording& operator=(const TransposedForwardRecording&) = delete;
+
+ private:
+  std::optional<bool> previous_;
+};
 
 // The backward call that autograd will make for a forward convolution of
 // these operands: the gradients of the operands that require one.

@@ -278,8 +278,8 @@ Routing route_transposed(const at::Tensor& input, const at::Tensor& weight,
   // The weight gradient is the matching convolution's, planned as such.
   ConvGeometry forward_geometry = *geometry;
   forward_geometry.transposed = true;
-  const std::shared_ptr<const Plan> plan = aten_only_plan(
-      forward_geometry, backward_call(input, nullptr, &weight, true, false, params));
+  const std::shared_ptr<const Plan> plan =
+      aten_only_plan(forward_geometry, transposed_forward_call(input, weight, params));
   if (!plan) return {Route::bwdconv};
   std::shared_ptr<const Plan> weight_plan;
   if (at::GradMode::is_enabled() && weight.requires_grad()) {

@@ -199,7 +199,7 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
                          const std::vector<int64_t>& dilation, int64_t groups,
                          const std::string& dtype, bool channels_last,
                          const std::string& device, bool weight_channels_last,
-                         int64_t device_index, bool transposed) {
+                         int64_t device_index, bool transposed, bool training) {
   const size_t rank = input_size.size();
   if (rank < 3 || rank > 5 || weight_size.size() != rank || stride.size() != rank - 2 ||
       padding.size() != rank - 2 || dilation.size() != rank - 2) {
@@ -216,12 +216,14 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   if (auto error = find_geometry_error(g)) throw pybind11::value_error(*error);
   // Both gradients wanted, as in a training step: a measured decision for
   // that call shows, when there is one. A transposed convolution's forward
-  // is the input gradient alone, keyed apart.
+  // is the input gradient alone, keyed apart, in training (autograd records
+  // it) apart from inference.
   BackwardCall call;
   call.wants_input = true;
   call.wants_weight = !transposed;
   call.weight_layout = weight_channels_last ? MemoryLayout::ChannelsLast : MemoryLayout::Contiguous;
   call.device_index = device_index;
+  call.records_autograd = transposed && training;
   // Explains under strict forcing too: the plan as if not strict, and why
   // backward would raise.
   Forcing forcing = current_forcing();
@@ -364,7 +366,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("stride"), pybind11::arg("padding"), pybind11::arg("dilation"),
         pybind11::arg("groups"), pybind11::arg("dtype"), pybind11::arg("channels_last"),
         pybind11::arg("device"), pybind11::arg("weight_channels_last") = false,
-        pybind11::arg("device_index") = -1, pybind11::arg("transposed") = false);
+        pybind11::arg("device_index") = -1, pybind11::arg("transposed") = false,
+        pybind11::arg("training") = false);
   register_tuning_bindings(m);
   register_memory_bindings(m);
   if (PyModule_AddFunctions(m.ptr(), functional_route_methods) != 0) {

@@ -68,6 +68,7 @@ py::dict request(const ConvGeometry& g, const BackwardCall& call, const Plan& ru
   r["wants_input"] = call.wants_input;
   r["wants_weight"] = call.wants_weight;
   r["transposed"] = g.transposed;
+  r["records_autograd"] = call.records_autograd;
   r["grad_output"] = tensor_or_none(call.grad_output);
   r["input"] = tensor_or_none(call.input);
   r["weight"] = tensor_or_none(call.weight);

@@ -164,7 +164,7 @@ def _transposed_output_size(input_size, weight_size, stride, padding, dilation, 
 
 def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=None,
             channels_last=None, device=None, weight_channels_last=None, device_index=None,
-            transposed=False, output_padding=0):
+            transposed=False, output_padding=0, training=False):
     """The plan bwdconv makes for conv(input, weight) with these arguments.
 
     `input` and `weight` are tensors or size sequences (N, C, spatial...).
@@ -179,7 +179,9 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     convolution (docs/DESIGN.md, "Transposed convolutions") and shows as the
     plan's "input" entry, with a decision measured for it; its weight gradient
     is that convolution's weight gradient; its input gradient is a forward
-    convolution, aten's.
+    convolution, aten's. A transposed forward is tuned and decided for
+    training (autograd records it, and its backward is timed after it) apart
+    from inference: `training=True` shows the decision for training.
     """
     input_size, weight_size = _sizes(input), _sizes(weight)
     spatial_dims = len(weight_size) - 2
@@ -194,7 +196,8 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
                                wants_weight=not transposed, dtype=dtype,
                                channels_last=channels_last, device=device,
                                weight_channels_last=weight_channels_last,
-                               device_index=device_index, transposed=transposed)
+                               device_index=device_index, transposed=transposed,
+                               records_autograd=training)
     if transposed:
         output_padding = expand(output_padding, spatial_dims, "output_padding")
         request["input_size"] = _transposed_output_size(input_size, weight_size, stride, padding,
@@ -202,7 +205,7 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     plan = _C.plan(request["input_size"], weight_size, stride, padding, dilation, groups,
                    request["dtype"], request["layout"] == "channels_last", request["device"],
                    request["weight_layout"] == "channels_last", request["device_index"],
-                   transposed)
+                   transposed, training)
     measurement = None
     if plan["input"]["measured"] or plan["weight"]["measured"]:
         measurement = _tune.decision_for(request)

@@ -182,7 +182,8 @@ def key_of(request):
 
     wanted = "+".join(g for g in ("input", "weight") if request[f"wants_{g}"])
     if request.get("transposed"):
-        wanted += " (transposed forward)"
+        wanted += " (transposed forward, its backward after it)" \
+            if _records_autograd(request) else " (transposed forward)"
     return " | ".join([
         device_description(request["device"], request["device_index"]),
         f"torch {torch.__version__}",
@@ -199,7 +200,7 @@ def key_of(request):
 
 def request_of(input, weight, stride, padding, dilation, groups, wants_input=True,
                wants_weight=True, *, dtype=None, channels_last=None, weight_channels_last=None,
-               device=None, device_index=None, transposed=False):
+               device=None, device_index=None, transposed=False, records_autograd=False):
     """The fields of a backward call's key, from tensors or sizes (defaults as
     in bwdconv.explain)."""
     from torch._prims_common import suggest_memory_format
@@ -225,7 +226,8 @@ def request_of(input, weight, stride, padding, dilation, groups, wants_input=Tru
             "channels_last" if weight_channels_last else "contiguous",
             "input_size": sizes[0], "weight_size": sizes[1], "stride": list(stride),
             "padding": list(padding), "dilation": list(dilation), "groups": groups,
-            "wants_input": wants_input, "wants_weight": wants_weight, "transposed": transposed}
+            "wants_input": wants_input, "wants_weight": wants_weight, "transposed": transposed,
+            "records_autograd": transposed and records_autograd}
 
 
 def decision_for(request):
@@ -465,11 +467,11 @@ def _aten_transposed_forward(input, weight, output_size, stride, padding, dilati
 
 
 def _records_autograd(request):
-    """Whether the call being tuned is a transposed convolution's forward that
-    autograd records, so that its backward follows in the same step."""
-    x, w = request["grad_output"], request["weight"]
-    return bool(request["transposed"] and request["wants_input"] and torch.is_grad_enabled()
-                and (x.requires_grad or w.requires_grad))
+    """Whether the call is a transposed convolution's forward that autograd
+    records, so that its backward follows in the same step (csrc/ops/
+    decisions.h, BackwardCall::records_autograd)."""
+    return bool(request.get("transposed") and request["wants_input"]
+                and request.get("records_autograd"))
 
 
 def _then_backward(forward, request, args, grad):
