@@ -22,9 +22,9 @@ namespace bwdconv::ops {
 // calls that differ but share all 128 bits would share a route (were the
 // digests random, any two of 2^32 keys would share one with a chance of
 // about 2^-65), and the one it wrongly sends to aten still gets aten's
-// correct result, or PyTorch's error if it is invalid. Kept small, so that the memo's table
-// spans one page and a probe one cache line: between a model's operations
-// the lines a call touches cost more than its instructions.
+// correct result, or PyTorch's error if it is invalid. Kept small, so that a
+// probe touches one cache line: between a model's operations the lines a
+// call touches cost more than its instructions.
 class CallKey {
  public:
   void add(int64_t word) {
