@@ -8,8 +8,9 @@ each is timed without bwdconv, with enable() (the functional scope) and with
 enable("aten"), forward only (under no_grad) and forward + backward, once as
 the rules plan it (aten) and once with a strategy forced (swap1x1 on a
 stride-2 convolution whose filter is within the stride, so the call takes
-bwdconv's own op), and a small convolution whose input sizes are new at
-each call (no memo and no decision: a plan made per call). The modes
+bwdconv's own op); then tiny convolutions cycling through 200 distinct
+calls (a model's many layers), and a tiny convolution whose input sizes are
+new at each call (no memo and no decision: a plan made per call). The modes
 alternate within each sample, in a rotating order, and each sample times
 `--calls` calls; a mode's added cost is
 the median over samples of (mode - without), with the 25th and 75th
@@ -115,6 +116,20 @@ def new_shape_each_call(device, shapes):
     return forward_backward
 
 
+def distinct_calls_in_turn(device, count=200):
+    """A forward + backward of tiny convolutions (planned aten) cycling
+    through `count` calls of distinct input sizes, each seen before after the
+    warm-up: a model with that many distinct convolutions (the route memo
+    holds 512 per thread, csrc/ops/route_cache.cpp)."""
+    w = torch.randn(2, 1, 1, 1, device=device, requires_grad=True)
+    inputs = itertools.cycle([torch.randn(1, 1, 5 + i % 20, 5 + i // 20, device=device,
+                                          requires_grad=True) for i in range(count)])
+
+    def forward_backward():
+        torch.nn.functional.conv2d(next(inputs), w).sum().backward()
+    return forward_backward
+
+
 def _per_call_us(fn, calls, device):
     dev.synchronize(device)
     started = time.perf_counter()
@@ -156,10 +171,13 @@ def tiny_overheads(device, samples, calls):
             results.append({
                 "kind": kind, "planned": planned if forced is None else f"strategy ({forced} forced)",
                 "pass": name, "without_us": without_us, **added})
-    fresh = new_shape_each_call(device, (samples + 1) * len(MODES) * calls)
-    without_us, added = _added_us(fresh, device, samples, calls)
-    results.append({"kind": "conv", "planned": "aten (new shape each call)",
-                    "pass": "forward+backward", "without_us": without_us, **added})
+    for planned, fn in (
+            ("aten (200 distinct calls)", distinct_calls_in_turn(device)),
+            ("aten (new shape each call)",
+             new_shape_each_call(device, (samples + 1) * len(MODES) * calls))):
+        without_us, added = _added_us(fn, device, samples, calls)
+        results.append({"kind": "conv", "planned": planned, "pass": "forward+backward",
+                        "without_us": without_us, **added})
     return results
 
 
@@ -303,7 +321,7 @@ def _print_tiny(rows):
     for r in rows:
         cells = "  ".join(f"{m} {r[m]['median_us']:+7.2f} [{r[m]['p25_us']:+.2f}, "
                           f"{r[m]['p75_us']:+.2f}]" for m in MODES[1:])
-        print(f"  {r['kind']:10s} {r['planned']:27s} {r['pass']:17s} "
+        print(f"  {r['kind']:10s} {r['planned']:28s} {r['pass']:17s} "
               f"without {r['without_us']:8.2f} us | {cells}")
 
 
