@@ -8,6 +8,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <cstddef>
 #include <tuple>
 #include <vector>
 
@@ -23,20 +24,35 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// stride, padding, dilation and groups, kept across forward and backward.
+// The arguments kept across forward and backward: stride, padding,
+// dilation, groups, whether a bias was given and a transposed convolution's
+// output padding, in one saved_data entry (each entry costs the call a
+// hashed string key and an allocated list).
 struct SavedParams {
   std::vector<int64_t> stride, padding, dilation;
-  int64_t groups;
+  int64_t groups = 1;
+  bool has_bias = false;
+  std::vector<int64_t> output_padding;  // transposed only
 
+  // [groups, has_bias, output padding's length, stride, padding, dilation, output padding]
   void save(AutogradContext* ctx) const {
-    ctx->saved_data["stride"] = stride;
-    ctx->saved_data["padding"] = padding;
-    ctx->saved_data["dilation"] = dilation;
-    ctx->saved_data["groups"] = groups;
+    std::vector<int64_t> packed{groups, int64_t{has_bias},
+                                static_cast<int64_t>(output_padding.size())};
+    for (const auto* values : {&stride, &padding, &dilation, &output_padding}) {
+      packed.insert(packed.end(), values->begin(), values->end());
+    }
+    ctx->saved_data["params"] = std::move(packed);
   }
   static SavedParams load(AutogradContext* ctx) {
-    return {ctx->saved_data["stride"].toIntVector(), ctx->saved_data["padding"].toIntVector(),
-            ctx->saved_data["dilation"].toIntVector(), ctx->saved_data["groups"].toInt()};
+    const std::vector<int64_t> packed = ctx->saved_data["params"].toIntVector();
+    const size_t padded = static_cast<size_t>(packed[2]);
+    const size_t n = (packed.size() - 3 - padded) / 3;
+    auto values = [&](size_t index, size_t count) {
+      const auto first = packed.begin() + 3 + static_cast<std::ptrdiff_t>(index * n);
+      return std::vector<int64_t>(first, first + static_cast<std::ptrdiff_t>(count));
+    };
+    return {values(0, n), values(1, n), values(2, n), packed[0], packed[1] != 0,
+            values(3, padded)};
   }
 };
 
@@ -74,7 +90,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> atens_own_backward(
     const at::Tensor& weight, const SavedParams& p, bool transposed,
     at::IntArrayRef output_padding, int64_t bias_channels) {
   // needs_input_grad counts only the tensors passed: the bias is edge 2 if present.
-  const bool has_bias = ctx->saved_data["has_bias"].toBool();
+  const bool has_bias = p.has_bias;
   const std::vector<int64_t> bias_sizes{bias_channels};
   at::AutoDispatchBelowADInplaceOrView guard;  // as aten's kernel runs
   return planned_convolution_backward(
@@ -92,8 +108,9 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
                             at::IntArrayRef dilation, int64_t groups) {
     at::AutoDispatchBelowADInplaceOrView guard;
     ctx->save_for_backward({input, weight});
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
-    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
+    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups,
+                bias.has_value() && bias->defined()}
+        .save(ctx);
     return call_convolution(input, weight, bias, stride, padding, dilation, groups);
   }
 
@@ -103,7 +120,7 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
     const auto p = SavedParams::load(ctx);
     const at::Tensor& grad = grads[0];
     // needs_input_grad counts only the tensors passed: the bias is edge 2 if present.
-    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    const bool has_bias = p.has_bias;
     const bool is_eager = eager(grad, input, weight);
     // Only read on plain tensors (a traced weight's sizes can be symbolic).
     const std::vector<int64_t> bias_sizes{is_eager ? weight.size(0) : 0};
@@ -152,9 +169,9 @@ class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunc
                             at::IntArrayRef dilation) {
     at::AutoDispatchBelowADInplaceOrView guard;
     ctx->save_for_backward({input, weight});
-    ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
-    ctx->saved_data["output_padding"] = output_padding.vec();
-    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups}.save(ctx);
+    SavedParams{stride.vec(), padding.vec(), dilation.vec(), groups,
+                bias.has_value() && bias->defined(), output_padding.vec()}
+        .save(ctx);
     return call_conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                                dilation);
   }
@@ -167,7 +184,7 @@ class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunc
     if (eager(g, input, weight) && !at::GradMode::is_enabled()) {
       auto [gi, gw, gb] =
           atens_own_backward(ctx, g, input, weight, p, /*transposed=*/true,
-                             ctx->saved_data["output_padding"].toIntVector(),
+                             p.output_padding,
                              weight.size(1) * p.groups);
       return {gi, gw, gb, {}, {}, {}, {}, {}};
     }
@@ -180,7 +197,7 @@ class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunc
       grad_weight = call_backward_weight(input, g, weight.sym_sizes(), p.stride, p.padding,
                                          p.dilation, p.groups);
     }
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) {
+    if (p.has_bias && ctx->needs_input_grad(2)) {
       grad_bias = compute_grad_bias(g);
     }
     return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}, {}};
