@@ -144,3 +144,33 @@ def test_aten_scope_compiled_with_inductor():
         torch._dynamo.reset()
         compiled_cl = torch.compile(channels_last)
         assert_all_close(gradients(compiled_cl, xc), expected)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_compiled_autograd_traces_bwdconvs_nodes(transposed):
+    """torch.compile's compiled autograd traces the backward graph through
+    bwdconv's autograd nodes (their saved arguments included), with a
+    strategy computing the planned gradient, to aten's gradients."""
+    from torch._dynamo import compiled_autograd
+
+    torch.manual_seed(0)
+    if transposed:
+        x, w = torch.randn(2, 4, 5, 5), torch.randn(4, 3, 2, 2)
+        args = ([2, 2], [0, 0], [1, 1], True, [1, 1], 1)
+        ours = lambda x, w, b: nn.functional.conv_transpose2d(x, w, b, 2, 0, 1)  # noqa: E731
+    else:
+        x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 1, 1)
+        args = ([2, 2], [0, 0], [1, 1], False, [0, 0], 1)
+        ours = lambda x, w, b: nn.functional.conv2d(x, w, b, 2)  # noqa: E731
+    b = torch.randn(w.shape[1] if transposed else w.shape[0])
+    operands = [t.requires_grad_() for t in (x, w, b)]
+    expected = torch.autograd.grad(
+        torch.ops.aten.convolution(*operands, *args).square().sum(), operands)
+    bwdconv.enable()
+    bwdconv.reset_served()
+    with bwdconv.force_strategy("swap1x1"), \
+            compiled_autograd._enable(torch.compile(backend="aot_eager")):
+        got = torch.autograd.grad(ours(*operands).square().sum(), operands)
+    assert_all_close(got, expected)
+    # A transposed convolution's forward counts as the matching input gradient.
+    assert bwdconv.served()["input"]["swap1x1"] == 1
