@@ -417,6 +417,55 @@ def test_a_fast_candidate_above_the_memory_budget_is_refused():
     assert "scatter" not in decided["times"]
 
 
+# A shape whose input gradient the CPU rules give to phase (float16
+# channels_last, docs/DESIGN.md "Kernel rules"); 8192 float16 values of dx.
+RULES_PHASE = ((1, 32, 16, 16), (64, 32, 3, 3), [2, 2], [1, 1], [1, 1], 1)
+RULES_PHASE_GRADIENT_BYTES = 32 * 16 * 16 * 2
+
+
+def test_the_rules_strategy_is_never_excluded_for_memory():
+    """Tuning never gives up the rules' plan, which runs without it, for
+    memory: a candidate within the rules' strategy's peak stays, one above it
+    and above aten's peak plus the budget goes."""
+    assert bwdconv.explain(*RULES_PHASE, dtype=torch.float16,
+                           channels_last=True).input_strategy == "phase"
+    x, w, dy = (t.to(memory_format=torch.channels_last)
+                for t in operands(RULES_PHASE, torch.float16))
+    aten, budget = 10**6, RULES_PHASE_GRADIENT_BYTES
+    _tune._state.timer = timer({"aten": 3e-3, "scatter": 1e-3, "phase": 2e-3,
+                                "phase_stacked": 2.5e-3})
+    _tune._state.peak = peaks({"aten": aten, "phase": aten + 3 * budget,
+                               "phase_stacked": aten + 2 * budget, "scatter": aten + 4 * budget})
+    with bwdconv.autotuning():
+        input_gradient(RULES_PHASE, x, w, dy)
+    _, entry = only_entry()
+    decided = entry["gradients"]["input"]
+    assert decided["choice"] == "phase", decided
+    assert set(decided["excluded"]) == {"scatter"}
+    assert "the rules' plan's" in decided["excluded"]["scatter"]
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+def test_atens_peak_is_its_own_kernels_in_either_scope(scope):
+    """The memory budget's baseline is aten's kernel, not the aten scope's
+    plan of the same call (the rules give this shape to phase and splitk)."""
+    x = torch.randn(RULES_PHASE[0], dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = torch.randn(RULES_PHASE[1], dtype=torch.float16)
+    x.requires_grad_()
+    w.requires_grad_()
+    out = torch.nn.functional.conv2d(x, w, None, 2, 1)
+    dy = torch.randn_like(out)
+    mask = [True, True, False]
+    with bwdconv.peak_memory("cpu") as own:
+        torch.ops.aten.convolution_backward(dy, x.detach(), w.detach(), None, *RULES_PHASE[2:5],
+                                            False, [0, 0], 1, mask)
+    with bwdconv.enabled(scope), bwdconv.autotuning():
+        torch.nn.functional.conv2d(x, w, None, 2, 1).backward(dy)
+    _, entry = only_entry()
+    atens = [entry["gradients"][g]["peak_bytes"]["aten"] for g in ("input", "weight")]
+    assert all(0 < peak <= own.bytes for peak in atens), (atens, own.bytes)
+
+
 def test_the_memory_budget_is_a_byte_count_or_a_factor_of_atens_peak():
     x, w, dy = operands(STRIDED)
     _tune._state.timer = timer({"aten": 2e-3, "scatter": 1e-3})

@@ -133,13 +133,14 @@ at::Tensor planned_transposed_forward(const at::Tensor& input, const at::Tensor&
 }
 
 // aten::convolution: a transposed convolution's forward is planned (and one
-// that aten computes memoised per thread, route_cache.h); every other call
-// is aten's own composite kernel, untouched.
+// that aten computes memoised per thread, route_cache.h); every other call,
+// and every call the autotuner makes (its baselines are aten's own), is
+// aten's own composite kernel, untouched.
 at::Tensor planned_convolution(const at::Tensor& input, const at::Tensor& weight,
                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                at::IntArrayRef padding, at::IntArrayRef dilation,
                                bool transposed, at::IntArrayRef output_padding, int64_t groups) {
-  if (transposed) {
+  if (transposed && !tuning_on_this_thread()) {
     const ConvParams params{stride, padding, dilation, groups};
     const CallKey key = transposed_forward_key(input, weight, bias, params, output_padding);
     const AtenCallLookup lookup(key);
@@ -313,6 +314,9 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
     return transposed ? planned_transposed_backward(a, output_mask, aten_only)
                       : planned_forward_backward(a, output_mask, aten_only);
   };
+  // The autotuner's own calls measure aten's kernel: its baselines (the
+  // memory budget's, the backward after a transposed forward).
+  if (tuning_on_this_thread()) return native_backward(a, output_mask);
   std::optional<AtenCall> aten_only;
   // A call that aten computes alone is memoised per thread (route_cache.h).
   const CallKey key = backward_key(a, output_mask);

@@ -31,7 +31,8 @@ on the call's real operands:
 Before it is timed, each verified candidate's peak memory is measured on one
 more call, its gradient included, and aten's as PyTorch's own backward takes
 it; a candidate above aten's peak plus the memory budget is excluded, however
-fast (_memory: by default the bytes of the gradient it writes).
+fast (_memory: by default the bytes of the gradient it writes), unless it
+takes no more than the strategy the rules plan, which runs without tuning.
 
 Decisions go to the persistent cache (_cache.py) and to the C++ decision
 table that plan_for consults after forcing and before the rules. Cached
@@ -524,7 +525,10 @@ def _measure(request, key, then_backward):
         peaks = _memory.peaks(calls, dy.device, injected)
         budget = _memory.memory_budget_bytes(_state.memory_budget, sizes, request["dtype"],
                                              peaks["aten"])
-        excluded.update(_memory.over_budget(peaks, budget))
+        rules = request["rules"][gradient]
+        rules_peak = max((peak for label, peak in peaks.items() if label.split("[")[0] == rules),
+                         default=0)
+        excluded.update(_memory.over_budget(peaks, budget, rules_peak))
         kept = [c for c in kept if _label(c) not in excluded]
         fns = {_label(c): functools.partial(run, c) for c in kept}
         if gradient == "input" and then_backward:
