@@ -10,7 +10,7 @@ import sys
 import torch
 
 import bwdconv
-from bwdconv import _cache, _tune, _variables, doctor
+from bwdconv import _cache, _keys, _variables, doctor
 from bwdconv._library import _C
 
 KEYS = {
@@ -71,7 +71,7 @@ def _key(device, torch_version=torch.__version__):
 
 def test_the_cache_counts_the_entries_for_this_device(tmp_path, monkeypatch):
     monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path))
-    here = _tune.device_description("cpu", -1)
+    here = _keys.device_description("cpu", -1)
     entry = {"gradients": {"input": {"choice": "aten"}}}
     _cache._write_atomically(_cache.path(), {
         _key(here): entry, _key(here, "0.0.0"): entry, _key("cpu Other CPU 3 threads"): entry})

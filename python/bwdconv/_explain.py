@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from . import _tune
+from . import _keys, _tune
 from ._args import expand, transposed_spatial_output
 from ._library import _C
 from ._memory import megabytes
@@ -192,7 +192,7 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     dilation = expand(dilation, spatial_dims, "dilation")
     # A transposed convolution's input (its dtype, layout and device) is the
     # matching convolution's grad_output; its output that convolution's input.
-    request = _tune.request_of(input, weight, stride, padding, dilation, groups,
+    request = _keys.request_of(input, weight, stride, padding, dilation, groups,
                                wants_weight=not transposed, dtype=dtype,
                                channels_last=channels_last, device=device,
                                weight_channels_last=weight_channels_last,

@@ -48,8 +48,6 @@ import datetime
 import functools
 import math
 import os
-import platform
-import re
 import statistics
 import threading
 import time
@@ -57,7 +55,7 @@ import warnings
 
 import torch
 
-from . import _cache, _memory, _overhead
+from . import _cache, _keys, _memory, _overhead
 from ._args import transposed_spatial_output
 from ._library import _C
 
@@ -141,99 +139,9 @@ def decisions():
     return _state.cache.entries()
 
 
-# ---- the key ---------------------------------------------------------------
-
-@functools.lru_cache(maxsize=None)
-def _cpu_model():
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-@functools.lru_cache(maxsize=None)
-def _gpu_description(index):
-    props = torch.cuda.get_device_properties(index)
-    if torch.version.hip:
-        arch = getattr(props, "gcnArchName", "unknown").split(":")[0]
-        return f"hip {props.name} {arch} {props.multi_processor_count} CUs"
-    return f"cuda {props.name} sm_{props.major}{props.minor} {props.multi_processor_count} SMs"
-
-
-def device_description(device, index):
-    """What about the device can change a measurement: for a GPU its name,
-    architecture and compute-unit count; for the CPU its model and the
-    number of threads torch uses."""
-    if device == "cpu":
-        return f"cpu {_cpu_model()} {torch.get_num_threads()} threads"
-    return _gpu_description(index if index >= 0 else torch.cuda.current_device())
-
-
-def _sizes(values):
-    return "x".join(map(str, values))
-
-
-def key_of(request):
-    """The cache key of a backward call: device, versions, dtype, both
-    layouts, the full geometry and the wanted gradients (the input gradient
-    marked when it is a transposed convolution's forward), readable."""
-    from . import __version__
-
-    wanted = "+".join(g for g in ("input", "weight") if request[f"wants_{g}"])
-    if request.get("transposed"):
-        wanted += " (transposed forward, its backward after it)" \
-            if _records_autograd(request) else " (transposed forward)"
-    return " | ".join([
-        device_description(request["device"], request["device_index"]),
-        f"torch {torch.__version__}",
-        f"bwdconv {__version__}",
-        request["dtype"],
-        f"input {request['layout']}",
-        f"weight {request['weight_layout'] or 'none'}",
-        f"conv input {_sizes(request['input_size'])} weight {_sizes(request['weight_size'])} "
-        f"stride {_sizes(request['stride'])} padding {_sizes(request['padding'])} "
-        f"dilation {_sizes(request['dilation'])} groups {request['groups']}",
-        f"grads {wanted}",
-    ])
-
-
-def request_of(input, weight, stride, padding, dilation, groups, wants_input=True,
-               wants_weight=True, *, dtype=None, channels_last=None, weight_channels_last=None,
-               device=None, device_index=None, transposed=False, records_autograd=False):
-    """The fields of a backward call's key, from tensors or sizes (defaults as
-    in bwdconv.explain)."""
-    from torch._prims_common import suggest_memory_format
-
-    tensor = input if isinstance(input, torch.Tensor) else None
-    sizes = [list(t.shape) if isinstance(t, torch.Tensor) else list(t) for t in (input, weight)]
-    if dtype is None:
-        dtype = tensor.dtype if tensor is not None else torch.float32
-    if channels_last is None:
-        channels_last = tensor is not None and suggest_memory_format(tensor) != torch.contiguous_format
-    if weight_channels_last is None:
-        weight_channels_last = isinstance(weight, torch.Tensor) and \
-            suggest_memory_format(weight) != torch.contiguous_format
-    if device is None:
-        on_gpu = tensor is not None and tensor.is_cuda
-        device = ("hip" if torch.version.hip else "cuda") if on_gpu else "cpu"
-    if device_index is None:
-        device_index = tensor.device.index if tensor is not None and tensor.is_cuda else -1
-    return {"device": device, "device_index": device_index,
-            "dtype": str(dtype).replace("torch.", ""),
-            "layout": "channels_last" if channels_last else "contiguous",
-            "weight_layout": None if not wants_input else
-            "channels_last" if weight_channels_last else "contiguous",
-            "input_size": sizes[0], "weight_size": sizes[1], "stride": list(stride),
-            "padding": list(padding), "dilation": list(dilation), "groups": groups,
-            "wants_input": wants_input, "wants_weight": wants_weight, "transposed": transposed,
-            "records_autograd": transposed and records_autograd}
-
-
 def decision_for(request):
     """The cache entry of a call (request_of), or None."""
-    return _state.cache.get(key_of(request))
+    return _state.cache.get(_keys.key_of(request))
 
 
 # ---- the hook plan_for calls -----------------------------------------------
@@ -270,16 +178,6 @@ def _why_not_now(request):
 
 # The environment variables that locate the cache file (_cache.directory()).
 _CACHE_LOCATION = ("BWDCONV_CACHE_DIR", "HOME")
-_KEY_SIZES = re.compile(r" \| conv input ([0-9x]+) weight ([0-9x]+) ")
-
-
-def _sizes_in_key(key):
-    """(input sizes, weight sizes) of a key_of key, or None for a key of
-    another form."""
-    found = _KEY_SIZES.search(key)
-    if not found:
-        return None
-    return tuple([int(v) for v in sizes.split("x")] for sizes in found.groups())
 
 
 def _publish_shortcut():
@@ -291,7 +189,7 @@ def _publish_shortcut():
     with _state.lock:
         if (_state.autotune and _state.spent < BUDGET_SECONDS) or _C.has_hook_shortcut():
             return
-        sizes = [_sizes_in_key(key) for key in _state.cache.entries()]
+        sizes = [_keys.sizes_in_key(key) for key in _state.cache.entries()]
         if None not in sizes:  # a key of another form: the hook stays asked
             _C.set_hook_shortcut(sizes, [(n, os.environ.get(n)) for n in _CACHE_LOCATION])
 
@@ -299,7 +197,7 @@ def _publish_shortcut():
 def _hook(request):
     if request["device"] != "cpu" and not torch.cuda.is_available():
         return "rules"  # explain() of a GPU shape on a machine without one
-    key = key_of(request)
+    key = _keys.key_of(request)
     entry = _state.cache.get(key)
     if entry is not None:
         return _answer(entry)
@@ -311,7 +209,7 @@ def _hook(request):
     if _state.progress is not None:
         _state.progress(key)
     started = time.perf_counter()
-    then_backward = _records_autograd(request)
+    then_backward = _keys.recorded_forward(request)
     try:
         with torch.no_grad():  # the candidates' own calls record nothing
             entry = _measure(request, key, then_backward)
@@ -465,14 +363,6 @@ def _aten_transposed_forward(input, weight, output_size, stride, padding, dilati
     output_padding = _output_padding(input, weight, output_size, stride, padding, dilation)
     return torch.ops.aten.convolution(input, weight, None, stride, padding, dilation, True,
                                       output_padding, groups)
-
-
-def _records_autograd(request):
-    """Whether the call is a transposed convolution's forward that autograd
-    records, so that its backward follows in the same step (csrc/ops/
-    decisions.h, BackwardCall::records_autograd)."""
-    return bool(request.get("transposed") and request["wants_input"]
-                and request.get("records_autograd"))
 
 
 def _then_backward(forward, request, args, grad):

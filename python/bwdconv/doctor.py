@@ -20,7 +20,7 @@ import torch
 
 import bwdconv
 
-from . import _cache, _tune, _variables, _version
+from . import _cache, _keys, _tune, _variables, _version
 from ._library import _C
 
 BUILD_RECORD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_build.json")
@@ -64,15 +64,15 @@ def build(record):
 def device():
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
         if torch.cuda.is_available() else []
-    return {"cpu": _tune._cpu_model(), "threads": torch.get_num_threads(), "gpus": gpus}
+    return {"cpu": _keys._cpu_model(), "threads": torch.get_num_threads(), "gpus": gpus}
 
 
 def device_prefixes():
     """The key prefixes of the decisions measured on this machine's devices."""
-    names = [_tune.device_description("cpu", -1)]
+    names = [_keys.device_description("cpu", -1)]
     if torch.cuda.is_available():
         kind = "hip" if torch.version.hip else "cuda"
-        names += [_tune.device_description(kind, i) for i in range(torch.cuda.device_count())]
+        names += [_keys.device_description(kind, i) for i in range(torch.cuda.device_count())]
     return [name + " | " for name in names]
 
 

@@ -6,7 +6,7 @@ import statistics
 import torch
 
 import bwdconv
-from bwdconv import _memory, _overhead, _tune
+from bwdconv import _keys, _memory, _overhead, _tune
 
 from . import device as dev
 from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, DIRECTION_NAMES, FORWARD
@@ -157,9 +157,9 @@ def tuned_choice(direction, x, w, args, case=None, dy=None):
             measured = plan.get("measurement")
             entry = measured if plan["input"]["measured"] else None
         else:  # the matching weight gradient: input dy, grad_output x
-            entry = _tune.decision_for(_tune.request_of(dy, w, *args, wants_input=False))
+            entry = _tune.decision_for(_keys.request_of(dy, w, *args, wants_input=False))
     else:
-        entry = _tune.decision_for(_tune.request_of(
+        entry = _tune.decision_for(_keys.request_of(
             x, w, *args, wants_input=direction == BACKWARD_DATA,
             wants_weight=direction == BACKWARD_WEIGHT))
     if entry is None:
