@@ -310,13 +310,13 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
                                        std::array<bool, 3> output_mask) {
   const BackwardArguments a{grad_output, input,     weight,         bias_sizes, stride,
                             padding,     dilation,  transposed,     output_padding, groups};
+  // The autotuner's own calls measure aten's kernel: its baselines (the
+  // memory budget's, the backward after a transposed forward).
+  if (tuning_on_this_thread()) return native_backward(a, output_mask);
   const auto planned = [&](std::optional<AtenCall>& aten_only) {
     return transposed ? planned_transposed_backward(a, output_mask, aten_only)
                       : planned_forward_backward(a, output_mask, aten_only);
   };
-  // The autotuner's own calls measure aten's kernel: its baselines (the
-  // memory budget's, the backward after a transposed forward).
-  if (tuning_on_this_thread()) return native_backward(a, output_mask);
   std::optional<AtenCall> aten_only;
   // A call that aten computes alone is memoised per thread (route_cache.h).
   const CallKey key = backward_key(a, output_mask);

@@ -46,7 +46,7 @@ struct DecisionTable {
   // decisions' sizes; nothing: the hook is asked for every unseen key.
   struct Shortcut {
     std::unordered_set<uint64_t> cached;
-    std::vector<std::pair<std::string, std::optional<std::string>>> environment;
+    HookShortcut::Environment environment;
   };
   std::optional<Shortcut> shortcut;
 };
@@ -76,8 +76,7 @@ uint64_t sizes_digest(c10::IntArrayRef input, c10::IntArrayRef weight) {
   return key.first();
 }
 
-bool environment_unchanged(
-    const std::vector<std::pair<std::string, std::optional<std::string>>>& environment) {
+bool environment_unchanged(const HookShortcut::Environment& environment) {
   for (const auto& [name, value] : environment) {
     const char* now = std::getenv(name.c_str());
     if (now ? value != std::string(now) : value.has_value()) return false;

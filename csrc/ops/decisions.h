@@ -98,8 +98,10 @@ struct HookAnswer {
 // when it was read (nothing: unset); once one reads otherwise, or
 // forget_decisions runs, the hook is asked again.
 struct HookShortcut {
+  // (name, value or nothing when unset) of each variable.
+  using Environment = std::vector<std::pair<std::string, std::optional<std::string>>>;
   std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cached_sizes;
-  std::vector<std::pair<std::string, std::optional<std::string>>> environment;
+  Environment environment;
 };
 void set_hook_shortcut(HookShortcut shortcut);
 bool has_hook_shortcut();

@@ -127,7 +127,7 @@ HookAnswer call_python_hook(const ConvGeometry& g, const BackwardCall& call, con
 
 void publish_hook_shortcut(
     std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cached_sizes,
-    std::vector<std::pair<std::string, std::optional<std::string>>> environment) {
+    HookShortcut::Environment environment) {
   set_hook_shortcut({std::move(cached_sizes), std::move(environment)});
 }
 
