@@ -89,7 +89,15 @@ std::optional<std::string> find_parameter_error(const ConvGeometry& g) {
   return std::nullopt;
 }
 
+bool channels_consistent(const ConvGeometry& g) {
+  return g.groups > 0 && g.out_channels > 0 && g.in_channels % g.groups == 0 &&
+         g.out_channels % g.groups == 0 && g.filter_in_channels * g.groups == g.in_channels;
+}
+
+// The message is built only for an inconsistent geometry: the planner checks
+// every new shape.
 std::optional<std::string> find_channel_error(const ConvGeometry& g) {
+  if (channels_consistent(g)) return std::nullopt;
   std::ostringstream out;
   if (g.groups <= 0) {
     out << "non-positive groups is not supported: groups=" << g.groups;
@@ -101,12 +109,10 @@ std::optional<std::string> find_channel_error(const ConvGeometry& g) {
   } else if (g.out_channels % g.groups != 0) {
     out << "groups=" << g.groups << " does not divide the " << g.out_channels
         << " output channels of the weight";
-  } else if (g.filter_in_channels * g.groups != g.in_channels) {
+  } else {
     out << "weight with " << g.filter_in_channels << " input channels per group and groups="
         << g.groups << " expects an input with " << g.filter_in_channels * g.groups
         << " channels, but the input has " << g.in_channels << " channels";
-  } else {
-    return std::nullopt;
   }
   return out.str();
 }

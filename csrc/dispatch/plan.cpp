@@ -187,23 +187,28 @@ GradientPlan plan_gradient(Gradient gradient, const ConvGeometry& g,
                                " cannot serve it: " + *forced_refusal + "; planned: " + reason
                          : reason;
   }
+  plan.candidates.reserve(kStrategyCount);
   for (Strategy strategy : all_strategies()) {
     Candidate c;
     c.strategy = strategy;
     if (auto why_not = refusal(strategy, gradient, g, phases)) {
-      c.reason = *why_not;
+      c.refusal = std::move(*why_not);
     } else {
       c.serves = true;
-      c.reason = strategy == plan.strategy
-                     ? "chosen: " + plan.reason
-                     : std::string("ranked below ") + strategy_name(plan.strategy);
     }
-    plan.candidates.push_back(c);
+    plan.candidates.push_back(std::move(c));
   }
   return plan;
 }
 
 }  // namespace
+
+std::string candidate_reason(const GradientPlan& plan, const Candidate& candidate) {
+  if (!candidate.serves) return candidate.refusal;
+  if (candidate.strategy == plan.strategy) return "chosen: " + plan.reason;
+  return std::string(plan.measured ? "measured: ranked below " : "ranked below ") +
+         strategy_name(plan.strategy);
+}
 
 Plan make_plan(const ConvGeometry& geometry, std::optional<Strategy> forced,
                std::optional<Swap1x1Writer> forced_writer, bool strict) {

@@ -21,8 +21,8 @@ namespace bwdconv {
 
 struct Candidate {
   Strategy strategy = Strategy::aten;
-  bool serves = false;  // false: refused, and `reason` says why
-  std::string reason;   // refused, chosen, or ranked lower: why
+  bool serves = false;
+  std::string refusal;  // when it does not serve: why
 };
 
 struct GradientPlan {
@@ -31,6 +31,11 @@ struct GradientPlan {
   std::vector<Candidate> candidates;  // every strategy, chosen one included
   bool measured = false;              // chosen by a measurement on this device, not a rule
 };
+
+// Why `candidate` was refused, chosen, or ranked below the plan's strategy
+// (by a rule or a measurement). Written when asked (explain), not when
+// planning: the planner plans every new shape a call brings.
+std::string candidate_reason(const GradientPlan& plan, const Candidate& candidate);
 
 struct Plan {
   ConvGeometry geometry;

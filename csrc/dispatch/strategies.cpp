@@ -12,12 +12,6 @@ const char* gradient_name(Gradient gradient) {
   return gradient == Gradient::input ? "input" : "weight";
 }
 
-std::vector<Strategy> all_strategies() {
-  std::vector<Strategy> strategies;
-  for (const StrategyEntry& e : kStrategies) strategies.push_back(e.strategy);
-  return strategies;
-}
-
 std::optional<Strategy> parse_strategy(const std::string& name) {
   for (const StrategyEntry& e : kStrategies) {
     if (name == e.name) return e.strategy;
@@ -36,8 +30,8 @@ std::string known_strategy_names() {
 std::optional<std::string> refusal(Strategy strategy, Gradient gradient, const ConvGeometry& g,
                                    const std::vector<Phase>& phases) {
   if (!computes(strategy, gradient)) {
-    const Gradient other = gradient == Gradient::input ? Gradient::weight : Gradient::input;
-    return std::string("computes the ") + gradient_name(other) + " gradient only";
+    return gradient == Gradient::input ? "computes the weight gradient only"
+                                       : "computes the input gradient only";
   }
   return entry(strategy).refusal(g, phases);
 }

@@ -104,7 +104,12 @@ const char* gradient_name(Gradient gradient);
 std::optional<Strategy> parse_strategy(const std::string& name);
 // "aten, swap1x1, ...": for error messages.
 std::string known_strategy_names();
-std::vector<Strategy> all_strategies();
+// Every strategy, in registry order.
+constexpr std::array<Strategy, kStrategyCount> all_strategies() {
+  std::array<Strategy, kStrategyCount> strategies{};
+  for (size_t i = 0; i < kStrategyCount; ++i) strategies[i] = kStrategies[i].strategy;
+  return strategies;
+}
 
 // Why `strategy` cannot compute `gradient` of the geometry, or nothing when it can.
 std::optional<std::string> refusal(Strategy strategy, Gradient gradient,

@@ -103,12 +103,6 @@ bool apply(Plan& plan, Gradient gradient, const GradientDecision& decision) {
   chosen.strategy = decision.strategy;
   chosen.reason = decision.reason;
   chosen.measured = true;
-  for (Candidate& c : chosen.candidates) {
-    if (!c.serves) continue;
-    c.reason = c.strategy == decision.strategy
-                   ? "chosen: " + decision.reason
-                   : std::string("measured: ranked below ") + strategy_name(decision.strategy);
-  }
   return true;
 }
 

@@ -132,7 +132,7 @@ pybind11::dict gradient_dict(const GradientPlan& plan) {
     pybind11::dict candidate;
     candidate["strategy"] = strategy_name(c.strategy);
     candidate["serves"] = c.serves;
-    candidate["reason"] = c.reason;
+    candidate["reason"] = candidate_reason(plan, c);
     candidates.append(candidate);
   }
   entry["candidates"] = candidates;

@@ -60,7 +60,7 @@ TEST(Plan, EveryStrategyIsAccountedForWithAReason) {
     ASSERT_EQ(gp.candidates.size(), kStrategyCount);
     int chosen = 0;
     for (const Candidate& c : gp.candidates) {
-      EXPECT_FALSE(c.reason.empty()) << strategy_name(c.strategy);
+      EXPECT_FALSE(candidate_reason(gp, c).empty()) << strategy_name(c.strategy);
       if (c.strategy == gp.strategy) {
         EXPECT_TRUE(c.serves);
         ++chosen;
@@ -68,6 +68,20 @@ TEST(Plan, EveryStrategyIsAccountedForWithAReason) {
     }
     EXPECT_EQ(chosen, 1);
   }
+}
+
+TEST(Plan, CandidatesSayWhetherTheyWereRefusedChosenOrRankedBelowTheChoice) {
+  GradientPlan plan = make_plan(conv(2, 8, 1, 2, 0)).weight;
+  plan.strategy = Strategy::splitk;
+  plan.reason = "the reason";
+  const auto reason_of = [&](Strategy strategy) {
+    return candidate_reason(plan, plan.candidates[static_cast<size_t>(strategy)]);
+  };
+  EXPECT_EQ(reason_of(Strategy::splitk), "chosen: the reason");
+  EXPECT_EQ(reason_of(Strategy::aten), "ranked below splitk");
+  EXPECT_EQ(reason_of(Strategy::phase), "computes the input gradient only");
+  plan.measured = true;
+  EXPECT_EQ(reason_of(Strategy::aten), "measured: ranked below splitk");
 }
 
 // GPUs get aten by rule (the seeds' choices won and lost on the same kind of
