@@ -6,10 +6,10 @@
 #include <atomic>
 #include <cstdint>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 #include "ops/aten.h"
@@ -110,13 +110,20 @@ std::vector<int64_t> plan_key(const ConvGeometry& g, const Forcing& forcing,
   return key;
 }
 
+size_t PlanKeyHash::operator()(const std::vector<int64_t>& key) const {
+  // FNV-1a over the fields: a collision only costs an equality check.
+  uint64_t hash = 14695981039346656037ull;
+  for (int64_t field : key) hash = (hash ^ static_cast<uint64_t>(field)) * 1099511628211ull;
+  return static_cast<size_t>(hash);
+}
+
 namespace {
 
 // Plans are pure functions of their key: made once per shape, then shared.
 struct PlanCache {
   static constexpr size_t kCapacity = 4096;
   std::mutex mutex;
-  std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> plans;
+  std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Plan>, PlanKeyHash> plans;
 };
 
 PlanCache& plan_cache() {

@@ -75,6 +75,11 @@ Forcing current_forcing();
 std::vector<int64_t> plan_key(const ConvGeometry& geometry, const Forcing& forcing,
                               size_t extra_capacity = 0);
 
+// A hash of such a key, for the tables that a new shape adds to.
+struct PlanKeyHash {
+  size_t operator()(const std::vector<int64_t>& key) const;
+};
+
 // plan_for under the given forcing instead of the current one.
 std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,
                                      const BackwardCall* call = nullptr);

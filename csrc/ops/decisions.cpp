@@ -5,9 +5,9 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <map>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -40,7 +40,7 @@ struct DecisionTable {
   };
   static constexpr size_t kCapacity = 4096;
   std::mutex mutex;
-  std::map<std::vector<int64_t>, Entry> plans;
+  std::unordered_map<std::vector<int64_t>, Entry, PlanKeyHash> plans;
   TuningHook hook;
   // The published shortcut (set_hook_shortcut): the digests of the cached
   // decisions' sizes; nothing: the hook is asked for every unseen key.
