@@ -1,5 +1,6 @@
 """The benchmark harness: MIOpenDriver parser, suites, and a tiny run end to end."""
 
+import contextlib
 import io
 import json
 import pathlib
@@ -502,6 +503,29 @@ def test_overhead_cases_call_what_each_mode_enabled(kind):
             with bwdconv.force_strategy(forced), overhead.mode(name):
                 fn()
             assert sum(bwdconv.served()["input"].values()) == served, (fn, name)
+
+
+def test_the_null_comparison_switches_as_a_mode_does_and_runs_without_bwdconv(monkeypatch):
+    from bwdconv.bench import overhead
+
+    entered = []
+    real_enabled = bwdconv.enabled
+
+    @contextlib.contextmanager
+    def recording(scope="functional"):
+        entered.append(scope)
+        with real_enabled(scope):
+            yield
+
+    monkeypatch.setattr(bwdconv, "enabled", recording)
+    original = torch.nn.functional.conv2d
+    with overhead.mode(overhead.NULL):
+        assert torch.nn.functional.conv2d is original
+        assert not bwdconv.is_enabled()
+    assert entered == ["functional"]
+    with overhead.mode("without"):
+        pass
+    assert entered == ["functional"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")

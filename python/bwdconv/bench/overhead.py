@@ -21,8 +21,9 @@ The training steps (ResNet-18 and MobileNetV2 from torchvision, batch 2,
 step by step, each timed step after an untimed one in its mode; the ratio
 is median(without) / median(mode): above 1 is faster, with a 90% bootstrap
 interval over the rounds. A fourth column, "null", times the steps without
-bwdconv again as if it were a mode: how far from 1 a ratio of identical code
-reads on this machine.
+bwdconv again as if it were a mode, switching into and out of the functional
+scope before its untimed step as a mode switches: how far from 1 a ratio of
+identical code reads on this machine, the switch's after-effects included.
 
 With --fixed-heap, glibc's malloc thresholds are fixed first, so that a
 warm step takes no page faults (bench.device.fix_heap_thresholds): on a
@@ -54,15 +55,23 @@ from . import device as dev
 from . import ratios
 
 MODES = ("without", "functional", "aten")
-# The steps' null comparison: "without" timed again as if it were a mode, so
-# that its ratio (ideally 1) shows what the comparison resolves.
+# The steps' null comparison: "without" timed again as if it were a mode,
+# switch included, so that its ratio (ideally 1) shows what the comparison
+# resolves.
 NULL = "null"
 STEP_MODES = MODES + (NULL,)
 
 
 @contextlib.contextmanager
 def mode(name):
-    """bwdconv as `name` says, for the body of a `with` block."""
+    """bwdconv as `name` says, for the body of a `with` block. The null
+    comparison first enters and leaves the functional scope, as the switch
+    to a mode does, then runs the body without bwdconv: whatever the switch
+    itself leaves behind (the heap, the caches) weighs on it as on the
+    modes."""
+    if name == NULL:
+        with bwdconv.enabled("functional"):
+            pass
     if name in ("without", NULL):
         yield
         return
