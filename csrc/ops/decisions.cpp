@@ -79,7 +79,7 @@ uint64_t sizes_digest(c10::IntArrayRef input, c10::IntArrayRef weight) {
 bool environment_unchanged(const HookShortcut::Environment& environment) {
   for (const auto& [name, value] : environment) {
     const char* now = std::getenv(name.c_str());
-    if (now ? value != std::string(now) : value.has_value()) return false;
+    if (now ? !value || value->compare(now) != 0 : value.has_value()) return false;
   }
   return true;
 }
