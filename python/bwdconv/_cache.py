@@ -30,6 +30,10 @@ VERSION = 1
 FILE_NAME = f"decisions-v{VERSION}.json"
 
 
+# The environment variables that directory() reads (expanduser reads HOME).
+LOCATION_VARIABLES = ("BWDCONV_CACHE_DIR", "HOME")
+
+
 def directory():
     """$BWDCONV_CACHE_DIR, or ~/.cache/bwdconv."""
     return os.environ.get("BWDCONV_CACHE_DIR") or os.path.join(

@@ -176,10 +176,6 @@ def _why_not_now(request):
     return None
 
 
-# The environment variables that locate the cache file (_cache.directory()).
-_CACHE_LOCATION = ("BWDCONV_CACHE_DIR", "HOME")
-
-
 def _publish_shortcut():
     """While nothing is tuned, what the hook answers for a key the cache
     lacks is known: the rules. The C++ lookup is given the sizes of the
@@ -191,7 +187,8 @@ def _publish_shortcut():
             return
         sizes = [_keys.sizes_in_key(key) for key in _state.cache.entries()]
         if None not in sizes:  # a key of another form: the hook stays asked
-            _C.set_hook_shortcut(sizes, [(n, os.environ.get(n)) for n in _CACHE_LOCATION])
+            location = [(n, os.environ.get(n)) for n in _cache.LOCATION_VARIABLES]
+            _C.set_hook_shortcut(sizes, location)
 
 
 def _hook(request):
