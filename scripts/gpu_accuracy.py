@@ -1,0 +1,115 @@
+"""The GPU check's accuracy rule (scripts/gpu_small_cases.py,
+scripts/gpu_random_cases.py), against a float64 reference computed from the
+same rounded operands:
+
+    error(bwdconv) <= max(FACTOR * error(aten), propagation bound)
+                      + one rounding of the result's dtype at the largest value
+
+- error(x) is the largest absolute difference from the float64 reference;
+  error(aten) is aten's own error in the same dtype, under the same TF32
+  flags (the call bwdconv replaces).
+- The propagation bound is what any correct summation order may lose: each of
+  the K products accumulated in the accumulator's precision (float64 for
+  float64, float32 for every other dtype), gamma_K = K u / (1 - K u), times the
+  float64 result of the same computation on the operands' absolute values.
+  Where TF32 is on (a float32 call on a GPU with
+  torch.backends.cudnn.allow_tf32 or a float32 matmul precision below
+  "highest"), each operand may also be rounded to TF32 first: 2 * 2^-11 more
+  per product (the TF32 bound).
+- The one rounding covers a result written once more in its own dtype
+  (a transposed forward's bias added after the strategy's result).
+
+So a float32 result is never held to aten's TF32 result with a fixed
+tolerance: both are measured against float64, and with TF32 off neither side
+may carry TF32's error."""
+
+import torch
+
+FACTOR = 2
+
+# Unit roundoff of each dtype (half a unit in the last place, relative).
+UNIT_ROUNDOFF = {
+    torch.float64: 2.0**-53,
+    torch.float32: 2.0**-24,
+    torch.bfloat16: 2.0**-8,
+    torch.float16: 2.0**-11,
+}
+TF32_ROUNDOFF = 2.0**-11
+BF16_ROUNDOFF = 2.0**-8
+# float32 matmul precisions (torch.set_float32_matmul_precision) and how
+# much each may round a float32 operand.
+MATMUL_ROUNDOFF = {"highest": 0.0, "high": TF32_ROUNDOFF, "medium": BF16_ROUNDOFF}
+
+
+def accumulation_roundoff(dtype):
+    """The unit roundoff of the precision products are summed in: float64's
+    for float64, float32's for float32, bfloat16 and float16 (as aten does)."""
+    return UNIT_ROUNDOFF[torch.float64] if dtype == torch.float64 else UNIT_ROUNDOFF[torch.float32]
+
+
+def operand_roundoff(dtype, device, cudnn_tf32=None, matmul_precision=None):
+    """How much a float32 operand may be rounded before its product on
+    `device` under the flags in effect (or those given): 2^-11 where TF32 is
+    on, 0 for full precision, and for every other dtype."""
+    if dtype != torch.float32 or torch.device(device).type != "cuda":
+        return 0.0
+    if cudnn_tf32 is None:
+        cudnn_tf32 = torch.backends.cudnn.allow_tf32
+    if matmul_precision is None:
+        matmul_precision = torch.get_float32_matmul_precision()
+    return max(TF32_ROUNDOFF if cudnn_tf32 else 0.0, MATMUL_ROUNDOFF.get(matmul_precision, 0.0))
+
+
+def propagation_bound(dtype, terms, magnitude, rounding=0.0):
+    """What a correct computation of a sum of `terms` products may lose, with
+    `magnitude` the largest float64 sum of the products' absolute values and
+    `rounding` the operands' own rounding (TF32)."""
+    ku = terms * accumulation_roundoff(dtype)
+    gamma = ku / (1 - ku) if ku < 0.5 else float("inf")
+    return (2 * rounding + gamma) * magnitude
+
+
+def bound(dtype, aten_error, terms, magnitude, reference_max, rounding=0.0):
+    """The largest error bwdconv's result may have against float64 (see the
+    module docstring)."""
+    return (max(FACTOR * aten_error, propagation_bound(dtype, terms, magnitude, rounding))
+            + UNIT_ROUNDOFF[dtype] * reference_max)
+
+
+def max_error(value, reference):
+    """The largest absolute difference, as a float64 tensor on the device
+    (NaN where either holds NaN, so that no bound holds it)."""
+    difference = (value.detach().to(torch.float64) - reference.to(torch.float64)).abs()
+    if difference.numel() == 0:
+        return torch.zeros((), dtype=torch.float64, device=difference.device)
+    nan = difference.isnan().any()
+    return torch.where(nan, torch.full_like(difference.max(), float("nan")), difference.max())
+
+
+def largest(t):
+    if t.numel() == 0:
+        return torch.zeros((), dtype=torch.float64, device=t.device)
+    return t.detach().to(torch.float64).abs().max()
+
+
+def errors(values, references):
+    """[max_error(v, r) for each pair] as Python floats, in one synchronisation."""
+    if not values:
+        return []
+    return torch.stack([max_error(v, r).to(references[0].device)
+                        for v, r in zip(values, references)]).tolist()
+
+
+def bounds(dtype, atens, references, magnitudes, terms, rounding=0.0):
+    """[(aten's error, the bound)] for each result: what one call's results
+    are held to, whatever computes them (one synchronisation)."""
+    if not atens:
+        return []
+    figures = torch.stack([torch.stack([max_error(a, r), largest(r), largest(m).to(r.device)])
+                           for a, r, m in zip(atens, references, magnitudes)]).tolist()
+    return [(aten_error, bound(dtype, aten_error, k, magnitude, reference_max, rounding))
+            for (aten_error, reference_max, magnitude), k in zip(figures, terms)]
+
+
+def within(error, limit):
+    return error <= limit  # False for NaN

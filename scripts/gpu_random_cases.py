@@ -1,0 +1,534 @@
+"""Random convolutions and transposed convolutions through bwdconv, against
+float64: the GPU check's randomized step (scripts/gpu_check.sh, step
+`random`), and on the CPU the same cases through the kernels' host target.
+
+Every group of cases is one random call: a convolution or a transposed
+convolution (1-3 spatial dims, groups, dilation, output_padding, bias), one
+dtype (float64, float32, bfloat16, float16) and one layout (NCHW or
+channels_last), the groups cycling through every kind x dtype x layout. Its
+float64 reference comes from aten on the same rounded operands; aten's own
+result in the dtype, under the same TF32 flags, sets the bound
+(scripts/gpu_accuracy.py). The group then runs once per scope (functional:
+F.conv*d / F.conv_transpose*d replaced; aten: aten::convolution_backward
+and the transposed aten::convolution planned) and per forcing (the rules,
+each strategy forced, swap1x1 with each writer): each run is one case, and
+its output (transposed) and gradients dx, dw and db are each held to the
+bound. float32 groups on a GPU also cycle the TF32 flags: PyTorch's
+defaults, all off, all on.
+
+The shapes are small and include the geometry where the kernels were found
+wrong (issue 40): stride-1 dims whose padding is at or past the kernel's
+extent, transposed convolutions that crop their output, dilation beside
+stride 1; the cases issue 40 lists run first.
+
+    python scripts/gpu_random_cases.py --cases 10000 --seconds 80          # on a GPU
+    BWDCONV_CPU_KERNELS=host python scripts/gpu_random_cases.py --device cpu --cases 200
+
+Stops at --cases or after --seconds; exits 1 on any mismatch (each printed
+with its case and the command that reruns its group), when fewer than
+--min-cases ran, or (--require-served) when a forced strategy served
+nothing. --json and --report write the counts: cases, mismatches, the
+geometry classes, and what each forcing's cases were served by."""
+
+import argparse
+import collections
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_accuracy as accuracy  # noqa: E402
+
+DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
+LAYOUTS = ("nchw", "channels_last")
+KINDS = ("conv", "transposed")
+SCOPES = ("functional", "aten")
+TF32_MODES = ("default", "off", "on")
+DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.bfloat16: "bfloat16",
+               torch.float16: "float16"}
+DTYPE_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
+
+
+class Geometry(collections.namedtuple(
+        "Geometry", "kind x_size w_size stride padding output_padding dilation groups")):
+    """One call: a convolution (weight O x C/g x k) or a transposed
+    convolution (weight C x O/g x k) of an input N x C x spatial."""
+
+    @property
+    def dims(self):
+        return len(self.stride)
+
+    @property
+    def extents(self):
+        return [d * (k - 1) + 1 for d, k in zip(self.dilation, self.w_size[2:])]
+
+    def output_spatial(self):
+        size = self.x_size[2:]
+        if self.kind == "conv":
+            return [(i + 2 * p - e) // s + 1 for i, p, e, s in
+                    zip(size, self.padding, self.extents, self.stride)]
+        return [(i - 1) * s - 2 * p + e + op for i, s, p, e, op in
+                zip(size, self.stride, self.padding, self.extents, self.output_padding)]
+
+    def output_channels(self):
+        return self.w_size[0] if self.kind == "conv" else self.w_size[1] * self.groups
+
+    def output_size(self):
+        return (self.x_size[0], self.output_channels(), *self.output_spatial())
+
+    def valid(self):
+        c = self.x_size[1]
+        if c % self.groups or self.output_channels() % self.groups:
+            return False
+        if self.kind == "conv" and self.w_size[1] * self.groups != c:
+            return False
+        if self.kind == "transposed":
+            if self.w_size[0] != c:
+                return False
+            if any(op >= max(s, d) for op, s, d in
+                   zip(self.output_padding, self.stride, self.dilation)):
+                return False
+        return all(o >= 1 for o in self.output_spatial()) and all(i >= 1 for i in self.x_size)
+
+    def classes(self):
+        """The geometry classes of issue 40 this call is in."""
+        found = set()
+        strided = any(s > 1 for s in self.stride)
+        for s, p, e, d in zip(self.stride, self.padding, self.extents, self.dilation):
+            if s == 1 and p >= e:
+                found.add("stride-1 dim, padding at or past the kernel's extent")
+            if s == 1 and d > 1 and strided:
+                found.add("dilation beside stride 1")
+        if self.kind == "transposed" and any(p > 0 for p in self.padding):
+            found.add("transposed, output cropped")
+        return found
+
+    def terms(self):
+        """How many products each result sums (the accuracy rule's K):
+        output, dx, dw, db."""
+        n, k = self.x_size[0], math.prod(self.w_size[2:])
+        out, c, o = math.prod(self.output_spatial()), self.x_size[1], self.output_channels()
+        g = self.groups
+        if self.kind == "conv":
+            return {"out": c // g * k + 1, "dx": o // g * k, "dw": n * out, "db": n * out}
+        return {"out": c // g * k + 1, "dx": o // g * k, "dw": n * math.prod(self.x_size[2:]),
+                "db": n * out}
+
+    def function(self):
+        return f"conv{self.dims}d" if self.kind == "conv" else f"conv_transpose{self.dims}d"
+
+    def keywords(self):
+        if self.kind == "conv":
+            return dict(stride=self.stride, padding=self.padding, dilation=self.dilation,
+                        groups=self.groups)
+        return dict(stride=self.stride, padding=self.padding,
+                    output_padding=self.output_padding, groups=self.groups,
+                    dilation=self.dilation)
+
+    def __str__(self):
+        def x(v):
+            return "x".join(map(str, v))
+        n, c, *size = self.x_size
+        text = (f"{self.function()} N{n} C{c}->{self.output_channels()} in {x(size)} "
+                f"k{x(self.w_size[2:])} s{x(self.stride)} p{x(self.padding)}")
+        if any(self.output_padding):
+            text += f" op{x(self.output_padding)}"
+        if any(d > 1 for d in self.dilation):
+            text += f" d{x(self.dilation)}"
+        if self.groups > 1:
+            text += f" g{self.groups}"
+        return text
+
+
+def conv(x, w, s, p, d=None, g=1):
+    dims = len(s)
+    return Geometry("conv", tuple(x), tuple(w), list(s), list(p), [0] * dims,
+                    list(d or [1] * dims), g)
+
+
+def transposed(x, w, s, p, op=None, d=None, g=1):
+    dims = len(s)
+    return Geometry("transposed", tuple(x), tuple(w), list(s), list(p),
+                    list(op or [0] * dims), list(d or [1] * dims), g)
+
+
+# Issue 40's wrong results (H200, and 7 of them on the host target), each
+# with its dtype, NCHW, then the host-mode float16 case.
+KNOWN_CASES = [
+    (conv((2, 19, 23, 2), (6, 19, 4, 4), [2, 1], [0, 1]), torch.float32),
+    (transposed((6, 72, 1, 12, 6), (72, 17, 7, 5, 1), [2, 2, 1], [2, 2, 2], g=4), torch.bfloat16),
+    (transposed((2, 44, 14, 12), (44, 1, 1, 1), [2, 1], [0, 3], d=[2, 1], g=4), torch.bfloat16),
+    (transposed((5, 9, 27, 2), (9, 12, 7, 4), [2, 1], [2, 1]), torch.float16),
+    (conv((5, 19, 31, 2), (22, 19, 1, 4), [2, 1], [0, 3], d=[1, 2]), torch.float16),
+    (conv((3, 24, 12, 6, 6), (2, 12, 3, 3, 5), [4, 2, 1], [2, 1, 3], d=[2, 1, 1], g=2),
+     torch.bfloat16),
+    (conv((3, 1, 33, 2), (16, 1, 2, 5), [2, 1], [1, 3], d=[2, 1]), torch.float32),
+    (transposed((4, 5, 39, 7), (5, 14, 7, 1), [2, 1], [2, 2], d=[1, 2]), torch.float32),
+    (conv((1, 30, 15, 3), (20, 15, 3, 1), [2, 1], [1, 3], g=2), torch.float32),
+    (transposed((2, 9, 9, 10, 4), (9, 21, 3, 7, 1), [4, 2, 1], [0, 0, 1], d=[1, 1, 2]),
+     torch.bfloat16),
+    (transposed((6, 1, 35, 8), (1, 11, 7, 1), [2, 1], [3, 1]), torch.float16),
+    (conv((2, 1, 13, 4), (3, 1, 1, 1), [2, 1], [0, 2]), torch.float16),
+]
+
+
+def draw(rng, kind, min_dims=1):
+    """A valid random call of `kind`, small enough to run thousands of."""
+    while True:
+        geometry = _draw_once(rng, kind, min_dims)
+        if geometry.valid():
+            return geometry
+
+
+def _draw_once(rng, kind, min_dims):
+    dims = rng.choice([d for d in (1, 2, 2, 3) if d >= min_dims])
+    groups = rng.choice([1, 1, 1, 2, 3, 4])
+    stride = [rng.choice([1, 1, 2, 2, 3, 4]) for _ in range(dims)]
+    if all(s == 1 for s in stride) and rng.random() < 0.85:  # the strategies' domain
+        stride[rng.randrange(dims)] = rng.choice([2, 3, 4])
+    # Issue 40's class: a stride-1 dim whose padding reaches the kernel's extent.
+    past_extent = rng.random() < 0.35
+    largest_k, largest_size = (7, 12) if dims < 3 else (5, 6)
+    k, dilation, padding, output_padding, size = [], [], [], [], []
+    for s in stride:
+        ki = rng.choice([1, 1, 2, 3, 3, 4, 5, largest_k])
+        ki = min(ki, largest_k)
+        di = rng.choice([1, 1, 2, 3]) if s == 1 else rng.choice([1, 1, 1, 2])
+        extent = di * (ki - 1) + 1
+        tight = s == 1 and past_extent
+        ni = rng.randint(1, 4) if tight else rng.randint(1, largest_size)
+        if kind == "conv":
+            pi = rng.randint(extent, extent + 2) if tight else rng.randint(0, (extent + 1) // 2)
+            ni = max(ni, extent - 2 * pi)
+            opi = 0
+        else:
+            opi = rng.randint(0, max(s, di) - 1) if rng.random() < 0.4 else 0
+            full = (ni - 1) * s + extent + opi  # the output before cropping
+            most = (full - 1) // 2
+            if tight or rng.random() < 0.4:  # crop hard: padding past the extent where it fits
+                pi = rng.randint(min(extent, most), most) if most >= 0 else 0
+            else:
+                pi = rng.randint(0, max(0, min(most, extent - 1)))
+        k.append(ki)
+        dilation.append(di)
+        padding.append(pi)
+        output_padding.append(opi)
+        size.append(ni)
+    n = rng.randint(1, 4)
+    c, o = groups * rng.randint(1, 6), groups * rng.randint(1, 6)
+    if kind == "conv":
+        return Geometry("conv", (n, c, *size), (o, c // groups, *k), stride, padding,
+                        output_padding, dilation, groups)
+    return Geometry("transposed", (n, c, *size), (c, o // groups, *k), stride, padding,
+                    output_padding, dilation, groups)
+
+
+def combinations():
+    """Every kind x dtype x layout, in the order the groups cycle through."""
+    return [(kind, dtype, layout) for dtype in DTYPES for layout in LAYOUTS for kind in KINDS]
+
+
+def group_plan(seed, index, device, known_cases=True):
+    """(geometry, dtype, layout, tf32 mode, bias) of group `index`: the known
+    cases first (each NCHW, then channels_last), then random ones."""
+    rng = random.Random(seed * 1_000_003 + index)
+    known = 2 * len(KNOWN_CASES) if known_cases else 0
+    if index < known:
+        geometry, dtype = KNOWN_CASES[index // 2]
+        layout = LAYOUTS[index % 2]
+    else:
+        kind, dtype, layout = combinations()[(index - known) % len(combinations())]
+        geometry = draw(rng, kind, min_dims=2 if layout == "channels_last" else 1)
+    tf32 = "default"
+    if dtype == torch.float32 and torch.device(device).type == "cuda":
+        tf32 = TF32_MODES[(index // len(combinations())) % len(TF32_MODES)]
+    return geometry, dtype, layout, tf32, rng.random() < 0.5
+
+
+def forcings(bwdconv):
+    """(label, strategy, swap1x1 writer): the rules, then every strategy forced."""
+    found = [("rules", None, None)]
+    for name in bwdconv.strategies():
+        if name == "aten":
+            continue
+        if name == "swap1x1":
+            found += [("swap1x1[fused]", name, "fused"), ("swap1x1[in_place]", name, "in_place")]
+        else:
+            found.append((name, name, None))
+    return found
+
+
+class tf32_flags:
+    """The TF32 flags of `mode` for the body of a `with` block."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        self.saved = (torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision())
+        if self.mode != "default":
+            on = self.mode == "on"
+            torch.backends.cudnn.allow_tf32 = on
+            torch.set_float32_matmul_precision("high" if on else "highest")
+
+    def __exit__(self, *exc):
+        torch.backends.cudnn.allow_tf32 = self.saved[0]
+        torch.set_float32_matmul_precision(self.saved[1])
+
+
+def operands(geometry, dtype, layout, bias, device, seed):
+    """x, w, b (or None), dy: drawn in float64, rounded to `dtype`, on the device."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(geometry.x_size, generator=g, dtype=torch.float64)
+    w = torch.randn(geometry.w_size, generator=g, dtype=torch.float64)
+    b = torch.randn(geometry.output_channels(), generator=g, dtype=torch.float64)
+    dy = torch.randn(geometry.output_size(), generator=g, dtype=torch.float64)
+    x, w, b, dy = (t.to(dtype).to(device) for t in (x, w, b, dy))
+    if layout == "channels_last":
+        fmt = torch.channels_last if geometry.dims == 2 else torch.channels_last_3d
+        x, dy = x.contiguous(memory_format=fmt), dy.contiguous(memory_format=fmt)
+    return x, w, (b if bias else None), dy
+
+
+RESULTS = ("out", "dx", "dw", "db")
+
+
+def run_call(geometry, x, w, b, dy):
+    """The output and its gradients dx, dw (and db) through
+    torch.nn.functional as it stands (looked up at the call: enable() replaces it)."""
+    function = getattr(torch.nn.functional, geometry.function())
+    x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+    leaves = [x, w] if b is None else [x, w, b.detach().requires_grad_()]
+    y = function(x, w, leaves[2] if b is not None else None, **geometry.keywords())
+    grads = torch.autograd.grad(y, leaves, dy)
+    return [y.detach(), *grads]
+
+
+def names(bias):
+    return list(RESULTS) if bias else list(RESULTS[:3])
+
+
+def served_delta(bwdconv):
+    counts = bwdconv.served()
+    return {gradient: {s: n for s, n in by.items() if n} for gradient, by in counts.items()}
+
+
+def run(args):
+    if args.device == "cpu":
+        os.environ.setdefault("BWDCONV_CPU_KERNELS", "host")
+    import bwdconv
+
+    device = torch.device(args.device)
+    torch.backends.cudnn.benchmark = False  # thousands of new shapes
+    bwdconv.set_autotune(False)
+    bwdconv.disable()
+    if args.corrupt:  # for the tests: a strategy whose gradients are off by 1
+        bwdconv._library._C._set_corrupted_strategy(args.corrupt)
+    plan = forcings(bwdconv)
+    if args.only:
+        plan = [f for f in plan if f[0] in args.only]
+    scopes = args.scopes
+    stats = {
+        "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
+        "kernels": ("gpu" if device.type == "cuda"
+                    else ("host" if bwdconv.kernels_on_host_enabled() else "aten")),
+        "torch": torch.__version__, "seed": args.seed, "cases": 0, "groups": 0,
+        "results_checked": 0, "mismatches": [], "errors": [],
+        "by": {"dtype": collections.Counter(), "layout": collections.Counter(),
+               "kind": collections.Counter(), "scope": collections.Counter(),
+               "forcing": collections.Counter(), "tf32": collections.Counter(),
+               "class": collections.Counter()},
+        "served": {label: {"input": collections.Counter(), "weight": collections.Counter()}
+                   for label, _, _ in plan},
+        "worst": [],
+    }
+    started = time.monotonic()
+    indices = [args.group] if args.group is not None else range(10**9)
+    for index in indices:
+        if stats["cases"] >= args.cases or time.monotonic() - started > args.seconds:
+            break
+        geometry, dtype, layout, tf32, bias = group_plan(args.seed, index, device, not args.skip_known)
+        if args.dtypes and DTYPE_NAMES[dtype] not in args.dtypes:
+            continue
+        run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32, bias,
+                  device, args)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    if args.corrupt:
+        bwdconv._library._C._set_corrupted_strategy(None)
+    stats["seconds"] = round(time.monotonic() - started, 1)
+    stats["never_served"] = [label for label, _, strategy_writer in plan if label != "rules"
+                             and not served_by_forced(stats, label)]
+    return stats
+
+
+def served_by_forced(stats, label):
+    strategy = label.split("[")[0]
+    by = stats["served"][label]
+    return by["input"].get(strategy, 0) + by["weight"].get(strategy, 0)
+
+
+def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32, bias, device,
+              args):
+    seed = args.seed * 7919 + index
+    x, w, b, dy = operands(geometry, dtype, layout, bias, device, seed)
+    wanted = names(bias)
+    terms = geometry.terms()
+    where = (f"{geometry} {DTYPE_NAMES[dtype]} {layout} tf32={tf32}"
+             f"{' bias' if bias else ''} (--seed {args.seed}"
+             f"{' --skip-known' if args.skip_known else ''} --group {index})")
+    with tf32_flags(tf32):
+        rounding = accuracy.operand_roundoff(dtype, device)
+        reference = run_call(geometry, *(t.double() if t is not None else None
+                                         for t in (x, w, b, dy)))
+        magnitude = run_call(geometry, *(t.double().abs() if t is not None else None
+                                         for t in (x, w, b, dy)))
+        try:
+            aten = run_call(geometry, x, w, b, dy)
+        except Exception as error:  # aten cannot run this call: nothing to hold bwdconv to
+            stats["errors"].append(f"aten raised on {where}: {error}".splitlines()[0])
+            return
+        limits = accuracy.bounds(dtype, aten, reference, magnitude,
+                                 [terms[n] for n in wanted], rounding)
+        stats["groups"] += 1
+        for scope in scopes:
+            with bwdconv.enabled(scope):
+                for label, strategy, writer in plan:
+                    if stats["cases"] >= args.cases:
+                        return
+                    bwdconv.reset_served()
+                    try:
+                        with bwdconv.force_strategy(strategy, swap1x1_writer=writer):
+                            ours = run_call(geometry, x, w, b, dy)
+                        errors = accuracy.errors(ours, reference)
+                    except Exception as error:
+                        ours, errors = None, [float("nan")] * len(wanted)
+                        failure = f"raised {type(error).__name__}: {error}".splitlines()[0]
+                    served = served_delta(bwdconv)
+                    record(stats, label, scope, geometry, dtype, layout, tf32, served)
+                    for name, error, (aten_error, limit) in zip(wanted, errors, limits):
+                        stats["results_checked"] += 1
+                        ratio = error / limit if limit > 0 else (0.0 if error == 0 else math.inf)
+                        if not accuracy.within(error, limit):
+                            stats["mismatches"].append({
+                                "case": where, "scope": scope, "forcing": label, "result": name,
+                                "error": error, "aten_error": aten_error, "bound": limit,
+                                "served": served,
+                                "why": failure if ours is None else "outside the bound"})
+                        elif ratio > 0:
+                            keep_worst(stats, ratio, where, scope, label, name)
+
+
+def record(stats, label, scope, geometry, dtype, layout, tf32, served):
+    stats["cases"] += 1
+    by = stats["by"]
+    by["dtype"][DTYPE_NAMES[dtype]] += 1
+    by["layout"][layout] += 1
+    by["kind"][geometry.kind] += 1
+    by["scope"][scope] += 1
+    by["forcing"][label] += 1
+    by["tf32"][tf32] += 1
+    for name in geometry.classes():
+        by["class"][name] += 1
+    for gradient, counts in served.items():
+        stats["served"][label][gradient].update(counts)
+
+
+def keep_worst(stats, ratio, where, scope, label, name):
+    worst = stats["worst"]
+    worst.append((ratio, f"{name} {label} {scope} scope: {where}"))
+    worst.sort(key=lambda item: -item[0])
+    del worst[5:]
+
+
+def report(stats, target):
+    """The markdown summary gpu_check.sh puts in its record."""
+    lines = [f"- cases: {stats['cases']} (target {target}) in {stats['groups']} groups, "
+             f"{stats['results_checked']} results checked, {stats['seconds']} s, "
+             f"kernels: {stats['kernels']}, device: {stats['device']}, seed {stats['seed']}",
+             f"- mismatches: {len(stats['mismatches'])}"]
+    for m in stats["mismatches"][:40]:
+        lines.append(f"  - {m['result']} {m['forcing']} {m['scope']} scope: {m['case']}: "
+                     f"error {m['error']:.3g}, bound {m['bound']:.3g} (aten {m['aten_error']:.3g})"
+                     f", {m['why']}; served {format_served(m['served'])}")
+    if len(stats["mismatches"]) > 40:
+        lines.append(f"  - ... {len(stats['mismatches']) - 40} more in the JSON")
+    for name, counts in stats["by"].items():
+        lines.append(f"- by {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if stats["errors"]:
+        lines.append(f"- groups aten could not run (skipped): {len(stats['errors'])}")
+    lines.append("- closest to the bound (error / bound): " + "; ".join(
+        f"{r:.2f} {w}" for r, w in stats["worst"][:3]))
+    lines += ["", "| forcing | cases | served input gradients (by strategy) | "
+              "served weight gradients |", "|---|---|---|---|"]
+    for label, by in stats["served"].items():
+        lines.append(f"| {label} | {stats['by']['forcing'][label]} | "
+                     f"{format_counts(by['input'])} | {format_counts(by['weight'])} |")
+    if stats["never_served"]:
+        lines.append("")
+        lines.append(f"- forced strategies that served nothing: {', '.join(stats['never_served'])}")
+    return "\n".join(lines)
+
+
+def format_counts(counts):
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or "-"
+
+
+def format_served(served):
+    return "; ".join(f"{g}: {format_counts(c)}" for g, c in served.items() if c) or "nothing"
+
+
+def parse(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--cases", type=int, default=10_000)
+    parser.add_argument("--min-cases", type=int, default=None,
+                        help="fail below this many cases (default: --cases)")
+    parser.add_argument("--seconds", type=float, default=80.0)
+    parser.add_argument("--seed", type=int, default=20261129)
+    parser.add_argument("--skip-known", action="store_true",
+                        help="random groups only, without issue 40's cases first")
+    parser.add_argument("--group", type=int, default=None, help="run only this group")
+    parser.add_argument("--only", nargs="*", help="only these forcings (labels)")
+    parser.add_argument("--dtypes", nargs="*", choices=list(DTYPE_BY_NAME))
+    parser.add_argument("--scopes", nargs="*", default=list(SCOPES), choices=list(SCOPES))
+    parser.add_argument("--require-served", action="store_true",
+                        help="fail when a forced strategy served no case")
+    parser.add_argument("--corrupt", help=argparse.SUPPRESS)
+    parser.add_argument("--json")
+    parser.add_argument("--report")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
+    stats = run(args)
+    text = report(stats, args.cases)
+    print(text)
+    if args.report:
+        with open(args.report, "w") as f:
+            f.write(text + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(stats, f, indent=1, default=str)
+    minimum = args.cases if args.min_cases is None else args.min_cases
+    if args.group is not None:
+        minimum = 0
+    failed = []
+    if stats["mismatches"]:
+        failed.append(f"{len(stats['mismatches'])} mismatches")
+    if stats["cases"] < minimum:
+        failed.append(f"{stats['cases']} cases, fewer than {minimum}")
+    if args.require_served and stats["never_served"]:
+        failed.append(f"never served: {', '.join(stats['never_served'])}")
+    print("FAILED: " + "; ".join(failed) if failed else "passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
