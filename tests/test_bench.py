@@ -3,6 +3,7 @@
 import contextlib
 import io
 import json
+import os
 import pathlib
 import re
 import sys
@@ -206,9 +207,9 @@ def test_tiny_suite_end_to_end(tmp_path, capsys):
             (0, "bwd_data")} == {2 * 4 * 9 * 9 * 4}
     assert all(r["peak_bytes"] >= r["result_bytes"] for r in results)
     csv_header = (out / "results.csv").read_text().splitlines()[0]
-    assert csv_header.startswith("index,case,direction") and "peak_bytes" in csv_header
+    assert csv_header.startswith("index,case,from,direction") and "peak_bytes" in csv_header
     report = (out / "report.md").read_text()
-    assert "| case | dir | plan |" in report and "Peak memory one call adds" in report
+    assert "| case | from | dir | plan |" in report and "Peak memory one call adds" in report
     assert "peaks above aten's peak plus the gradient's bytes (the default memory budget): " \
         in report
     assert "peak memory added per call" in printed
@@ -569,3 +570,176 @@ def test_the_paired_ratio_cancels_a_drift_the_ratio_of_medians_does_not():
     paired_width = high - low
     low, high = ratios.ratio_interval(without, timed)
     assert high - low > 3 * paired_width
+
+
+def test_the_cudnn_benchmark_flag_is_applied_for_the_run_and_reported(tmp_path, monkeypatch,
+                                                                      capsys):
+    """--cudnn-benchmark sets torch.backends.cudnn.benchmark while the cases
+    run (aten and bwdconv alike), puts the caller's setting back, and the
+    header, the JSON and the report name it; without the flag the run keeps
+    the caller's setting and says so."""
+    from bwdconv.bench import cli
+
+    seen = []
+    real_run_case = cli.run_case
+
+    def recording_run_case(*args, **kwargs):
+        seen.append(torch.backends.cudnn.benchmark)
+        return real_run_case(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "run_case", recording_run_case)
+    line = ["conv", "-n", "1", "-c", "2", "-H", "5", "-W", "5", "-k", "2", "-y", "1", "-x", "1",
+            "-F", "1"]
+    common = ["--iter", "1", "--warmup", "0", "--scale", "1", "--device", "cpu"]
+    for caller, flag, expected in ((False, "on", True), (True, "off", False),
+                                   (True, None, True), (False, None, False)):
+        monkeypatch.setattr(torch.backends.cudnn, "benchmark", caller)
+        out = tmp_path / f"{caller}-{flag}"
+        options = ["--cudnn-benchmark", flag] if flag else []
+        seen.clear()
+        assert bench_main([*options, *common, "--out", str(out), *line]) == 0
+        assert seen == [expected]
+        assert torch.backends.cudnn.benchmark is caller  # the caller's setting is back
+        state = "on" if expected else "off"
+        header = capsys.readouterr().out.splitlines()[1]
+        assert header.startswith(f"cudnn.benchmark {state} ("), header
+        assert ("set by --cudnn-benchmark" in header) == (flag is not None)
+        meta = json.loads((out / "results.json").read_text())["meta"]
+        assert meta["cudnn_benchmark"].startswith(f"{state} (")
+        assert f"- cudnn_benchmark: {state} (" in (out / "report.md").read_text()
+
+
+def test_lines_that_scale_to_one_shape_are_timed_once_and_named(tmp_path, capsys):
+    """At 1/8 three seed-like lines that differ only in a batch below 8 are
+    one convolution: one row, timed once, naming the three lines; a line
+    that stays distinct keeps its own row and names its own line."""
+    suite = tmp_path / "batches.txt"
+    suite.write_text(
+        "# three batches, one shape at 1/8\n"
+        "convbfp16 -n 1 -c 3 -H 94 -W 145 -k 32 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 1\n"
+        "convbfp16 -n 5 -c 3 -H 94 -W 145 -k 32 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 1\n"
+        "convbfp16 -n 3 -c 3 -H 94 -W 145 -k 32 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 1\n"
+        "convbfp16 -n 16 -c 3 -H 94 -W 145 -k 32 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 1\n")
+    out = tmp_path / "out"
+    assert bench_main(["--suite", str(suite), "--scale", "8", "--iter", "1", "--warmup", "0",
+                       "--device", "cpu", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    results = json.loads((out / "results.json").read_text())["results"]
+    assert [(r["index"], r["case"], r["from"]) for r in results] == [
+        (0, "convbfp16 n1 c3 11x18 k4 3x3/2x2", "batches:2,3,4"),
+        (1, "convbfp16 n2 c3 11x18 k4 3x3/2x2", "batches:5")]
+    assert [len(r["lines"]) for r in results] == [3, 1]
+    assert "-n 5 " in results[0]["lines"][1] and "-n 16 " in results[1]["lines"][0]
+    assert "batches:2,3,4 scale to one shape, convbfp16 n1 c3 11x18 k4 3x3/2x2: timed once" \
+        in printed
+    table = printed[printed.index("case"):]
+    assert table.count("convbfp16 n1 c3 11x18") == 2  # once per table: time and memory
+    assert "| convbfp16 n1 c3 11x18 k4 3x3/2x2 | batches:2,3,4 | fwd |" in \
+        (out / "report.md").read_text()
+
+
+def test_distinct_shapes_keep_the_order_and_every_line():
+    from bwdconv.bench.cli import distinct_shapes, sources_label
+
+    lines = ["conv -n 1 -c 8 -H 16 -W 16 -k 8 -y 1 -x 1 -F 2",
+             "conv -n 2 -c 8 -H 16 -W 16 -k 8 -y 1 -x 1 -F 2",
+             "conv -n 16 -c 8 -H 16 -W 16 -k 8 -y 1 -x 1 -F 2",
+             "conv -n 1 -c 8 -H 16 -W 16 -k 8 -y 1 -x 1 -F 4"]  # another direction: its own
+    import dataclasses
+
+    cases = [dataclasses.replace(parse_line(l), source=f"s:{i}") for i, l in enumerate(lines, 1)]
+    shapes = distinct_shapes(cases, 8)
+    assert [sources_label(group) for _, group in shapes] == ["s:1,2", "s:3", "s:4"]
+    assert [scaled.batch for scaled, _ in shapes] == [1, 2, 1]
+    assert [len(group) for _, group in distinct_shapes(cases, 1)] == [1, 1, 1, 1]
+    assert sources_label([dataclasses.replace(cases[0], source="line 1"),
+                          dataclasses.replace(cases[1], source="line 2")]) == "line 1; line 2"
+
+
+def test_the_tuned_column_keeps_its_decisions_in_a_cache_of_its_own(tmp_path, monkeypatch,
+                                                                    fresh_tuning, capsys):
+    """By default the tuned column tunes into OUT/decisions, emptied at the
+    start of each run, and leaves the user's cache as it was; the header
+    says which cache. --tuning-cache user writes the user's, and a directory
+    given is used as it is."""
+    from bwdconv import _cache
+
+    users = pathlib.Path(os.environ["BWDCONV_CACHE_DIR"])
+    out = tmp_path / "out"
+    own = out / "decisions" / _cache.FILE_NAME
+    stale = out / "decisions" / "stale.txt"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("from an earlier run")
+
+    def bench(*options):
+        assert bench_main([*options, "--iter", "1", "--warmup", "0", "--scale", "1", "--device",
+                           "cpu", "--out", str(out), *ONE_LINE]) == 0
+        return capsys.readouterr().out, json.loads((out / "results.json").read_text())
+
+    printed, data = bench()
+    assert not (users / _cache.FILE_NAME).exists()  # the user's cache untouched
+    assert _cache.read_entries(own), "the tuned column's decisions are in the bench's cache"
+    assert not stale.exists()
+    assert os.environ["BWDCONV_CACHE_DIR"] == str(users)  # the variable is back
+    assert f"tuned column's decisions cache: the bench's own, {own}" in printed
+    assert data["meta"]["decisions_cache"].startswith(f"the bench's own, {own}")
+    tuned = [r for r in data["results"] if r["strategy"] == "tuned"]
+    assert tuned and tuned[0]["tuned"] != "-"
+
+    given = tmp_path / "given"
+    printed, data = bench("--tuning-cache", str(given))
+    assert _cache.read_entries(given / _cache.FILE_NAME)
+    assert not (users / _cache.FILE_NAME).exists()
+    assert f"{given / _cache.FILE_NAME} (--tuning-cache" in data["meta"]["decisions_cache"]
+
+    printed, data = bench("--tuning-cache", "user")
+    assert _cache.read_entries(users / _cache.FILE_NAME)
+    assert data["meta"]["decisions_cache"].startswith(
+        f"the user's, {users / _cache.FILE_NAME} (--tuning-cache user)")
+
+
+def test_the_per_call_cost_is_the_low_quantile_against_aten_called_alike():
+    """The op's cost is measured against aten's convolution called the same
+    way (the Python-to-dispatcher step cancels) plus the router's lookup;
+    batches a preemption slowed do not move it."""
+    from bwdconv import _overhead
+
+    us = 1e-6
+    quiet = {"pytorch": [40 * us] * 10, "pass_through": [42 * us] * 10,
+             "aten_op": [49 * us] * 10, "op": [52 * us] * 10}
+    assert _overhead.costs_from(quiet) == pytest.approx({"pass_through": 2 * us, "op": 5 * us})
+    # Three batches of each side lost 30 to 400 us to other processes.
+    loaded = {side: values[:7] + [values[0] + 30 * us, values[0] + 400 * us, values[0] + 90 * us]
+              for side, values in quiet.items()}
+    loaded["pytorch"] = loaded["pytorch"][::-1]
+    assert _overhead.costs_from(loaded) == pytest.approx({"pass_through": 2 * us, "op": 5 * us})
+    faster = dict(quiet, op=[47 * us] * 10, pass_through=[39 * us] * 10)
+    assert _overhead.costs_from(faster) == {"pass_through": 0.0, "op": 0.0}
+    assert _overhead.low_quantile([4, 1, 3, 2, 5], 0.25) == 2
+    assert _overhead.low_quantile([1, 2], 0.5) == 1.5
+
+
+def test_the_per_call_cost_is_measured_on_one_thread_and_puts_the_threads_back(monkeypatch):
+    from bwdconv import _overhead
+
+    monkeypatch.setattr(_overhead, "_measure", lambda: {})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)  # as the caller had set it
+    set_to = []
+    monkeypatch.setattr(torch, "set_num_threads", set_to.append)
+    _overhead._measured_here()
+    assert set_to == [1, 3]
+
+
+def test_the_header_gives_the_per_call_cost_the_columns_add(tmp_path, monkeypatch, capsys):
+    from bwdconv import _overhead
+
+    monkeypatch.setattr(_overhead, "call_costs", lambda: {"op": 4.3e-6, "pass_through": 1.5e-6})
+    out = tmp_path / "out"
+    assert bench_main(["--iter", "1", "--warmup", "0", "--scale", "1", "--device", "cpu",
+                       "--out", str(out), *ONE_LINE]) == 0
+    header = capsys.readouterr().out.splitlines()[2]
+    assert header == ("per-call cost in the bwdconv and tuned columns: 4.3 us added where a "
+                      "strategy is chosen (bwdconv's op), 1.5 us where aten is (the "
+                      "pass-through)"), header
+    meta = json.loads((out / "results.json").read_text())["meta"]
+    assert meta["call_cost"].startswith("4.3 us added where a strategy is chosen")

@@ -5,12 +5,18 @@ command word (conv, convfp16, convbfp16), or suites with --suite.
 """
 
 import argparse
+import contextlib
+import dataclasses
+import os
 import pathlib
 import shlex
+import shutil
 import sys
 
 import torch
 
+from bwdconv import _cache, _overhead
+from bwdconv._library import _C
 from bwdconv._progress import progress_bar
 
 from . import device as dev
@@ -42,7 +48,7 @@ def read_suite(path):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            cases.append(parse_line(line))
+            cases.append(dataclasses.replace(parse_line(line), source=f"{path.stem}:{number}"))
         except DriverLineError as error:
             raise SystemExit(f"{path}:{number}: {error}") from None
     return cases
@@ -71,9 +77,10 @@ def cases_from(args, line_tokens=(), dtype=None):
     """The cases of the lines and suites given, in the layout asked and in
     `dtype` (None: each line's own)."""
     cases = []
-    for tokens in line_tokens:
+    for number, tokens in enumerate(line_tokens, 1):
         try:
-            cases.append(parse_line(shlex.join(tokens)))
+            cases.append(dataclasses.replace(parse_line(shlex.join(tokens)),
+                                             source=f"line {number}"))
         except DriverLineError as error:
             raise SystemExit(f"bad MIOpenDriver line {shlex.join(tokens)!r}: {error}") from None
     for name in args.suite:
@@ -102,7 +109,92 @@ def parser():
                    help="compare every result with a float64 reference; a wrong result gets no time")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", default="benchmarks/out", help="directory for JSON, CSV, markdown, PNG")
+    p.add_argument("--cudnn-benchmark", choices=["on", "off"], default=None,
+                   help="torch.backends.cudnn.benchmark for the run, for aten and bwdconv alike "
+                        "(default: the process's setting, off unless the caller set it)")
+    p.add_argument("--tuning-cache", default=None, metavar="DIR|user",
+                   help="the decisions cache of the tuned column: a directory (its decisions "
+                        "are reused), or 'user' for the user's own ($BWDCONV_CACHE_DIR or "
+                        "~/.cache/bwdconv). Default: OUT/decisions, emptied at the start of "
+                        "the run, so that the bench tunes afresh and never changes what a "
+                        "user's training runs")
     return p
+
+
+@contextlib.contextmanager
+def cudnn_benchmark(setting):
+    """torch.backends.cudnn.benchmark set to `setting` ('on', 'off'; None:
+    left as it is) for the body; yields the header's words for it."""
+    previous = torch.backends.cudnn.benchmark
+    if setting is not None:
+        torch.backends.cudnn.benchmark = setting == "on"
+    state = "on" if torch.backends.cudnn.benchmark else "off"
+    how = f"set by --cudnn-benchmark {setting}" if setting is not None else \
+        "the process's setting; --cudnn-benchmark on|off sets it"
+    try:
+        yield f"{state} ({how})"
+    finally:
+        torch.backends.cudnn.benchmark = previous
+
+
+@contextlib.contextmanager
+def tuning_cache(choice, out):
+    """BWDCONV_CACHE_DIR pointed at the tuned column's decisions cache for the
+    body (the bench's own under `out` unless `choice` names one); yields the
+    header's words for it. Decisions this process holds in memory are
+    forgotten on the way in and out, so that neither cache's leak into the
+    other's calls."""
+    if choice == "user":
+        yield f"the user's, {_cache.path()} (--tuning-cache user)"
+        return
+    if choice is None:
+        directory = pathlib.Path(out) / "decisions"
+        shutil.rmtree(directory, ignore_errors=True)
+        words = f"the bench's own, {directory / _cache.FILE_NAME} (emptied at the start of the run)"
+    else:
+        directory = pathlib.Path(choice)
+        words = f"{directory / _cache.FILE_NAME} (--tuning-cache; its decisions reused)"
+    directory.mkdir(parents=True, exist_ok=True)
+    previous = os.environ.get("BWDCONV_CACHE_DIR")
+    os.environ["BWDCONV_CACHE_DIR"] = str(directory)
+    _C.forget_decisions(True)
+    try:
+        yield words
+    finally:
+        if previous is None:
+            os.environ.pop("BWDCONV_CACHE_DIR", None)
+        else:
+            os.environ["BWDCONV_CACHE_DIR"] = previous
+        _C.forget_decisions(True)
+
+
+def distinct_shapes(cases, scale):
+    """[(scaled case, [the cases it stands for])] in the order first seen:
+    lines that scale into the same convolution (at 1/8, seed lines that
+    differ in a batch below 8) are timed once, as one row naming them all."""
+    shapes = {}
+    for case in cases:
+        scaled = scale_case(case, scale)
+        key = (scaled.to_line(), scaled.iterations)
+        shapes.setdefault(key, (scaled, []))[1].append(case)
+    return list(shapes.values())
+
+
+def sources_label(cases):
+    """'seeds:8,9,10' for the cases of one row (their suites and line numbers)."""
+    parts = {}
+    for case in cases:
+        where, _, number = case.source.rpartition(":") if ":" in case.source \
+            else (case.source, "", "")
+        parts.setdefault(where, []).append(number)
+    return "; ".join(f"{where}:{','.join(numbers)}" if any(numbers) else where
+                     for where, numbers in parts.items())
+
+
+def call_cost_words(costs):
+    """The header's words for the per-call cost added to the bwdconv and tuned columns."""
+    return (f"{costs['op'] * 1e6:.1f} us added where a strategy is chosen (bwdconv's op), "
+            f"{costs['pass_through'] * 1e6:.1f} us where aten is (the pass-through)")
 
 
 def main(argv=None):
@@ -118,25 +210,44 @@ def main(argv=None):
     cases = cases_from(args, line_tokens, DTYPE_NAMES.get(args.dtype))
     if not cases:
         parser().error("give MIOpenDriver lines or --suite")
+    shapes = distinct_shapes(cases, scale)
 
-    meta = dev.describe(device)
-    meta["scale"] = scale
-    meta["warmup"] = warmup
-    copy_gbps = dev.copy_bandwidth_gbps(device)
-    meta["copy_bandwidth_gbps"] = round(copy_gbps, 1)
-    peaks = dev.device_peaks(meta["device"]) if gpu else None
-    meta["peaks"] = peaks or "none known; roofline uses the measured copy bandwidth"
-    print(f"{meta['device']} | torch {meta['torch']} | scale 1/{scale} | {iterations} iterations "
-          f"after {warmup} warm-up | copy bandwidth {copy_gbps:.1f} GB/s", flush=True)
+    with cudnn_benchmark(args.cudnn_benchmark) as cudnn, \
+            tuning_cache(args.tuning_cache, args.out) as decisions:
+        meta = dev.describe(device)
+        meta["scale"] = scale
+        meta["warmup"] = warmup
+        copy_gbps = dev.copy_bandwidth_gbps(device)
+        meta["copy_bandwidth_gbps"] = round(copy_gbps, 1)
+        peaks = dev.device_peaks(meta["device"]) if gpu else None
+        meta["peaks"] = peaks or "none known; roofline uses the measured copy bandwidth"
+        meta["cudnn_benchmark"] = cudnn
+        meta["decisions_cache"] = decisions
+        # Measured before any case runs, as a user's process pays it (bwdconv._overhead).
+        meta["call_cost"] = call_cost_words(_overhead.call_costs())
+        print(f"{meta['device']} | torch {meta['torch']} | scale 1/{scale} | {iterations} "
+              f"iterations after {warmup} warm-up | copy bandwidth {copy_gbps:.1f} GB/s\n"
+              f"cudnn.benchmark {cudnn}\n"
+              f"per-call cost in the bwdconv and tuned columns: {meta['call_cost']}\n"
+              f"tuned column's decisions cache: {decisions}", flush=True)
+        merged = [(scaled, group) for scaled, group in shapes if len(group) > 1]
+        if merged:
+            meta["timed_once"] = {sources_label(group): scaled.label() for scaled, group in merged}
+            for scaled, group in merged:
+                print(f"{sources_label(group)} scale to one shape, {scaled.label()}: timed once")
 
-    rows = []
-    with progress_bar(total=len(cases), desc="bench", unit="line") as bar:
-        for index, case in enumerate(cases):
-            scaled = scale_case(case, scale)
-            bar.set_postfix_str(scaled.label())
-            rows += run_case(index, scaled, device, warmup, case.iterations or iterations,
-                             args.check, peaks, copy_gbps)
-            bar.update()
+        rows = []
+        with progress_bar(total=len(shapes), desc="bench", unit="line") as bar:
+            for index, (scaled, group) in enumerate(shapes):
+                bar.set_postfix_str(scaled.label())
+                case_rows = run_case(index, scaled, device, warmup,
+                                     scaled.iterations or iterations, args.check, peaks,
+                                     copy_gbps)
+                for row in case_rows:
+                    row["from"] = sources_label(group)
+                    row["lines"] = [case.line or case.to_line() for case in group]
+                rows += case_rows
+                bar.update()
     print(report.table(rows))
     out = report.write_all(args.out, meta, rows)
     written = ["results.json", "results.csv", "report.md"]

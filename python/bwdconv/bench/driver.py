@@ -98,6 +98,9 @@ class ConvCase:
     line: str = ""
     transposed: bool = False  # -m trans: in_channels/input are the transposed input's
     output_padding: tuple = ()
+    # Where the line came from ("seeds:8": a suite's file and line number;
+    # "line 1": the first line on the command line); not part of the shape.
+    source: str = dataclasses.field(default="", compare=False)
 
     @property
     def spatial_dims(self):

@@ -71,10 +71,11 @@ def table(rows):
 
 def _aligned(rows, cell):
     columns = _columns(rows)
-    header = ["case", "dir", "plan", *columns]
+    header = ["case", "from", "dir", "plan", *columns]
     lines = [header]
     for case, direction, group in _groups(rows):
-        lines.append([case, direction, group[0]["plan"] or "-", *_cells(group, columns, cell)])
+        lines.append([case, group[0].get("from") or "-", direction, group[0]["plan"] or "-",
+                      *_cells(group, columns, cell)])
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
     text = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in lines]
     text.insert(1, "  ".join("-" * w for w in widths))
@@ -86,9 +87,9 @@ def write_json(path, meta, rows):
 
 
 def write_csv(path, meta, rows):
-    fields = ["index", "case", "direction", "strategy", "plan", "tuned", "status", "median_ms",
-              "p10_ms", "p90_ms", "speedup", "peak_bytes", "result_bytes", "tflops", "gbps",
-              "roofline", "iterations", "max_error", "aten_max_error", "line"]
+    fields = ["index", "case", "from", "direction", "strategy", "plan", "tuned", "status",
+              "median_ms", "p10_ms", "p90_ms", "speedup", "peak_bytes", "result_bytes", "tflops",
+              "gbps", "roofline", "iterations", "max_error", "aten_max_error", "line"]
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
@@ -101,8 +102,10 @@ def markdown(meta, rows, plot_name):
     lines += ["", "Median milliseconds per call and speedup over aten measured in the same run; "
               "`bwdconv` is the planner's rules, `tuned` autotuning's measured and verified choice "
               "(named in the tuned column; its first call tunes, untimed), both with bwdconv's "
-              "per-call cost for their choice added, as a user's call pays it; the other columns "
-              "force one strategy and time its gradient alone.", ""]
+              "per-call cost for their choice added (`call_cost` above), as a user's call pays "
+              "it; the other columns force one strategy and time its gradient alone. `from` names "
+              "the suite lines (file:line) or command-line lines a row times: lines that scale "
+              "into the same shape are timed once.", ""]
     lines += _markdown_table(rows, _time_cell)
     lines += ["", "Peak memory one call adds (MB: the bytes allocated during the call and not yet "
               "freed, at their highest, its result included; docs/DESIGN.md, \"Memory\") and its "
@@ -132,10 +135,11 @@ def markdown(meta, rows, plot_name):
 
 def _markdown_table(rows, cell):
     columns = _columns(rows)
-    lines = ["| case | dir | plan | tuned | " + " | ".join(columns) + " |",
-             "|" + "---|" * (4 + len(columns))]
+    lines = ["| case | from | dir | plan | tuned | " + " | ".join(columns) + " |",
+             "|" + "---|" * (5 + len(columns))]
     for case, direction, group in _groups(rows):
-        lines.append(f"| {case} | {direction} | {group[0]['plan'] or '-'} | "
+        lines.append(f"| {case} | {group[0].get('from') or '-'} | {direction} | "
+                     f"{group[0]['plan'] or '-'} | "
                      f"{group[0].get('tuned', '-')} | " +
                      " | ".join(_cells(group, columns, cell)) + " |")
     return lines
