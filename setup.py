@@ -9,7 +9,9 @@ plain C++, run on the CPU grid executor for CPU tensors when asked).
 - ROCm torch: the same kernel sources through torch's hipify and hipcc;
   PYTORCH_ROCM_ARCH is respected and defaults to gfx90a and gfx940.
 BWDCONV_FORCE_CPU=1 skips the kernels; BWDCONV_DEBUG=1 builds without optimisation.
-Objects are kept in build/extension/ between builds, so that pip install -e .
+Objects are kept between builds, one directory per set of targets
+(build/extension/ without device code, build/extension-cuda-8.0_9.0/ and so on:
+objects_directory), so that pip install -e .
 (whose editable and wheel builds otherwise compile in a new temporary
 directory each time) recompiles only the sources that changed or include a
 header that did (ninja's dependency files).
@@ -61,10 +63,19 @@ def kernel_architectures(toolchain):
     """The GPU architectures the kernels are compiled for (the environment
     variable torch's build reads, with bwdconv's default)."""
     if toolchain == "cuda":
-        return os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0")
+        return os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_ARCHITECTURES["cuda"])
     if toolchain == "hip":
-        return os.environ.setdefault("PYTORCH_ROCM_ARCH", "gfx90a;gfx940")
+        return os.environ.setdefault("PYTORCH_ROCM_ARCH", DEFAULT_ARCHITECTURES["hip"])
     return ""
+
+
+def describe_targets(toolchain):
+    """One line: the device code this build compiles."""
+    if toolchain is None:
+        why = "BWDCONV_FORCE_CPU=1" if os.environ.get("BWDCONV_FORCE_CPU", "0") == "1" \
+            else "no GPU toolchain"
+        return f"none ({why}): the C++ ops with the host-target kernels"
+    return f"{toolchain} kernels for {kernel_architectures(toolchain)} and the host target"
 
 
 # The C++ runtime from the shared library torch uses, also where the compiler
@@ -121,6 +132,31 @@ def build_record(toolchain, ext):
 
 
 PERSISTENT_BUILD_DIR = os.path.join(ROOT, "build", "extension")
+DEFAULT_ARCHITECTURES = {"cuda": "8.0;9.0", "hip": "gfx90a;gfx940"}
+
+
+def configuration_name(toolchain, architectures, debug):
+    """The build's targets as a directory name: 'cpu', 'cuda-8.0_9.0',
+    'hip-gfx90a_gfx940', with '-debug' for BWDCONV_DEBUG=1."""
+    name = "cpu" if toolchain is None else "-".join(
+        [toolchain, "_".join(a for a in re.split(r"[;,\s]+", architectures) if a)])
+    name = re.sub(r"[^A-Za-z0-9._+-]", "_", name)
+    return name + ("-debug" if debug else "")
+
+
+def objects_directory(toolchain, architectures, debug):
+    """Where a configuration's objects stay between builds: build/extension/
+    for the build without device code (BWDCONV_FORCE_CPU=1, no GPU toolchain,
+    the main job on a machine without a GPU), build/extension-<toolchain>-
+    <architectures>/ for one with it (build/extension-cuda-8.0_9.0/ for
+    every CUDA target, what pip install and test.sh build where nvcc is
+    found; build/extension-cuda-9.0/ for the main job on an H100/H200), and
+    -debug after either for BWDCONV_DEBUG=1. Objects compiled for one set of
+    targets are never linked into another's extension, and switching back
+    finds a configuration's objects up to date."""
+    if toolchain is None:
+        return PERSISTENT_BUILD_DIR + ("-debug" if debug else "")
+    return f"{PERSISTENT_BUILD_DIR}-{configuration_name(toolchain, architectures, debug)}"
 
 
 class BuildExtensionWithRecord(cpp_extension.BuildExtension):
@@ -129,7 +165,10 @@ class BuildExtensionWithRecord(cpp_extension.BuildExtension):
 
     def finalize_options(self):
         if self.build_temp is None:
-            self.build_temp = PERSISTENT_BUILD_DIR
+            self.build_temp = objects_directory(TOOLCHAIN, kernel_architectures(TOOLCHAIN), DEBUG)
+        # Progress: setup.sh shows these lines and ninja's "[n/m]" ones.
+        print(f"bwdconv: device code: {describe_targets(TOOLCHAIN)}", flush=True)
+        print(f"bwdconv: objects in {os.path.relpath(self.build_temp, ROOT)}", flush=True)
         # setuptools' own up-to-date check compares the sources, not the headers,
         # with the built extension: always let ninja decide what to recompile.
         self.force = True
@@ -162,22 +201,23 @@ def refuse_a_private_cxx_runtime(library):
 
 TOOLCHAIN = gpu_toolchain()
 
-setup(
-    name="bwdconv",
-    version="0.1.0",
-    description="Planned, faster convolution backward for PyTorch",
-    package_dir={"": "python"},
-    packages=find_packages("python"),
-    ext_modules=[extension(TOOLCHAIN)],
-    cmdclass={"build_ext": BuildExtensionWithRecord},
-    entry_points={
-        "console_scripts": [
-            "bwdconv-bench=bwdconv.bench:main",
-            "bwdconv-tune=bwdconv.tune:main",
-            "bwdconv-doctor=bwdconv.doctor:main",
-            "bwdconv-demo=bwdconv.demo:main",
-        ]
-    },
-    python_requires=">=3.10",
-    install_requires=[f"torch>={VERSION['TORCH_MINIMUM']}", "tqdm"],
-)
+if __name__ == "__main__":  # pip and setuptools run it so; tests load its functions alone
+    setup(
+        name="bwdconv",
+        version="0.1.0",
+        description="Planned, faster convolution backward for PyTorch",
+        package_dir={"": "python"},
+        packages=find_packages("python"),
+        ext_modules=[extension(TOOLCHAIN)],
+        cmdclass={"build_ext": BuildExtensionWithRecord},
+        entry_points={
+            "console_scripts": [
+                "bwdconv-bench=bwdconv.bench:main",
+                "bwdconv-tune=bwdconv.tune:main",
+                "bwdconv-doctor=bwdconv.doctor:main",
+                "bwdconv-demo=bwdconv.demo:main",
+            ]
+        },
+        python_requires=">=3.10",
+        install_requires=[f"torch>={VERSION['TORCH_MINIMUM']}", "tqdm"],
+    )

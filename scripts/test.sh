@@ -5,8 +5,10 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$ROOT/scripts/setup.sh"
-BWDCONV_VENV="${BWDCONV_VENV:-$HOME/.cache/bwdconv/venv}"
+# shellcheck source=common.sh
+source "$ROOT/scripts/common.sh"
+BWDCONV_VENV="$(bwdconv_venv)"
+bash "$ROOT/scripts/setup.sh" --device-code all
 BUILD="${BWDCONV_CMAKE_BUILD:-$ROOT/build/cmake}"
 
 cmake_flags=(-G Ninja -DBWDCONV_BUILD_TESTS=ON -DBWDCONV_HIP=ON)
@@ -19,10 +21,9 @@ fi
 echo "== cmake: csrc/dispatch + GoogleTest, csrc/hip with nvcc and hipcc"
 start=$SECONDS
 cmake -S "$ROOT" -B "$BUILD" "${cmake_flags[@]}"
-if ! cmake --build "$BUILD" -j "$(nproc)" -v > "$BUILD/build.log" 2>&1; then
-  cat "$BUILD/build.log"
-  exit 1
-fi
+# ninja's "[n/m]" lines as they come; the whole log in $BUILD/build.log
+run_with_progress "the cmake build" '^\[[0-9]+/[0-9]+\] ' "$BUILD/build.log" \
+  cmake --build "$BUILD" -j "$(nproc)" -v
 grep -E "^\[[0-9]+/[0-9]+\] .*(nvcc|hipcc)" "$BUILD/build.log" || true  # show both kernel compiles
 echo "== cmake build took $((SECONDS - start)) s"
 
@@ -32,15 +33,21 @@ start=$SECONDS
 # LDS, data-movement occupancy below 50%, splitk's products neither on the
 # vendor GEMM nor on tensor cores / MFMA), for every kernel, splitk's reduce included.
 # Its compile cache in the build directory spares unchanged kernels a recompile.
-"$BWDCONV_VENV/bin/python" "$ROOT/scripts/kernel_report.py" --out "$BUILD/kernel-report" \
+PYTHONUNBUFFERED=1 run_with_progress "the kernel report" '.' "" \
+  "$BWDCONV_VENV/bin/python" "$ROOT/scripts/kernel_report.py" --out "$BUILD/kernel-report" \
   --jobs "$(nproc)" --check all --cache "$BUILD/kernel-report-cache"
 echo "== kernel report took $((SECONDS - start)) s ($BUILD/kernel-report/report.md)"
 
 echo "== ctest (with the host-target kernels under ASan+UBSan and TSan, and planted bugs they must report)"
-(cd "$BUILD" && ctest --output-on-failure)
+# Each test's line as it ends (and a line every 30 s while a long one runs,
+# such as the TSan suite); on a failure the log's end, with the test's output.
+(cd "$BUILD" && run_with_progress "ctest" '.' "" ctest --output-on-failure)
 echo "== what the sanitizers reported for the planted bugs"
 (cd "$BUILD" && ctest -R planted -V 2>&1 | grep -E "ERROR: AddressSanitizer|WARNING: ThreadSanitizer" | sort -u)
 
 echo "== pytest"
 cd "$ROOT"
-"$BWDCONV_VENV/bin/python" -m pytest tests -q -p no:cacheprovider "$@"
+status=0
+"$BWDCONV_VENV/bin/python" -m pytest tests -q -p no:cacheprovider "$@" || status=$?
+print_how_to_enter "$BWDCONV_VENV"
+exit "$status"
