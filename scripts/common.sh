@@ -33,19 +33,17 @@ print_how_to_enter() {
 # itself, cut at 160 characters.
 short_progress_line() {
   awk -v root="${ROOT:-}/" '
+    { sub(/^[ \t]+/, "") }
     match($0, /^\[[0-9]+\/[0-9]+\]/) {
       head = substr($0, 1, RLENGTH); n = split(substr($0, RLENGTH + 1), w, " ")
-      source = ""; tool = ""
-      for (i = 1; i <= n; i++) {
-        if (w[i] == "-c" && i < n) source = w[i + 1]
-        if (tool == "" && w[i] ~ /\// && w[i] !~ /^-/) { tool = w[i]; sub(/.*\//, "", tool) }
-      }
+      source = ""; tool = w[1]; sub(/.*\//, "", tool)
+      for (i = 1; i < n; i++) if (w[i] == "-c") source = w[i + 1]
       if (source != "") {
         if (index(source, root) == 1) source = substr(source, length(root) + 1)
         print head " " tool " " source; next
       }
     }
-    { sub(/^[ \t]+/, ""); print substr($0, 1, 160) }'
+    { print substr($0, 1, 160) }'
 }
 
 # run_with_progress LABEL PATTERN LOG COMMAND...

@@ -95,10 +95,11 @@ build_extension() {
   mkdir -p "$ROOT/build"
   # -v: setup.py's lines and ninja's "[n/m]" per object, shown as they come.
   (cd "$ROOT" && export MAX_JOBS="${MAX_JOBS:-$(nproc)}" && run_with_progress "the extension build" \
-    '^\[[0-9]+/[0-9]+\] |^bwdconv:|^ninja: no work' "$log" \
+    '^ *\[[0-9]+/[0-9]+\] |^ *bwdconv:|^ *ninja: no work' "$log" \
     "$BWDCONV_VENV/bin/pip" install -v -e . --no-build-isolation)
-  compiled="$(grep -oE '^\[[0-9]+/[0-9]+\]' "$log" | tail -n 1 | sed -E 's#^\[[0-9]+/([0-9]+)\]#\1#' || true)"
-  objects="$(sed -n 's/^bwdconv: objects in //p' "$log" | tail -n 1)"
+  # (pip -v indents the build's lines)
+  compiled="$(grep -oE '^ *\[[0-9]+/[0-9]+\]' "$log" | tail -n 1 | sed -E 's#^ *\[[0-9]+/([0-9]+)\]#\1#' || true)"
+  objects="$(sed -n 's/^ *bwdconv: objects in //p' "$log" | tail -n 1)"
   local total
   total="$({ find "$ROOT/${objects:-build/extension}" -name '*.o' 2>/dev/null || true; } | wc -l)"
   echo "== extension built in $((SECONDS - start)) s: ${compiled:-0} of $total objects compiled in ${objects:-build/extension}, the others up to date"
