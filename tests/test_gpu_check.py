@@ -1,52 +1,115 @@
-"""scripts/gpu_check.sh's own control flow, on any machine: a stand-in python
-runs every step, one step hangs, and the budget must stop it, skip the rest
-and still write the report and the summary."""
+"""The GPU check's pieces on any machine: scripts/gpu_check.sh's control flow
+with a stand-in python (a step that hangs is stopped, the rest skipped, the
+report still written and naming what ran and what did not; a carried wheel
+installed instead of a build), compute-sanitizer's findings split between
+bwdconv's kernels and the vendors' (scripts/gpu_sanitizer.py), the accuracy
+rule against float64 (scripts/gpu_accuracy.py), and the randomized step
+(scripts/gpu_random_cases.py) through the kernels' host target."""
 
 import os
+import sys
 import pathlib
 import subprocess
 import time
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-# Every step passes at once except the models benchmark, which hangs; the
-# report's device query reads its script from stdin.
+# Every step passes at once except the transposed benchmark, which hangs;
+# the report's device query reads its script from stdin.
 STAND_IN_PYTHON = """#!/usr/bin/env bash
 case "$*" in
-  *bwdconv.bench.models*) sleep 120 ;;
+  *"--suite transposed"*) sleep 120 ;;
   -) cat > /dev/null; echo "- device: stand-in" ;;
   *) exit 0 ;;
 esac
 """
 
 
-def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
+def run_check(tmp_path, python_text, budget=None, steps=None, **env):
     python = tmp_path / "python"
-    python.write_text(STAND_IN_PYTHON)
+    python.write_text(python_text)
     python.chmod(0o755)
     out = tmp_path / "check"
-    budget = 40  # the script keeps 20 s of it for the report
-    env = dict(os.environ, PYTHON=str(python), BWDCONV_GPU_OUT=str(out),
-               BWDCONV_GPU_BUDGET=str(budget))
-    env.pop("BWDCONV_GPU_STEPS", None)
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("BWDCONV_GPU_STEPS", "BWDCONV_WHEEL", "BWDCONV_GPU_BUDGET")}
+    environment.update(PYTHON=str(python), BWDCONV_GPU_OUT=str(out), **env)
+    if budget is not None:
+        environment["BWDCONV_GPU_BUDGET"] = str(budget)
+    if steps is not None:
+        environment["BWDCONV_GPU_STEPS"] = steps
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=environment,
+                         capture_output=True, text=True, timeout=(budget or 60) + 60)
+    return run, out
+
+
+def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
+    budget = 40  # the script keeps 10 s of it for the report
     start = time.monotonic()
-    run = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env,
-                         capture_output=True, text=True, timeout=budget + 60)
+    run, out = run_check(tmp_path, STAND_IN_PYTHON, budget=budget)
     elapsed = time.monotonic() - start
 
     def status(step):
         return (out / f"{step}.status").read_text()
 
     assert elapsed < budget + 15, elapsed
-    assert status("build").startswith("passed")
-    assert status("bench").startswith("passed")
-    assert status("models").startswith("TIMED OUT")
-    assert status("models_bf16").startswith("skipped")
+    for step in ("build", "gpu_tests", "random", "sanitizer_memcheck", "sanitizer_racecheck"):
+        assert status(step).startswith("passed"), step
+    assert status("bench_transposed").startswith("TIMED OUT")
+    assert status("bench").startswith("skipped")
+    assert not (out / "models.status").exists()  # outside the default run
     report = (out / "report.md").read_text()
     assert "- device: stand-in" in report
-    assert "| models | TIMED OUT" in report and "| models_bf16 | skipped" in report
+    assert "| bench_transposed | TIMED OUT" in report and "| bench | skipped" in report
+    assert "Skipped for the budget: bench." in report
+    assert "Ran: build gpu_tests random sanitizer_memcheck sanitizer_racecheck " \
+           "bench_transposed." in report
+    assert "Not in this run: bench_channels_last bound overhead tune kernels " \
+           "kernels_channels_last models models_bf16." in report
+    # Every step's command is in the record, cudnn.benchmark on for both suites.
+    assert "--suite transposed --check --iter 20 --cudnn-benchmark on" in report
+    assert "--suite seeds --check --iter 20 --cudnn-benchmark on" in report
+    assert "gpu_random_cases.py --cases 10000" in report
     summary = run.stdout.strip().splitlines()
-    assert summary[-1].startswith("models_bf16") and "skipped" in summary[-1]
+    assert summary[-1].startswith("models_bf16") and "outside this run's steps" in summary[-1]
+
+
+def test_steps_of_an_earlier_run_are_marked_as_such(tmp_path):
+    run_check(tmp_path, STAND_IN_PYTHON, steps="gpu_tests")
+    run, out = run_check(tmp_path, STAND_IN_PYTHON, steps="random")
+    report = (out / "report.md").read_text()
+    assert "| gpu_tests | passed (0 s) (an earlier run) |" in report
+    assert "| random | passed (0 s) |" in report
+    assert "| build | not run (outside this run's steps" in report
+
+
+# A stand-in python whose pip installs a wheel (or fails to, with
+# WHEEL_FAILS=1) and builds in place, each logged to $CALLS.
+WHEEL_PYTHON = """#!/usr/bin/env bash
+echo "$*" >> "$CALLS"
+case "$*" in
+  *"--no-index"*) [ "${WHEEL_FAILS:-0}" = 1 ] && exit 1; exit 0 ;;
+  -) cat > /dev/null; echo "- device: stand-in" ;;
+  *) exit 0 ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_carried_wheel_is_installed_and_the_build_runs_only_where_it_fails(tmp_path, fails):
+    wheel = tmp_path / "bwdconv-0.1.0-cp312-cp312-linux_x86_64.whl"
+    wheel.write_text("")
+    calls = tmp_path / "calls"
+    run, out = run_check(tmp_path, WHEEL_PYTHON, steps="build", BWDCONV_WHEEL=str(wheel),
+                         CALLS=str(calls), WHEEL_FAILS="1" if fails else "0")
+    log = (out / "build.log").read_text()
+    built = "-m pip install --no-build-isolation --no-deps -e ." in calls.read_text()
+    assert (out / "build.status").read_text().startswith("passed")
+    if fails:
+        assert "did not install, import or run: building here" in log and built
+    else:
+        assert "installed the prebuilt wheel" in log and not built
 
 
 # pip's build fails as setup.py refuses a compiler that links its own
@@ -65,13 +128,222 @@ esac
 
 def test_a_build_refused_for_a_private_libstdcxx_is_redone_with_the_g_plus_plus_on_path(
         tmp_path):
-    python = tmp_path / "python"
-    python.write_text(STATICALLY_LINKING_COMPILER)
-    python.chmod(0o755)
-    out = tmp_path / "check"
-    env = dict(os.environ, PYTHON=str(python), BWDCONV_GPU_OUT=str(out),
-               BWDCONV_GPU_STEPS="build", CXX="/opt/elsewhere/g++")
-    subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh")], env=env,
-                   capture_output=True, text=True, timeout=120)
+    run, out = run_check(tmp_path, STATICALLY_LINKING_COMPILER, steps="build",
+                         CXX="/opt/elsewhere/g++")
     assert (out / "build.status").read_text().startswith("passed")
     assert "again with the g++ on PATH" in (out / "build.log").read_text()
+
+
+# ---- compute-sanitizer's findings (scripts/gpu_sanitizer.py) ----------------
+
+SCRIPTS = ROOT / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+import gpu_accuracy  # noqa: E402
+import gpu_sanitizer  # noqa: E402
+
+# Racecheck as issue 40's run saw it: hazards inside cuDNN's own kernel only,
+# in the analysis mode's format (location as function+offset in file:line).
+VENDOR_RACES = """========= COMPUTE-SANITIZER
+========= Error: Race reported between Write access at void sm90_xmma_dgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x32_stage3_warpsize2x2x1_g1_tensor16x8x8_kernel_cudnn<cudnn::detail::dgrad_params>(T1)+0x1f30
+=========     and Read access at void sm90_xmma_dgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x32_stage3_warpsize2x2x1_g1_tensor16x8x8_kernel_cudnn<cudnn::detail::dgrad_params>(T1)+0x2a40 [80 hazards]
+=========
+========= Error: Race reported between Write access at void sm90_xmma_dgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x32_stage3_warpsize2x2x1_g1_tensor16x8x8_kernel_cudnn<cudnn::detail::dgrad_params>(T1)+0x1f50
+=========     and Read access at void sm90_xmma_dgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x32_stage3_warpsize2x2x1_g1_tensor16x8x8_kernel_cudnn<cudnn::detail::dgrad_params>(T1)+0x2a60 [80 hazards]
+=========
+========= Warning: Race reported between Write access at ampere_sgemm_32x32_sliced1x4_nn+0x4b0
+=========     and Write access at ampere_sgemm_32x32_sliced1x4_nn+0x4c0 [4 hazards]
+=========
+all strategies ran on the cuda: 354 calls, 0 results outside the accuracy rule
+========= RACECHECK SUMMARY: 3 hazards displayed (2 errors, 1 warnings)
+"""
+
+# A race in bwdconv's scatter kernel, in the older format (file:line:function).
+OWN_RACE = """========= COMPUTE-SANITIZER
+========= ERROR: Race reported between Read access at 0x6360 in /tmp/build/csrc/hip/scatter.cu:160:void bwdconv::hip::(anonymous namespace)::scatter_staged_kernel<c10::BFloat16, (int)2>(bwdconv::hip::ScatterParams, long)
+=========     and Write access at 0x1fe0 in /tmp/build/csrc/hip/scatter.cu:150:void bwdconv::hip::(anonymous namespace)::scatter_staged_kernel<c10::BFloat16, (int)2>(bwdconv::hip::ScatterParams, long) [12 hazards]
+=========
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+"""
+
+# Memcheck: an out-of-bounds read in bwdconv's interleave (the newer format:
+# function+offset, the kernel's name without namespace where symbols lack it),
+# and one in a cuBLAS kernel (the older "at 0x... in" format).
+MEMCHECK = """========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at interleave_dense_kernel(bwdconv::hip::InterleaveParams, long)+0x490
+=========     by thread (1,0,0) in block (0,0,0)
+=========     Access at 0x7f71b9e01360 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f71b9e00a00 of size 2400 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2d725e] in libcuda.so.1
+=========
+========= Invalid __global__ write of size 2 bytes
+=========     at 0x3b0 in void gemv2T_kernel_val<int, int, float, float, float, (int)128>(cublasGemvParamsEx<int, float const*, float const*, float>, float, float)
+=========     by thread (251,0,0) in block (0,0,0)
+=========     Address 0x964000008 is out of bounds
+=========
+========= Program hit cudaErrorInvalidValue (error 1) due to "invalid argument" on CUDA API call to cudaFuncGetAttributes.
+=========     Saved host backtrace up to driver entry point at error
+=========         Host Frame: [0x4e0cb5] in libcudnn_engines_precompiled.so.9
+=========
+========= ERROR SUMMARY: 3 errors
+"""
+
+# The application failing by itself (its own check), nothing found by the tool.
+APPLICATION_FAILED = """========= COMPUTE-SANITIZER
+Traceback (most recent call last):
+AssertionError: Tensor-likes are not close!
+========= Error: process didn't terminate successfully
+=========     The application may have hit an error when dereferencing Unified Memory from the host.
+========= Target application returned an error
+========= ERROR SUMMARY: 0 errors
+"""
+
+OWN_NAMES = {"interleave_kernel", "interleave_dense_kernel", "scatter_staged_kernel",
+             "splitk_reduce_kernel"}
+
+
+def test_sanitizer_reads_bwdconvs_kernel_names_from_the_sources():
+    names = gpu_sanitizer.own_kernel_names()
+    assert {"interleave_kernel", "scatter_kernel", "splitk_reduce_kernel"} <= names
+    assert all(name.endswith("_kernel") for name in names)
+
+
+def test_races_in_vendor_kernels_are_counted_and_named_not_failures():
+    parsed = gpu_sanitizer.parse(VENDOR_RACES, OWN_NAMES)
+    assert [f.count for f in parsed["findings"]] == [80, 80, 4]
+    assert not any(f.own for f in parsed["findings"])
+    assert gpu_sanitizer.judge(parsed) == (False, [])
+    text, failed = gpu_sanitizer.summary("racecheck", parsed)
+    assert not failed and text.startswith("- racecheck: passed")
+    assert "in bwdconv's kernels: 0 finding(s)" in text
+    assert "164 hazard(s)/error(s)" in text
+    assert "race: 160 in 2 report(s): `sm90_xmma_dgrad_implicit_gemm_indexed" in text
+    assert "ampere_sgemm_32x32_sliced1x4_nn" in text
+    assert "RACECHECK SUMMARY: 3 hazards displayed" in text
+
+
+def test_a_race_in_bwdconvs_kernel_fails():
+    parsed = gpu_sanitizer.parse(OWN_RACE, OWN_NAMES)
+    (finding,) = parsed["findings"]
+    assert finding.own and finding.count == 12 and finding.severity == "ERROR"
+    assert finding.kernels == (
+        "bwdconv::hip::(anonymous namespace)::scatter_staged_kernel<c10::BFloat16, (int)2>",)
+    failed, reasons = gpu_sanitizer.judge(parsed)
+    assert failed and "scatter_staged_kernel" in reasons[0]
+
+
+def test_memcheck_fails_on_bwdconvs_kernel_and_names_the_vendors():
+    parsed = gpu_sanitizer.parse(MEMCHECK, OWN_NAMES)
+    kinds = [(f.kind, f.own) for f in parsed["findings"]]
+    assert kinds == [("memory", True), ("memory", False), ("api", False)]
+    assert parsed["findings"][0].kernels == ("interleave_dense_kernel",)
+    text, failed = gpu_sanitizer.summary("memcheck", parsed)
+    assert failed and "interleave_dense_kernel" in text
+    assert "gemv2T_kernel_val<int, int, float, float, float, (int)128>" in text
+    assert "cudaErrorInvalidValue x1" in text
+    # Without the own kernel's finding the vendor's alone do not fail.
+    vendor_only = MEMCHECK.replace("interleave_dense_kernel", "cutlass_kernel")
+    assert not gpu_sanitizer.judge(gpu_sanitizer.parse(vendor_only, OWN_NAMES))[0]
+
+
+def test_an_api_error_through_bwdconv_fails():
+    through = MEMCHECK.replace("libcudnn_engines_precompiled.so.9",
+                               "/venv/site-packages/bwdconv/_C.cpython-312-x86_64-linux-gnu.so")
+    api = [f for f in gpu_sanitizer.parse(through, OWN_NAMES)["findings"] if f.kind == "api"]
+    assert api[0].own
+
+
+def test_the_application_failing_fails_the_step_and_unknown_findings_too():
+    parsed = gpu_sanitizer.parse(APPLICATION_FAILED, OWN_NAMES)
+    assert parsed["application_failed"] and parsed["findings"] == []
+    assert gpu_sanitizer.judge(parsed)[0]
+    assert gpu_sanitizer.judge(gpu_sanitizer.parse(VENDOR_RACES, OWN_NAMES), returncode=1)[0]
+    odd = "========= Error: something new the parser does not know\n"
+    failed, reasons = gpu_sanitizer.judge(gpu_sanitizer.parse(odd, OWN_NAMES))
+    assert failed and "attributed to no kernel" in reasons[0]
+
+
+def test_sanitizer_run_judges_a_stand_in_sanitizers_output(tmp_path):
+    """`run` under a stand-in compute-sanitizer that prints vendor races and
+    runs the command: passes; the same with a race in bwdconv's kernel: fails."""
+    for text, expected in ((VENDOR_RACES, 0), (OWN_RACE, 1)):
+        log = tmp_path / "out.txt"
+        log.write_text(text)
+        sanitizer = tmp_path / "compute-sanitizer"
+        sanitizer.write_text(f"#!/usr/bin/env bash\nshift 2\n\"$@\"\ncat {log}\n")
+        sanitizer.chmod(0o755)
+        summary = tmp_path / "summary.md"
+        run = subprocess.run(
+            [sys.executable, str(SCRIPTS / "gpu_sanitizer.py"), "run", "--tool", "racecheck",
+             "--sanitizer", str(sanitizer), "--summary", str(summary), "--", "true"],
+            capture_output=True, text=True, timeout=60)
+        assert run.returncode == expected, run.stdout + run.stderr
+        assert summary.read_text().startswith("- racecheck: " +
+                                              ("passed" if expected == 0 else "FAILED"))
+
+
+# ---- the accuracy rule (scripts/gpu_accuracy.py) ------------------------------
+
+def test_accuracy_rule_holds_float32_to_aten_and_the_tf32_bound_only_where_tf32_is_on():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 256, generator=g, dtype=torch.float64)
+    b = torch.randn(256, 32, generator=g, dtype=torch.float64)
+    reference, magnitude = a @ b, a.abs() @ b.abs()
+    full = (a.float() @ b.float())
+    # TF32: each operand rounded to 10 bits of mantissa.
+    tf32 = (round_mantissa(a.float(), 10) @ round_mantissa(b.float(), 10))
+    terms = [256]
+    off = gpu_accuracy.operand_roundoff(torch.float32, "cuda", cudnn_tf32=False,
+                                        matmul_precision="highest")
+    on = gpu_accuracy.operand_roundoff(torch.float32, "cuda", cudnn_tf32=True,
+                                       matmul_precision="highest")
+    assert off == 0 and on == 2**-11
+    assert gpu_accuracy.operand_roundoff(torch.float32, "cpu", cudnn_tf32=True) == 0
+    ((_, bound_off),) = gpu_accuracy.bounds(torch.float32, [full], [reference], [magnitude],
+                                            terms, off)
+    ((_, bound_on),) = gpu_accuracy.bounds(torch.float32, [full], [reference], [magnitude],
+                                           terms, on)
+    (error_tf32,) = gpu_accuracy.errors([tf32], [reference])
+    (error_full,) = gpu_accuracy.errors([full], [reference])
+    assert error_full <= bound_off
+    assert error_tf32 > bound_off  # TF32 where aten is full precision and TF32 is off: wrong
+    assert error_tf32 <= bound_on  # TF32 on: within the TF32 bound
+    # A result off by one in one element fails under either.
+    wrong = full.clone()
+    wrong[3, 4] += 1
+    (error_wrong,) = gpu_accuracy.errors([wrong], [reference])
+    assert error_wrong > bound_on
+    # NaN never passes.
+    wrong[0, 0] = float("nan")
+    (error_nan,) = gpu_accuracy.errors([wrong], [reference])
+    assert not gpu_accuracy.within(error_nan, bound_on)
+
+
+def test_accuracy_rule_in_low_precision_is_a_multiple_of_atens_error():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(32, 64, generator=g, dtype=torch.float64).bfloat16().double()
+    b = torch.randn(64, 16, generator=g, dtype=torch.float64).bfloat16().double()
+    reference = a @ b
+    aten = reference.bfloat16()  # one rounding: what a float32 accumulation gives
+    ((aten_error, limit),) = gpu_accuracy.bounds(torch.bfloat16, [aten], [reference],
+                                                 [a.abs() @ b.abs()], [64])
+    assert aten_error > 0 and 2 * aten_error <= limit <= 2 * aten_error + 2**-8 * 64 * 16
+    # Summed in bfloat16 term by term: more error than aten's rule allows.
+    summed = torch.zeros(32, 16, dtype=torch.bfloat16)
+    for k in range(64):
+        summed = (summed.double() + torch.outer(a[:, k], b[k])).bfloat16()
+    (error,) = gpu_accuracy.errors([summed], [reference])
+    assert error > limit
+
+
+def round_mantissa(t, bits):
+    """float32 rounded to `bits` bits of mantissa (round to nearest even)."""
+    import torch
+
+    as_int = t.view(torch.int32)
+    drop = 23 - bits
+    half = (1 << (drop - 1)) - 1 + ((as_int >> drop) & 1)
+    return ((as_int + half) & ~((1 << drop) - 1)).view(torch.float32)

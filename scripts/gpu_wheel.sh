@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds bwdconv's wheel for the GPU machine ahead, on this (CPU) machine, so
+# that scripts/gpu_check.sh installs it in seconds instead of compiling for
+# minutes: Python 3.12 (pyenv's), PyPI's torch 2.11.0 (the +cu130 build the
+# GPU image holds), nvcc's device code for sm_90 only (H100/H200), built with
+#   pip wheel . --no-build-isolation --no-deps
+# in a Python 3.12 virtual environment, from a copy of the working tree
+# (~/.cache/bwdconv/gpu-wheel-src: its own build/ objects, so neither the
+# Python version nor the targets mix with the development build's), into
+# build/gpu-wheel/ beside a stamp (stamp.json: the sources' digest, the git
+# revision, torch, Python, the targets). gpu_check.sh installs that wheel
+# where its stamp's digest matches the tree it runs on and it imports, and
+# builds there otherwise.
+#
+#   bash scripts/gpu_wheel.sh        # then carry build/gpu-wheel to the GPU machine
+#
+# BWDCONV_WHEEL_PYTHON: the Python 3.12 to use (default: pyenv's newest 3.12);
+# BWDCONV_WHEEL_TORCH (default torch==2.11.0); TORCH_CUDA_ARCH_LIST (default
+# 9.0); MAX_JOBS (default: the CPU count). On a 2-core machine the first
+# build takes about 10-20 minutes (nvcc on csrc/hip/*.cu); later ones
+# recompile only what changed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${BWDCONV_WHEEL_CACHE:-$HOME/.cache/bwdconv}"
+VENV="$CACHE/gpu-wheel-venv-py312"
+SRC="$CACHE/gpu-wheel-src"
+OUT="${BWDCONV_WHEEL_OUT:-$ROOT/build/gpu-wheel}"
+TORCH_SPEC="${BWDCONV_WHEEL_TORCH:-torch==2.11.0}"
+export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}"
+export MAX_JOBS="${MAX_JOBS:-$(nproc)}"
+
+find_python() {
+  if [ -n "${BWDCONV_WHEEL_PYTHON:-}" ]; then
+    echo "$BWDCONV_WHEEL_PYTHON"
+    return
+  fi
+  local root
+  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
+  # pyenv's newest installed 3.12.x
+  ls -d "$root"/versions/3.12.* 2>/dev/null | sort -V | tail -n 1 | sed 's#$#/bin/python3.12#'
+}
+
+PY312="$(find_python)"
+if [ -z "$PY312" ] || [ ! -x "$PY312" ]; then
+  echo "gpu_wheel.sh: no Python 3.12 found (pyenv versions: $(ls "$(pyenv root 2>/dev/null || echo ~/.pyenv)/versions" 2>/dev/null | tr '\n' ' ')); install one (pyenv install 3.12) or set BWDCONV_WHEEL_PYTHON" >&2
+  exit 1
+fi
+command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ] || {
+  echo "gpu_wheel.sh: no nvcc: the wheel would hold no device code" >&2; exit 1; }
+export PATH="$PATH:/usr/local/cuda/bin"
+
+echo "== Python $("$PY312" -c 'import platform; print(platform.python_version())') ($PY312)"
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY312" -m venv "$VENV"
+fi
+"$VENV/bin/pip" install --progress-bar off -q --upgrade pip wheel "setuptools<82" ninja pybind11 numpy
+"$VENV/bin/pip" install --progress-bar off -q "$TORCH_SPEC"
+echo "== $("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'), nvcc $(nvcc --version | grep -o 'release [0-9.]*'), targets $TORCH_CUDA_ARCH_LIST"
+
+# The working tree's files (tracked, and untracked ones git does not ignore)
+# copied where their content differs, so that the copy's objects stay up to
+# date for what did not change; files gone from the tree are removed.
+echo "== sources: $ROOT -> $SRC"
+mkdir -p "$SRC"
+(cd "$ROOT" && git ls-files -z -co --exclude-standard) | "$VENV/bin/python" -c '
+import os, shutil, sys
+root, src = sys.argv[1], sys.argv[2]
+names = [n for n in sys.stdin.buffer.read().decode().split("\0") if n and os.path.isfile(os.path.join(root, n))]
+keep = set(names)
+for name in names:
+    a, b = os.path.join(root, name), os.path.join(src, name)
+    os.makedirs(os.path.dirname(b), exist_ok=True)
+    if not os.path.exists(b) or open(a, "rb").read() != open(b, "rb").read():
+        shutil.copyfile(a, b)
+        shutil.copymode(a, b)
+for top, dirs, files in os.walk(src):
+    rel = os.path.relpath(top, src)
+    if rel.split(os.sep)[0] in ("build", "dist") or ".egg-info" in rel or "__pycache__" in rel:
+        dirs[:] = []
+        continue
+    for f in files:
+        name = os.path.normpath(os.path.join(rel, f))
+        if name not in keep and not f.endswith((".so", ".pyc")) and f != "_build.json":
+            os.remove(os.path.join(top, f))
+' "$ROOT" "$SRC"
+
+echo "== pip wheel . --no-build-isolation --no-deps (MAX_JOBS=$MAX_JOBS)"
+start=$SECONDS
+rm -rf "$SRC/dist-wheel"
+(cd "$SRC" && "$VENV/bin/pip" wheel . --no-build-isolation --no-deps -w "$SRC/dist-wheel" -v \
+  > "$SRC/wheel.log" 2>&1) || { tail -n 40 "$SRC/wheel.log"; echo "gpu_wheel.sh: the build failed ($SRC/wheel.log)" >&2; exit 1; }
+grep -E '^bwdconv:' "$SRC/wheel.log" | sort -u || true
+wheel="$(ls "$SRC"/dist-wheel/bwdconv-*.whl)"
+mkdir -p "$OUT"
+rm -f "$OUT"/bwdconv-*.whl
+cp "$wheel" "$OUT/"
+"$VENV/bin/python" "$ROOT/scripts/gpu_wheel_stamp.py" write "$OUT/stamp.json" --root "$SRC" --root-git "$ROOT" \
+  --wheel "$OUT/$(basename "$wheel")" --seconds "$((SECONDS - start))"
+echo "== $OUT/$(basename "$wheel") ($(du -h "$wheel" | cut -f1), built in $((SECONDS - start)) s)"
+echo "   the GPU check installs it where run with it: carry build/gpu-wheel (or BWDCONV_WHEEL=<path>)"
