@@ -743,3 +743,21 @@ def test_the_header_gives_the_per_call_cost_the_columns_add(tmp_path, monkeypatc
                       "pass-through)"), header
     meta = json.loads((out / "results.json").read_text())["meta"]
     assert meta["call_cost"].startswith("4.3 us added where a strategy is chosen")
+
+
+def test_the_models_bench_tunes_in_a_cache_of_its_own(monkeypatch):
+    """bench.models' tuned side runs with a temporary decisions cache, removed
+    afterwards, unless --tuning-cache names one; the header says which."""
+    from bwdconv.bench import models
+
+    users = os.environ["BWDCONV_CACHE_DIR"]
+    seen = []
+    monkeypatch.setattr(models, "_run", lambda args, decisions: seen.append(
+        (os.environ["BWDCONV_CACHE_DIR"], decisions)) or 0)
+    assert models.main(["--models", "unet"]) == 0
+    directory, words = seen.pop()
+    assert directory != users and not pathlib.Path(directory).exists()  # removed after
+    assert words == "the bench's own, in a temporary directory removed after the run"
+    assert os.environ["BWDCONV_CACHE_DIR"] == users
+    assert models.main(["--models", "unet", "--tuning-cache", "user"]) == 0
+    assert seen.pop() == (users, f"the user's, {users}/decisions-v1.json (--tuning-cache user)")

@@ -12,6 +12,7 @@ import pathlib
 import shlex
 import shutil
 import sys
+import tempfile
 
 import torch
 
@@ -112,13 +113,16 @@ def parser():
     p.add_argument("--cudnn-benchmark", choices=["on", "off"], default=None,
                    help="torch.backends.cudnn.benchmark for the run, for aten and bwdconv alike "
                         "(default: the process's setting, off unless the caller set it)")
-    p.add_argument("--tuning-cache", default=None, metavar="DIR|user",
-                   help="the decisions cache of the tuned column: a directory (its decisions "
-                        "are reused), or 'user' for the user's own ($BWDCONV_CACHE_DIR or "
-                        "~/.cache/bwdconv). Default: OUT/decisions, emptied at the start of "
-                        "the run, so that the bench tunes afresh and never changes what a "
-                        "user's training runs")
+    add_tuning_cache_option(p, "OUT/decisions, emptied at the start of the run")
     return p
+
+
+def add_tuning_cache_option(p, default):
+    p.add_argument("--tuning-cache", default=None, metavar="DIR|user",
+                   help="the decisions cache of the tuned side: a directory (its decisions "
+                        "are reused), or 'user' for the user's own ($BWDCONV_CACHE_DIR or "
+                        f"~/.cache/bwdconv). Default: {default}, so that the bench tunes "
+                        "afresh and never changes what a user's training runs")
 
 
 @contextlib.contextmanager
@@ -140,14 +144,19 @@ def cudnn_benchmark(setting):
 @contextlib.contextmanager
 def tuning_cache(choice, out):
     """BWDCONV_CACHE_DIR pointed at the tuned column's decisions cache for the
-    body (the bench's own under `out` unless `choice` names one); yields the
-    header's words for it. Decisions this process holds in memory are
-    forgotten on the way in and out, so that neither cache's leak into the
-    other's calls."""
+    body (the bench's own, under `out`, or a temporary directory where `out`
+    is None, unless `choice` names one); yields the header's words for it.
+    Decisions this process holds in memory are forgotten on the way in and
+    out, so that neither cache's leak into the other's calls."""
     if choice == "user":
         yield f"the user's, {_cache.path()} (--tuning-cache user)"
         return
-    if choice is None:
+    temporary = None
+    if choice is None and out is None:
+        temporary = tempfile.mkdtemp(prefix="bwdconv-bench-decisions-")
+        directory = pathlib.Path(temporary)
+        words = "the bench's own, in a temporary directory removed after the run"
+    elif choice is None:
         directory = pathlib.Path(out) / "decisions"
         shutil.rmtree(directory, ignore_errors=True)
         words = f"the bench's own, {directory / _cache.FILE_NAME} (emptied at the start of the run)"
@@ -166,6 +175,8 @@ def tuning_cache(choice, out):
         else:
             os.environ["BWDCONV_CACHE_DIR"] = previous
         _C.forget_decisions(True)
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
 
 
 def distinct_shapes(cases, scale):

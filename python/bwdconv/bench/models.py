@@ -8,8 +8,8 @@ the median time of loss.backward() over several steps, the peak memory one
 loss.backward() adds (bwdconv.peak_memory) and the median time of an
 inference forward (torch.inference_mode), measured alternately in the same
 process: aten, bwdconv with the planner's rules, and bwdconv tuned
-(autotuning on; the first, untimed round tunes every convolution, with the
-decisions cache of BWDCONV_CACHE_DIR), in an order drawn at random for each
+(autotuning on; the first, untimed round tunes every convolution, with a
+decisions cache of its own unless --tuning-cache DIR|user names one), in an order drawn at random for each
 round. Each side's backward is compared with aten's by the ratio of medians
 and by the paired ratio, each with a 90% bootstrap interval
 (bench.ratios); --fixed-heap fixes glibc's malloc thresholds first, as for
@@ -32,6 +32,7 @@ from bwdconv._progress import progress_bar
 
 from . import device as dev
 from . import ratios
+from .cli import add_tuning_cache_option, tuning_cache
 from .decoders import DCGANGenerator, UNet
 
 DEFAULT_MODELS = ["resnet18", "resnet50", "r3d18", "unet", "dcgan"]
@@ -161,7 +162,13 @@ def main(argv=None):
     parser.add_argument("--fixed-heap", action="store_true",
                         help="fix glibc malloc's mmap and trim thresholds first "
                              "(bench.device.fix_heap_thresholds)")
+    add_tuning_cache_option(parser, "a temporary directory")
     args = parser.parse_args(argv)
+    with tuning_cache(args.tuning_cache, None) as decisions:
+        return _run(args, decisions)
+
+
+def _run(args, decisions):
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
     fixed_heap = args.fixed_heap and dev.fix_heap_thresholds()
@@ -169,7 +176,8 @@ def main(argv=None):
     print(f"{meta['device']} | torch {meta['torch']} | {meta['date']} | {args.dtype} | "
           f"median of {args.steps} backward passes each, aten, bwdconv (rules) and tuned in "
           f"a random order each round | load {meta.get('load_average')}"
-          f"{' | fixed heap thresholds' if fixed_heap else ''}")
+          f"{' | fixed heap thresholds' if fixed_heap else ''}\n"
+          f"tuned side's decisions cache: {decisions}")
     models = _models(device.type == "cuda")
     for name in args.models:
         if name not in models:
