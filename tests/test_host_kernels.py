@@ -44,6 +44,25 @@ STAGED_CASES = [((2, 3, 10, 70), (4, 3, 1, 1), [2, 2], [0, 0], [1, 1], 1),
 PACKET_CASES = [((2, 3, 12, 40), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1),
                 ((1, 2, 6, 9, 50), (3, 2, 1, 3, 3), [1, 1, 2], [0, 1, 1], [1, 1, 1], 1),
                 ((1, 3, 7, 60), (2, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1)]
+# Short NCHW rows of a padded stride-1 dim beside a strided one, each found
+# wrong on an H200 (benchmarks/results/gpu-2026-11-27-h200 and after) in its 2-
+# or 4-byte dtype: the packet walk read the row's slots from 0, not from its
+# padding. A transposed call is the input gradient of the convolution it
+# transposes (its output as x, its input as dy).
+PADDED_ROW_CASES = [
+    (((2, 19, 23, 2), (6, 19, 4, 4), [2, 1], [0, 1], [1, 1], 1), torch.float32),
+    (((6, 68, 3, 23, 2), (72, 17, 7, 5, 1), [2, 2, 1], [2, 2, 2], [1, 1, 1], 4), torch.bfloat16),
+    (((2, 4, 27, 6), (44, 1, 1, 1), [2, 1], [0, 3], [2, 1], 4), torch.bfloat16),
+    (((5, 12, 55, 3), (9, 12, 7, 4), [2, 1], [2, 1], [1, 1], 1), torch.float16),
+    (((5, 19, 31, 2), (22, 19, 1, 4), [2, 1], [0, 3], [1, 2], 1), torch.float16),
+    (((3, 24, 12, 6, 6), (2, 12, 3, 3, 5), [4, 2, 1], [2, 1, 3], [2, 1, 1], 2), torch.bfloat16),
+    (((3, 1, 33, 2), (16, 1, 2, 5), [2, 1], [1, 3], [2, 1], 1), torch.float32),
+    (((4, 14, 79, 3), (5, 14, 7, 1), [2, 1], [2, 2], [1, 2], 1), torch.float32),
+    (((1, 30, 15, 3), (20, 15, 3, 1), [2, 1], [1, 3], [1, 1], 2), torch.float32),
+    (((2, 21, 35, 25, 2), (9, 21, 3, 7, 1), [4, 2, 1], [0, 0, 1], [1, 1, 2], 1), torch.bfloat16),
+    (((6, 11, 69, 6), (1, 11, 7, 1), [2, 1], [3, 1], [1, 1], 1), torch.float16),
+    (((2, 1, 13, 4), (3, 1, 1, 1), [2, 1], [0, 2], [1, 1], 1), torch.float16),
+]
 # (strategy, swap1x1 writer) for every input-gradient strategy that launches a
 # kernel, swap1x1 once per writer.
 INPUT_FORCINGS = [(e.name, writer) for e in bwdconv.registry()
@@ -94,20 +113,35 @@ def assert_accurate(ours, theirs, reference, where):
     assert max_error(ours, reference) <= bound, where
 
 
+def has_padded_stride_one_row(case):
+    """Whether the last dim has stride 1 and padding at or past the kernel's extent."""
+    _, w_size, s, p, d, _ = case
+    return s[-1] == 1 and p[-1] >= d[-1] * (w_size[-1] - 1) + 1
+
+
 def input_cases():
-    """(trial, case, dtype, channels_last) for random shapes, the in_place
-    shapes, the many-phase shapes, the staged shapes (NCHW) and the packet
-    shapes (channels_last)."""
+    """(trial, case, dtype, channels_last) for random shapes (a third of them
+    with a padded stride-1 last dim, in every dtype and both layouts), the
+    in_place shapes, the many-phase shapes, the staged shapes (NCHW), the
+    packet shapes (channels_last) and the padded-row shapes (NCHW, each in
+    the dtype it was found wrong in)."""
     rng = random.Random(SEED)
-    cases = [random_case(rng, within_stride=trial % 3 == 0) for trial in range(72)]
+    cases = [random_case(rng, within_stride=trial % 3 == 0, padded_stride_one=trial % 3 == 2)
+             for trial in range(96)]
     cases += IN_PLACE_CASES + MANY_PHASE_CASES + STAGED_CASES + PACKET_CASES
-    return [(trial, case, DTYPES[trial % 4],
-             (trial % 2 == 1 or case in IN_PLACE_CASES + PACKET_CASES) and case not in STAGED_CASES)
-            for trial, case in enumerate(cases)]
+    # dtypes cycle with period 4 and layouts with period 2 over trials, so
+    # every third trial (the padded ones) meets every dtype in both layouts
+    drawn = [(trial, case, DTYPES[trial % 4],
+              (trial // 4 % 2 == 1 or case in IN_PLACE_CASES + PACKET_CASES)
+              and case not in STAGED_CASES)
+             for trial, case in enumerate(cases)]
+    return drawn + [(len(drawn) + i, case, dtype, False)
+                    for i, (case, dtype) in enumerate(PADDED_ROW_CASES)]
 
 
 def test_data_movement_kernels_write_what_the_aten_writers_write():
     checked, wide, many_phases, in_place, staged, packets = 0, 0, 0, 0, 0, 0
+    padded_rows = set()  # (dtype, channels_last) of checked padded stride-1 rows
     for trial, case, dtype, last in input_cases():
         (x, w, dy), (x64, w64, dy64) = case_operands(case, trial, dtype, last)
         _, _, s, p, d, groups = case
@@ -125,9 +159,10 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
             launched = [launch["kernel"] for launch in
                         bwdconv._library._C.stop_kernel_recording()["launches"]]
             assert ours.stride() == aten_written.stride(), where
-            if forcing[0] == "swap1x1" and w[0, 0].numel() > 1:
-                # Taps: the kernel's GEMM is laid out like dx, the strided
-                # copies' channels-last (docs/DESIGN.md, "swap1x1"), so the
+            if forcing[0] == "swap1x1":
+                # The kernel's GEMM is laid out like dx, the strided copies'
+                # channels-last (docs/DESIGN.md, "swap1x1"), and a cropped dy
+                # (padding past a 1x1 tap) reaches the GEMM as a view, so the
                 # products may round apart by a unit in the last place.
                 torch.testing.assert_close(ours, aten_written, msg=where)
             else:
@@ -142,10 +177,13 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
             in_place += forcing[1] == "in_place"
             staged += any(name.endswith("_staged") for name in launched)
             packets += case in PACKET_CASES and "interleave_staged" in launched
+            if has_padded_stride_one_row(case):
+                padded_rows.add((dtype, last))
     assert checked >= 200 and wide >= 50
     assert many_phases >= 2 * len(MANY_PHASE_CASES) and in_place >= len(IN_PLACE_CASES)
     assert staged >= 3 * len(STAGED_CASES)  # each shape through two strategies or more
     assert packets >= 4  # phase and phase_stacked on the 2- and 4-byte packet shapes
+    assert padded_rows == {(dtype, last) for dtype in DTYPES for last in (False, True)}
 
 
 def test_the_switch_runs_the_kernels_on_the_host_grid():

@@ -19,11 +19,13 @@ ALL_STRATEGIES = bwdconv.strategies()
 GRID_SEED = int(os.environ.get("BWDCONV_TEST_SEED", "20261122"))
 
 
-def random_case(rng, within_stride=False):
+def random_case(rng, within_stride=False, padded_stride_one=False):
     """(input size, weight size, stride, padding, dilation, groups), valid for
     conv; `within_stride`: a 1x1 filter, or taps within the stride (swap1x1's
-    domain, docs/DESIGN.md "swap1x1")."""
-    dims = rng.randint(1, 3)
+    domain, docs/DESIGN.md "swap1x1"); `padded_stride_one`: 2 or 3 dims, the
+    last of stride 1 with padding at or past the kernel's extent (a short,
+    padded row of dx), another strided."""
+    dims = rng.randint(2, 3) if padded_stride_one else rng.randint(1, 3)
     groups = rng.choice([1, 1, 2, 3])
     k = [1 if within_stride else rng.randint(1, 4) for _ in range(dims)]
     s = [rng.randint(1, 4) for _ in range(dims)]
@@ -31,6 +33,10 @@ def random_case(rng, within_stride=False):
     if within_stride and sum(s) % 2 == 0:  # kernel = stride, drawing nothing more
         k, d = list(s), [1] * dims
     p = [rng.randint(0, 3) for _ in range(dims)]
+    if padded_stride_one:
+        s[-1] = 1
+        s[rng.randrange(dims - 1)] = rng.randint(2, 4)
+        p[-1] = d[-1] * (k[-1] - 1) + 1 + rng.randint(0, 2)
     size = [max(1, d[i] * (k[i] - 1) + 1 - 2 * p[i]) + rng.randint(0, 5) for i in range(dims)]
     c, o, n = groups * rng.randint(1, 2), groups * rng.randint(1, 2), rng.randint(1, 2)
     return (n, c, *size), (o, c // groups, *k), s, p, d, groups

@@ -236,10 +236,12 @@ bool stages_phases(const InterleaveParams& p, bool packets) {
 // rows of the channels shorter than a chunk, along an innermost outer dim of
 // stride 2 (padding >= 0) that is not the outermost, whose merged rows fit a
 // tile's sources and whose slots (times their stride, non-negative, plus a
-// channel) stay below 2^32 elements.
+// channel) stay below 2^32 elements. A packet is its source's slots 0 to
+// size - 1, so the row dim has no padding (docs/DESIGN.md, "Geometry": a
+// padded stride-1 dim, as a short NCHW row can be, reads slots p to p + size - 1).
 bool stages_packets(const InterleaveParams& p, int element_bytes) {
   if (!p.dense || p.wide_offsets || p.outer_dims < 2 || p.row.step.value != 1 ||
-      int64_t{p.row.size.value} * element_bytes >= 16) {
+      p.row.padding != 0 || int64_t{p.row.size.value} * element_bytes >= 16) {
     return false;
   }
   const InterleaveWalkDim& along = p.outer[p.outer_dims - 1];

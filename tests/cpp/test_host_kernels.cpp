@@ -434,6 +434,28 @@ InterleaveCase stageable_interleave(std::mt19937& rng, bool packets) {
   return c;
 }
 
+// A random NCHW interleave whose rows are short (shorter than a chunk) and
+// padded, of stride 1, beside a longer stride-2 dim: the rows the H200 found
+// written from the wrong slots (the packet walk read slots from 0, not from
+// the padding), in 2-, 4- and 8-byte elements, results dense NCHW.
+InterleaveCase short_padded_rows(std::mt19937& rng) {
+  InterleaveCase c;
+  const int spatial = 2 + static_cast<int>(rng() % 2);
+  c.element_bytes = 2 << (rng() % 3);
+  c.groups = 1 + rng() % 2;
+  c.per_group = 1 + rng() % 3;
+  c.dx_sizes = {static_cast<int64_t>(1 + rng() % 2), c.groups * c.per_group};
+  for (int i = 0; i < spatial; ++i) {
+    const bool row = i == spatial - 1, along = i == spatial - 2;
+    const int64_t short_row = std::max<int64_t>(16 / c.element_bytes - 1, 1);
+    c.dx_sizes.push_back(row ? 1 + rng() % short_row : along ? 20 + rng() % 40 : 1 + rng() % 4);
+    c.stride[i] = row ? 1 : along ? 2 : 1 + rng() % 3;
+    c.padding[i] = row ? 1 + rng() % 3 : rng() % 4;
+  }
+  add_phases(c, rng, false, ResultLayout::nchw);
+  return c;
+}
+
 std::string describe(const InterleaveCase& c) {
   const auto list = [](const std::vector<int64_t>& v) {
     std::string text;
@@ -610,6 +632,18 @@ TEST(HostInterleave, StagedPacketsWriteEveryPhaseSlotOnce) {
     if (HasFatalFailure()) return;
   }
   EXPECT_GE(packets, 35);
+}
+
+// Short padded NCHW rows (short_padded_rows) on the walk make_interleave_walk
+// chooses, whatever it is.
+TEST(HostInterleave, ShortPaddedRowsReadTheirSlotsFromThePadding) {
+  std::mt19937 rng(1128);
+  for (int trial = 0; trial < 200; ++trial) {
+    const InterleaveCase c = short_padded_rows(rng);
+    const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
+    check_interleave(c, rng, where, false, [](InterleaveParams&) {});
+    if (HasFatalFailure()) return;
+  }
 }
 
 // Parameters no instantiation serves (an element width no walk moves, outer
