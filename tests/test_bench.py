@@ -761,3 +761,27 @@ def test_the_models_bench_tunes_in_a_cache_of_its_own(monkeypatch):
     assert os.environ["BWDCONV_CACHE_DIR"] == users
     assert models.main(["--models", "unet", "--tuning-cache", "user"]) == 0
     assert seen.pop() == (users, f"the user's, {users}/decisions-v1.json (--tuning-cache user)")
+
+
+def test_a_long_loop_writes_a_line_of_progress_where_stderr_is_no_terminal(monkeypatch):
+    """In a log a loop shows its progress as whole lines, one per
+    LINE_SECONDS at most and none before it has run that long (a postfix
+    set by hand included), no carriage returns."""
+    import time
+
+    from bwdconv import _progress
+
+    monkeypatch.setattr(_progress, "LINE_SECONDS", 0.2)
+    log = io.StringIO()
+    with progress_bar(total=4, desc="bench", unit="line", stream=log) as bar:
+        for index in range(4):
+            bar.set_postfix_str(f"case {index}")
+            if index == 0:
+                assert log.getvalue() == ""  # not before LINE_SECONDS
+            time.sleep(0.25)
+            bar.update()
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue() and log.getvalue().endswith("\n")
+    assert 2 <= len(lines) <= 4, lines
+    assert all(line.startswith("bench: ") for line in lines)
+    assert lines[-1].split("|")[2].strip().startswith(("3/4", "4/4")), lines
