@@ -243,3 +243,24 @@ def test_environment_variable_turns_the_switch_on(monkeypatch):
             bwdconv._kernels._apply_environment()
     finally:
         bwdconv._library._C.set_kernel_switches(False, False)
+
+
+def test_positions_past_the_interleaves_32_bits_go_to_atens_copies():
+    """A dx whose row passes the interleave walk's 32-bit positions (2^29
+    positions and more along a dim) is written by ATen's strided copies
+    instead of the kernel, as on the CPU: swap1x1 computes what aten
+    computes, it does not refuse (1D, 2^29 + 5 positions, bfloat16: a 1x1
+    filter's dx is dy times the tap at even positions, zeros at odd ones).
+    The scatter buffer's fallback is the same, tested on a GPU (test_gpu.py)."""
+    case = ((1, 1, 2**29 + 5), (1, 1, 1), [2], [0], [1], 1)
+    torch.manual_seed(0)
+    dy = torch.randn(1, 1, 2**28 + 3, dtype=torch.bfloat16)
+    w = torch.randn(1, 1, 1, dtype=torch.bfloat16)
+    x = torch.empty(case[0], dtype=torch.bfloat16)
+    bwdconv._library._C.start_kernel_recording()
+    with bwdconv.kernels_on_host():
+        dx = input_gradient(case, dy, w, x, ("swap1x1", "fused"))
+    launched = [launch["kernel"] for launch in bwdconv._library._C.stop_kernel_recording()["launches"]]
+    assert launched == []
+    assert torch.equal(dx[0, 0, ::2], dy[0, 0] * w[0, 0, 0])
+    assert dx[0, 0, 1::2].abs().max().item() == 0

@@ -115,11 +115,11 @@ at::Tensor aten_weight_gradient(const at::Tensor& grad_output, const at::Tensor&
 at::Tensor stride1_convolution(const at::Tensor& input, const at::Tensor& weight,
                                at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   const std::vector<int64_t> ones(padding.size(), 1), zeros(padding.size(), 0);
-  const at::Context& context = at::globalContext();
-  return at::_convolution(input, weight, std::nullopt, ones, padding, dilation,
-                          /*transposed=*/false, zeros, groups, context.benchmarkCuDNN(),
-                          context.deterministicCuDNN() || context.deterministicAlgorithms(),
-                          context.userEnabledCuDNN(), /*allow_tf32=*/false);
+  // aten::convolution reads the user's flags as aten's own call does:
+  // cudnn.benchmark, determinism, cudnn.enabled and the TF32 setting for
+  // convolutions (docs/DESIGN.md, "Accuracy and what the tests prove").
+  return at::convolution(input, weight, std::nullopt, ones, padding, dilation,
+                         /*transposed=*/false, zeros, groups);
 }
 
 at::Tensor aten_grad_weight(const Plan& plan, const at::Tensor& grad_output,

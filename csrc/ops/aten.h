@@ -35,10 +35,9 @@ std::pair<at::Tensor, at::Tensor> aten_grads(const at::Tensor& grad_output,
                                              const ConvParams& params);
 
 // The stride-1 convolution a strategy computes a gradient with (no bias, no
-// output padding) on aten's backends as the user set them up, except TF32:
-// never used, so that a float32 gradient is as accurate as aten's backward,
-// whose cuDNN algorithms for the same gradient are often full precision
-// (docs/DESIGN.md, "Accuracy and what the tests prove").
+// output padding) on aten's backends as the user set them up, TF32 included
+// (torch.backends.cudnn.allow_tf32, as aten's own convolutions follow it;
+// docs/DESIGN.md, "Accuracy and what the tests prove").
 at::Tensor stride1_convolution(const at::Tensor& input, const at::Tensor& weight,
                                at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
 

@@ -16,10 +16,9 @@ const char* byte_pointer(const at::Tensor& t, int64_t channel_offset) {
 }
 
 // The kernel's row walk for phases [first, first + count) (hip/layout.h,
-// make_interleave_walk).
-hip::InterleaveParams launch_params(at::Tensor& dx, const ConvGeometry& g,
-                                    const std::vector<PhaseInput>& phases, ChannelMap channels,
-                                    int first, int count) {
+// make_interleave_walk); false where dx's positions pass the walk's 32 bits.
+bool launch_params(at::Tensor& dx, const ConvGeometry& g, const std::vector<PhaseInput>& phases,
+                   ChannelMap channels, int first, int count, hip::InterleaveParams* p) {
   hip::InterleaveLaunch l;
   l.dst = dx.mutable_data_ptr();
   l.dst_view = kernel_view(dx);
@@ -44,21 +43,24 @@ hip::InterleaveParams launch_params(at::Tensor& dx, const ConvGeometry& g,
     }
     l.group_stride = channels.group_step * in.result.stride(1);
   }
-  hip::InterleaveParams p;
-  TORCH_CHECK(hip::make_interleave_walk(l, &p), "bwdconv interleave: dx ", dx.sizes(),
-              " is too large for the interleave kernel's 32-bit positions");
-  return p;
+  return hip::make_interleave_walk(l, p);
 }
 
-// Calls launch(p) with the parameters of each launch: up to 32 phases each.
-template <typename Launch>
-void for_each_launch(at::Tensor& dx, const ConvGeometry& geometry,
-                     const std::vector<PhaseInput>& phases, ChannelMap channels, Launch launch) {
+// The parameters of each launch, up to 32 phases each; empty where some
+// launch's walk cannot be made (then no launch runs).
+std::vector<hip::InterleaveParams> kernel_launches(at::Tensor& dx, const ConvGeometry& geometry,
+                                                   const std::vector<PhaseInput>& phases,
+                                                   ChannelMap channels) {
   const int total = static_cast<int>(phases.size());
+  std::vector<hip::InterleaveParams> launches;
   for (int first = 0; first < total; first += hip::kMaxPhasesPerLaunch) {
     const int count = std::min(hip::kMaxPhasesPerLaunch, total - first);
-    launch(launch_params(dx, geometry, phases, channels, first, count));
+    launches.emplace_back();
+    if (!launch_params(dx, geometry, phases, channels, first, count, &launches.back())) {
+      return {};
+    }
   }
+  return launches;
 }
 
 // A phase result as [N, groups, per_group, q...]: dx channel g * per_group + j
@@ -105,9 +107,10 @@ void write_phase_slots(at::Tensor& grouped_dx, const Phase& phase, const PhaseIn
   slots.copy_(result);
 }
 
-// On the CPU, strided ATen copies write each phase's slots: the formula
-// itself, vectorised and threaded by ATen.
-void interleave_on_cpu(at::Tensor& dx, const Plan& plan, const std::vector<PhaseInput>& phases,
+// Strided ATen copies write each phase's slots: the formula itself,
+// vectorised and threaded by ATen. On the CPU, and on a GPU for a dx whose
+// positions pass the kernel's 32 bits (tensors as large as aten takes).
+void interleave_with_copies(at::Tensor& dx, const Plan& plan, const std::vector<PhaseInput>& phases,
                        ChannelMap channels) {
   const int64_t groups = dx.size(1) / channels.per_group;
   at::Tensor grouped_dx = dx.unflatten(1, {groups, channels.per_group});
@@ -127,14 +130,17 @@ at::Tensor empty_input_gradient(const Plan& plan, const at::Tensor& grad_output,
 void interleave(at::Tensor& dx, const Plan& plan, const std::vector<PhaseInput>& phases,
                 ChannelMap channels) {
   if (dx.numel() == 0) return;
-  if (runs_kernels(dx)) {
-    for_each_launch(dx, plan.geometry, phases, channels, [&](const hip::InterleaveParams& p) {
-      run_kernel("interleave", dx, [&](auto target, hip::NativeStream stream) {
-        return hip::launch_interleave<decltype(target)::value>(p, stream);
-      });
+  const std::vector<hip::InterleaveParams> launches =
+      runs_kernels(dx) ? kernel_launches(dx, plan.geometry, phases, channels)
+                       : std::vector<hip::InterleaveParams>{};
+  if (launches.empty()) {
+    interleave_with_copies(dx, plan, phases, channels);
+    return;
+  }
+  for (const hip::InterleaveParams& p : launches) {
+    run_kernel("interleave", dx, [&](auto target, hip::NativeStream stream) {
+      return hip::launch_interleave<decltype(target)::value>(p, stream);
     });
-  } else {
-    interleave_on_cpu(dx, plan, phases, channels);
   }
 }
 

@@ -13,27 +13,28 @@
 namespace bwdconv::ops {
 namespace {
 
-// The kernel's row walk over the buffer (hip/layout.h, make_scatter_walk).
-hip::ScatterParams scatter_params(const Plan& plan, const at::Tensor& grad_output,
-                                  at::Tensor& buffer) {
-  hip::ScatterParams p;
-  p.src = grad_output.const_data_ptr();
-  p.dst = buffer.mutable_data_ptr();
+// The kernel's row walk over the buffer (hip/layout.h, make_scatter_walk);
+// false where the buffer's positions pass the walk's 32 bits.
+bool scatter_params(const Plan& plan, const at::Tensor& grad_output, at::Tensor& buffer,
+                    hip::ScatterParams* p) {
+  p->src = grad_output.const_data_ptr();
+  p->dst = buffer.mutable_data_ptr();
   int64_t lead[kMaxSpatialDims] = {};
   for (int i = 0; i < plan.geometry.spatial_dims; ++i) lead[i] = plan.scatter.dims[i].lead;
-  const bool walks = hip::make_scatter_walk(kernel_view(grad_output), kernel_view(buffer),
-                                            plan.geometry.stride.data(), lead,
-                                            static_cast<int>(grad_output.element_size()), &p);
-  TORCH_CHECK(walks, "bwdconv scatter: the buffer ", buffer.sizes(),
-              " is too large for the scatter kernel's 32-bit positions");
-  p.wide_offsets = p.wide_offsets || kernel_switches().wide_index;
-  return p;
+  if (!hip::make_scatter_walk(kernel_view(grad_output), kernel_view(buffer),
+                              plan.geometry.stride.data(), lead,
+                              static_cast<int>(grad_output.element_size()), p)) {
+    return false;
+  }
+  p->wide_offsets = p->wide_offsets || kernel_switches().wide_index;
+  return true;
 }
 
-// On the CPU: zeros, then one strided ATen copy (vectorised and threaded by
-// ATen) of the grad_output values that land inside the buffer (dy[o] at
-// lead + o*s; a negative lead or trail crops dy).
-void scatter_on_cpu(const Plan& plan, const at::Tensor& grad_output, at::Tensor& buffer) {
+// Zeros, then one strided ATen copy (vectorised and threaded by ATen) of the
+// grad_output values that land inside the buffer (dy[o] at lead + o*s; a
+// negative lead or trail crops dy). On the CPU, and on a GPU for a buffer
+// whose positions pass the kernel's 32 bits.
+void scatter_with_copies(const Plan& plan, const at::Tensor& grad_output, at::Tensor& buffer) {
   buffer.zero_();
   at::Tensor slots = buffer, values = grad_output;
   for (int i = 0; i < plan.geometry.spatial_dims; ++i) {
@@ -50,13 +51,14 @@ void scatter_on_cpu(const Plan& plan, const at::Tensor& grad_output, at::Tensor&
   slots.copy_(values);
 }
 
-// ATen on the CPU; the kernel on a GPU, or on the host grid when switched on (kernels.h).
+// The kernel on a GPU, or on the host grid when switched on (kernels.h),
+// where its walk fits; ATen's copies otherwise.
 void fill_buffer(const Plan& plan, const at::Tensor& grad_output, at::Tensor& buffer) {
-  if (!runs_kernels(buffer)) {
-    scatter_on_cpu(plan, grad_output, buffer);
+  hip::ScatterParams p;
+  if (!runs_kernels(buffer) || !scatter_params(plan, grad_output, buffer, &p)) {
+    scatter_with_copies(plan, grad_output, buffer);
     return;
   }
-  const hip::ScatterParams p = scatter_params(plan, grad_output, buffer);
   run_kernel("scatter", buffer, [&](auto target, hip::NativeStream stream) {
     return hip::launch_scatter<decltype(target)::value>(p, stream);
   });
