@@ -25,18 +25,24 @@ def in_place_refusal(case, channels_last=True, device="cpu"):
 
 
 def random_in_place_case(rng):
-    """A 2-D 1x1 convolution, stride > 1, whose slots in channels_last dx form
-    one uniformly strided batch: batch 1, or input height = output height * stride;
-    grad_output unambiguously channels_last."""
+    """A 2-D convolution, stride > 1, a 1x1 filter or (half the time) one
+    within the stride (kernel = stride among them), whose slots in
+    channels_last dx form one uniformly strided batch: batch 1, or input
+    height = output height * stride; grad_output unambiguously channels_last."""
     while True:
         s = [rng.randint(2, 4), rng.randint(1, 4)]
+        taps = [rng.randint(1, si) for si in s] if rng.random() < 0.5 else [1, 1]
         n = rng.randint(1, 3)
-        out_h = rng.randint(1, 5)
+        out_h, out_w = rng.randint(1, 5), rng.randint(1, 6)
         h = out_h * s[0] if n > 1 or rng.random() < 0.5 else out_h * s[0] - rng.randint(0, s[0] - 1)
-        c, k, w = rng.randint(2, 6), rng.randint(2, 6), rng.randint(1, 12)
-        case = ((n, c, h, w), (k, c, 1, 1), s, [0, 0])
+        w = out_w * s[1] if taps[1] > 1 else rng.randint(1, 12)
+        c, k = rng.randint(2, 6), rng.randint(2, 6)
+        case = ((n, c, h, w), (k, c, *taps), s, [0, 0])
+        if h < taps[0]:
+            continue
+        out_w = (w - taps[1]) // s[1] + 1
         # One output position, or one channel, leaves the layout of grad_output ambiguous.
-        if out_h * ((w - 1) // s[1] + 1) > 1 and in_place_refusal(case) is None:
+        if out_h * out_w > 1 and in_place_refusal(case) is None:
             return case
 
 
@@ -62,8 +68,10 @@ def channels_last(t):
 @pytest.mark.parametrize("writer", WRITERS)
 def test_both_writers_match_aten_in_float64(writer):
     rng = random.Random(20261123)
+    with_taps = 0
     for trial in range(150):
         case = random_in_place_case(rng)
+        with_taps += case[1][2:] != (1, 1)
         x, w, dy = operands(case, torch.float64, trial)
         x, dy = channels_last(x), channels_last(dy)
         expected = aten_gradients(dy, x, w, case[2], case[3], [1, 1], 1)[0]
@@ -73,6 +81,7 @@ def test_both_writers_match_aten_in_float64(writer):
         assert ours.stride() == meta.stride(), case
         torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12,
                                    msg=f"trial {trial} {case}")
+    assert with_taps >= 40
 
 
 @pytest.mark.parametrize("writer", WRITERS)
@@ -91,10 +100,54 @@ def test_both_writers_lower_precision(writer, dtype):
     assert error(ours) <= 2 * error(theirs) + 1e-5 * ref.abs().max().item()
 
 
+@pytest.mark.parametrize("writer", WRITERS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kernel_equal_to_stride_transposed_forward(writer, dtype):
+    """U-Net's ConvTranspose2d k2 s2 in channels_last, swap1x1 forced with each
+    writer: in_place writes the output with one batched GEMM per kernel row
+    and no zeroing pass (kernel = stride leaves no holes). Against float64
+    math, at most twice aten's error plus 1e-5 of the reference's magnitude."""
+    g = torch.Generator().manual_seed(5)
+    x64 = torch.randn(2, 16, 6, 7, generator=g, dtype=torch.float64)
+    w64 = torch.randn(16, 8, 2, 2, generator=g, dtype=torch.float64)
+    reference = torch.nn.functional.conv_transpose2d(x64, w64, stride=2)
+    x, w = channels_last(x64.to(dtype)), w64.to(dtype)
+    theirs = torch.nn.functional.conv_transpose2d(x, w, stride=2)
+    bwdconv.enable()
+    bwdconv.reset_served()
+    bwdconv._library._C.start_kernel_recording()
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer=writer, strict=True), \
+            bwdconv.kernels_on_host():
+        ours = torch.nn.functional.conv_transpose2d(x, w, stride=2)
+    launched = [launch["kernel"] for launch in
+                bwdconv._library._C.stop_kernel_recording()["launches"]]
+    assert launched == ([] if writer == "in_place" else ["interleave"])
+    assert bwdconv.served()["input"]["swap1x1"] == 1
+    assert ours.is_contiguous(memory_format=torch.channels_last) and ours.dtype == dtype
+    error = lambda t: (t.double() - reference).abs().max().item()  # noqa: E731
+    assert error(ours) <= 2 * error(theirs) + 1e-5 * reference.abs().max().item()
+    assert in_place_refusal(((2, 8, 12, 14), (16, 8, 2, 2), [2, 2], [0, 0])) is None
+
+
+def test_in_place_with_dilated_outer_taps():
+    """Taps of a dilated outer dim (k2 d2 within stride 4) land 2 rows apart."""
+    case = ((2, 4, 12, 6), (5, 4, 2, 3), [4, 3], [0, 0])
+    x, w, dy = operands(case, torch.float64, 3)
+    x, dy = channels_last(x), channels_last(dy)
+    dilation = [2, 1]
+    expected = torch.ops.aten.convolution_backward(
+        dy, x, w, None, case[2], case[3], dilation, False, [0, 0], 1, [True, False, False])[0]
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer="in_place", strict=True):
+        ours = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), case[2],
+                                                            case[3], dilation, 1)
+    torch.testing.assert_close(ours, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("case, layout, reason", [
     (((1, 4, 8, 8), (4, 4, 1, 1), [2, 2], [1, 1]), True, "padding"),
     (((2, 4, 9, 8), (4, 4, 1, 1), [2, 2], [0, 0]), True, "uniformly strided"),
     (((2, 4, 8, 8), (4, 4, 1, 1), [2, 2], [0, 0]), False, "not channels_last"),
+    (((1, 4, 9, 8), (4, 4, 2, 2), [2, 2], [0, 0]), True, "taps' slots end before dx"),
 ])
 def test_in_place_forced_where_it_cannot_serve_gives_way_unless_strict(case, layout, reason):
     assert reason in in_place_refusal(case, channels_last=layout)

@@ -55,12 +55,23 @@ std::optional<Swap1x1Writer> parse_swap1x1_writer(const std::string& name) {
 }
 
 std::optional<std::string> in_place_refusal(const ConvGeometry& g) {
-  if (!all_equal_to(g.filter, g.spatial_dims, 1)) return "the filter is not 1x1";
   if (g.layout != MemoryLayout::ChannelsLast) return "dx is not channels_last";
   if (g.groups != 1) return "grouped: the GEMM is a grouped convolution";
+  const int last = g.spatial_dims - 1;
   for (int i = 0; i < g.spatial_dims; ++i) {
     if (g.padding[i] != 0) return "padding crops the first slots";
+    // Tap t's slots s*o + t*d, o < O, are all of its phase's positions in dx
+    // only where s*O reaches past dx (docs/DESIGN.md, "swap1x1"): the writer
+    // zeroes only the phases without a tap.
+    if (g.filter[i] > 1 && g.stride[i] * g.output[i] < g.input[i]) {
+      return "the taps' slots end before dx does in dim " + std::to_string(i) +
+             " (input " + std::to_string(g.input[i]) + ", " + std::to_string(g.output[i]) +
+             " outputs of stride " + std::to_string(g.stride[i]) + ")";
+    }
   }
+  // The last dim's taps side by side: each GEMM row writes K_last*C
+  // consecutive elements.
+  if (g.filter[last] > 1 && g.dilation[last] != 1) return "the last dim's taps are dilated";
   // One uniformly strided batch: each dim steps its successor's count times its step.
   const std::vector<BatchDim> dims = stepping_batch_dims(g);
   for (size_t i = 0; i + 1 < dims.size(); ++i) {
@@ -99,7 +110,8 @@ Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& g, std::optional<Swap1x1
             "cpu-2026-11-23-swap1x1-writers)",
             refused};
   }
-  const int64_t row_bytes = g.in_channels * dtype_bytes(g.dtype);
+  // a GEMM row: the last dim's taps side by side, C channels each
+  const int64_t row_bytes = g.filter[g.spatial_dims - 1] * g.in_channels * dtype_bytes(g.dtype);
   if (row_bytes < kSectorBytes) {
     return {Swap1x1Writer::fused,
             "dx's channel rows (" + std::to_string(row_bytes) +

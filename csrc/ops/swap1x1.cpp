@@ -124,22 +124,41 @@ int64_t tap_index(const Phase& phase, const ConvGeometry& g) {
   return t;
 }
 
-// The in_place writer (docs/DESIGN.md, "swap1x1"): dx's slots dx[n, s*o] as a
-// batch of [O_last, C] matrices, rows s_last*C apart and batches
-// in_place_batch_stride apart, written by one batched GEMM with a shared filter.
+// The filter operand of the outer taps `outer` (every dim's tap but the
+// last's): w[o, c, outer..., j] as [O, K_last * C], column j*C + c.
+at::Tensor last_dim_taps(const at::Tensor& weight, const std::vector<int64_t>& outer) {
+  at::Tensor taps = weight;
+  for (const int64_t t : outer) taps = taps.select(2, t);  // [O, C, K_last]
+  return taps.permute({0, 2, 1}).reshape({weight.size(0), -1});
+}
+
+// The in_place writer (docs/DESIGN.md, "swap1x1"): for each tap t of the
+// outer dims, dx's slots dx[n, s*o + t*d] as a batch of [O_last, K_last*C]
+// matrices (the last dim's taps side by side), rows s_last*C apart and
+// batches in_place_batch_stride apart, starting at the tap's offset,
+// written by one batched GEMM with a shared filter.
 void gemm_into_slots(const ConvGeometry& g, const at::Tensor& grad_output,
                      const at::Tensor& weight, at::Tensor& dx) {
   const int last = g.spatial_dims - 1;
   int64_t batches = g.batch;
   for (int i = 0; i < last; ++i) batches *= g.output[i];
   const int64_t rows = g.output[last], out_channels = g.out_channels;
+  const int64_t columns = g.filter[last] * g.in_channels;
   const at::Tensor operand =
       channels_last_view(grad_output).reshape({batches, rows, out_channels});
-  const at::Tensor filter =
-      weight.reshape({out_channels, g.in_channels}).expand({batches, out_channels, g.in_channels});
-  at::Tensor slots = dx.as_strided({batches, rows, g.in_channels},
-                                   {in_place_batch_stride(g), g.stride[last] * g.in_channels, 1});
-  at::bmm_out(slots, operand, filter);
+  std::vector<int64_t> outer(last, 0);  // the outer dims' taps, row-major
+  while (true) {
+    int64_t offset = dx.storage_offset();
+    for (int i = 0; i < last; ++i) offset += outer[i] * g.dilation[i] * dx.stride(2 + i);
+    at::Tensor slots = dx.as_strided({batches, rows, columns},
+                                     {in_place_batch_stride(g), g.stride[last] * g.in_channels, 1},
+                                     offset);
+    at::bmm_out(slots, operand,
+                last_dim_taps(weight, outer).expand({batches, out_channels, columns}));
+    int i = last - 1;
+    while (i >= 0 && ++outer[i] == g.filter[i]) outer[i--] = 0;
+    if (i < 0) break;
+  }
 }
 
 }  // namespace
@@ -153,10 +172,15 @@ at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
     // The planner chose in_place from grad_output's layout, which leads dx's.
     TORCH_INTERNAL_ASSERT(format != at::MemoryFormat::Contiguous && dx.is_contiguous(format),
                           "swap1x1 in_place planned for a dx that is not channels_last");
-    // A 1x1 filter: only phase 0 (every residue 0) has a tap, dx[s*q - p] = W^T dy[q].
+    // Tap t's phase (residue t, no padding) is dx[s*q + t] = W_t^T dy[q],
+    // every slot of it (planner: in_place_refusal); the others are holes.
     gemm_into_slots(g, grad_output, weight, dx);
-    inputs[0].write = hip::PhaseWrite::Keep;
-    interleave(dx, plan, inputs, ChannelMap{g.in_channels, 0});
+    bool holes = false;
+    for (size_t n = 0; n < plan.phases.size(); ++n) {
+      if (!plan.phases[n].empty()) inputs[n].write = hip::PhaseWrite::Keep;
+      holes = holes || plan.phases[n].empty();
+    }
+    if (holes) interleave(dx, plan, inputs, ChannelMap{g.in_channels, 0});
     return dx;
   }
   if (!runs_kernels(dx) && gemm_writes_dx(g)) {

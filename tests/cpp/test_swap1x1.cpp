@@ -195,19 +195,71 @@ TEST(Swap1x1, ServesExactlyTheFiltersWithinTheStride) {
   EXPECT_GT(refused, 200);
 }
 
-TEST(Swap1x1, KernelEqualToStrideIsServedButNotInPlace) {
+TEST(Swap1x1, KernelEqualToStrideIsServedInPlaceWhereItsSlotsCoverDx) {
   std::mt19937 rng(7);
   ConvGeometry g = one_by_one(rng, 2);
   g.input[0] = g.input[1] = 8;
   g.filter[0] = g.filter[1] = g.stride[0] = g.stride[1] = 2;
   derive_output_sizes(g);
   EXPECT_FALSE(swap1x1_refusal(g, enumerate_phases(g)).has_value());
-  ASSERT_TRUE(in_place_refusal(g).has_value());
-  EXPECT_NE(in_place_refusal(g)->find("1x1"), std::string::npos) << *in_place_refusal(g);
+  EXPECT_FALSE(in_place_refusal(g).has_value());
+  ConvGeometry ragged = g, dilated = g;
+  ragged.input[0] = 9;  // position 8 has residue 0 but no output: no tap writes it
+  derive_output_sizes(ragged);
+  ASSERT_TRUE(in_place_refusal(ragged).has_value());
+  EXPECT_NE(in_place_refusal(ragged)->find("taps' slots end before dx does in dim 0"),
+            std::string::npos) << *in_place_refusal(ragged);
+  dilated.filter[1] = 1;
+  dilated.stride[1] = 4;
+  dilated.dilation[1] = 2;  // a 1-tap dilated dim is still one column block
+  derive_output_sizes(dilated);
+  EXPECT_FALSE(in_place_refusal(dilated).has_value());
+  dilated.filter[1] = 2;  // taps 0 and 2 of stride 4: columns not side by side
+  derive_output_sizes(dilated);
+  ASSERT_TRUE(in_place_refusal(dilated).has_value());
+  EXPECT_NE(in_place_refusal(dilated)->find("dilated"), std::string::npos);
   g.filter[1] = 3;  // taps 0 and 2 of dim 1 land on residue 0 of stride 2
   derive_output_sizes(g);
   ASSERT_TRUE(swap1x1_refusal(g, enumerate_phases(g)).has_value());
   EXPECT_NE(swap1x1_refusal(g, enumerate_phases(g))->find("dim 1"), std::string::npos);
+}
+
+// Whether every dx position of a phase with a tap (residue below the filter,
+// no dilation or padding) is a tap's slot, o < O: what in_place needs, since
+// it zeroes only the phases without one.
+bool taps_cover_their_phases(const ConvGeometry& g) {
+  for (int i = 0; i < g.spatial_dims; ++i) {
+    for (int64_t x = 0; x < g.input[i]; ++x) {
+      if (x % g.stride[i] < g.filter[i] && x / g.stride[i] >= g.output[i]) return false;
+    }
+  }
+  return true;
+}
+
+TEST(Swap1x1, InPlaceWithTapsServesOnlyWhereTheTapsCoverTheirPhases) {
+  std::mt19937 rng(13);
+  int served = 0, refused = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    ConvGeometry g = one_by_one(rng);
+    for (int i = 0; i < g.spatial_dims; ++i) {
+      g.filter[i] = 1 + static_cast<int64_t>(rng() % g.stride[i]);
+      g.input[i] = g.filter[i] + rng() % 9;
+    }
+    derive_output_sizes(g);
+    const bool covered = taps_cover_their_phases(g);
+    const auto refusal = in_place_refusal(g);
+    if (!refusal) {
+      ++served;
+      EXPECT_TRUE(covered) << format_sizes(g.input, g.spatial_dims) << " filter "
+                           << format_sizes(g.filter, g.spatial_dims) << " stride "
+                           << format_sizes(g.stride, g.spatial_dims);
+    } else {
+      refused += refusal->find("taps' slots") != std::string::npos;
+      if (refusal->find("taps' slots") != std::string::npos) EXPECT_FALSE(covered);
+    }
+  }
+  EXPECT_GT(served, 100);
+  EXPECT_GT(refused, 100);
 }
 
 TEST(Swap1x1, WriterNamesRoundTrip) {
