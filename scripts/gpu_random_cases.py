@@ -324,6 +324,9 @@ def aten_survives(geometry, x, w, b, dy):
     pid = os.fork()
     if pid == 0:  # the child: aten in the dtype and in float64, then out
         try:
+            # One thread: the parent's OpenMP pool does not survive the fork,
+            # and a parallel region waiting for it would never end.
+            torch.set_num_threads(1)
             run_call(geometry, x, w, b, dy)
             run_call(geometry, *(t.double() if t is not None else None for t in (x, w, b, dy)))
         except BaseException:

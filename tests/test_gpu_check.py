@@ -6,6 +6,8 @@ bwdconv's kernels and the vendors' (scripts/gpu_sanitizer.py), the accuracy
 rule against float64 (scripts/gpu_accuracy.py), and the randomized step
 (scripts/gpu_random_cases.py) through the kernels' host target."""
 
+import collections
+import json
 import os
 import sys
 import pathlib
@@ -347,3 +349,79 @@ def round_mantissa(t, bits):
     drop = 23 - bits
     half = (1 << (drop - 1)) - 1 + ((as_int >> drop) & 1)
     return ((as_int + half) & ~((1 << drop) - 1)).view(torch.float32)
+
+
+# ---- the randomized step (scripts/gpu_random_cases.py), on the host target ----
+
+import gpu_random_cases  # noqa: E402
+
+
+def random_step(tmp_path, *arguments):
+    out = tmp_path / "random.json"
+    env = dict(os.environ, BWDCONV_CPU_KERNELS="host")
+    run = subprocess.run([sys.executable, str(SCRIPTS / "gpu_random_cases.py"), "--device", "cpu",
+                          "--json", str(out), *arguments],
+                         capture_output=True, text=True, timeout=600, env=env)
+    return run, (json.loads(out.read_text()) if out.exists() else None)
+
+
+def test_random_step_on_the_host_target_covers_every_forcing_dtype_layout_scope_and_kind(
+        tmp_path):
+    """200 random cases through the kernels' host target against float64:
+    no mismatch, every dtype, layout, scope, kind and forcing drawn, and
+    every forced strategy computing some of them."""
+    run, stats = random_step(tmp_path, "--cases", "200", "--skip-known", "--require-served")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert stats["kernels"] == "host"
+    assert stats["cases"] == 200 and stats["mismatches"] == []
+    by = stats["by"]
+    assert set(by["dtype"]) == {"float64", "float32", "bfloat16", "float16"}
+    assert set(by["layout"]) == {"nchw", "channels_last"}
+    assert set(by["scope"]) == {"functional", "aten"}
+    assert set(by["kind"]) == {"conv", "transposed"}
+    assert set(by["forcing"]) == {label for label, _, _ in gpu_random_cases.forcings(bwdconv())}
+    assert stats["never_served"] == []
+    assert "passed" in run.stdout.splitlines()[-1]
+
+
+def test_random_step_finds_a_corrupted_strategy(tmp_path):
+    """The step can fail: phase's gradients off by one are mismatches, named
+    with the case and the command that reruns its group."""
+    run, stats = random_step(tmp_path, "--cases", "28", "--skip-known", "--only", "phase",
+                             "--corrupt", "phase")
+    assert run.returncode == 1
+    assert stats["mismatches"] and all(m["forcing"] == "phase" for m in stats["mismatches"])
+    assert "--group" in stats["mismatches"][0]["case"]
+    assert run.stdout.splitlines()[-1].startswith("FAILED")
+
+
+def test_random_geometry_is_valid_and_holds_issue_40s_classes():
+    """Every drawn call is one aten accepts (output sizes from the formula
+    match aten's), and the classes issue 40 found wrong are well represented."""
+    import random
+
+    import torch
+
+    rng = random.Random(3)
+    classes = collections.Counter()
+    for i in range(400):
+        geometry = gpu_random_cases.draw(rng, gpu_random_cases.KINDS[i % 2])
+        assert geometry.valid()
+        classes.update(geometry.classes())
+        if i % 8 == 0:  # aten agrees on the output's size
+            x = torch.zeros(geometry.x_size, dtype=torch.float64)
+            w = torch.zeros(geometry.w_size, dtype=torch.float64)
+            y = getattr(torch.nn.functional, geometry.function())(x, w, None,
+                                                                  **geometry.keywords())
+            assert tuple(y.shape) == geometry.output_size(), geometry
+    assert classes["stride-1 dim, padding at or past the kernel's extent"] >= 40
+    assert classes["transposed, output cropped"] >= 80
+    assert classes["dilation beside stride 1"] >= 40
+    for geometry, _ in gpu_random_cases.KNOWN_CASES:
+        assert geometry.valid(), geometry
+
+
+def bwdconv():
+    import bwdconv as module
+
+    return module
