@@ -425,3 +425,26 @@ def bwdconv():
     import bwdconv as module
 
     return module
+
+
+def test_small_cases_under_a_stand_in_sanitizer_on_the_host_target(tmp_path):
+    """The sanitizer steps' command end to end on the CPU: gpu_small_cases.py
+    (every strategy, on the host target, within the accuracy rule) under a
+    stand-in compute-sanitizer that runs it and then reports vendor races:
+    passes, naming them; the same stand-in reporting a race in bwdconv's
+    kernel fails."""
+    for text, expected in ((VENDOR_RACES, 0), (OWN_RACE, 1)):
+        log = tmp_path / "sanitizer-output.txt"
+        log.write_text(text)
+        sanitizer = tmp_path / "compute-sanitizer"
+        sanitizer.write_text(f"#!/usr/bin/env bash\nshift 2\n\"$@\" || exit $?\ncat {log}\n")
+        sanitizer.chmod(0o755)
+        run = subprocess.run(
+            [sys.executable, str(SCRIPTS / "gpu_sanitizer.py"), "run", "--tool", "racecheck",
+             "--sanitizer", str(sanitizer), "--", sys.executable,
+             str(SCRIPTS / "gpu_small_cases.py"), "--device", "cpu"],
+            capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, BWDCONV_CPU_KERNELS="host"))
+        assert run.returncode == expected, run.stdout[-3000:] + run.stderr[-3000:]
+        assert "0 results outside the accuracy rule" in run.stdout
+        assert "sm90_xmma_dgrad" in run.stdout or expected == 1
