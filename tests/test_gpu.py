@@ -3,6 +3,7 @@ strategy forced against aten in fp32/fp16/bf16, NCHW and channels_last, odd
 sizes, groups, dilation, 3D; splitk determinism; CUDA graph capture; the
 caching allocator's peak as bwdconv.peak_memory."""
 
+import math
 import pathlib
 import sys
 
@@ -48,13 +49,16 @@ def backward_call(entry, x, w, dy, case):
 
 
 def operands(case, dtype, channels_last):
+    """x, w, dy in `dtype` on the GPU, and the float64 reference gradients
+    (dx, dw) of those same rounded operands, on the GPU."""
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(case[0], generator=g, dtype=torch.float64)
-    w = torch.randn(case[1], generator=g, dtype=torch.float64)
-    y = torch.ops.aten.convolution(x, w, None, *case[2:5], False, [0] * len(case[2]), case[5])
-    dy = torch.randn(y.shape, generator=g, dtype=torch.float64)
-    ref = aten_gradients(dy, x, w, *case[2:])
-    x, w, dy = (t.cuda().to(dtype) for t in (x, w, dy))
+    x = torch.randn(case[0], generator=g, dtype=torch.float64).to(dtype)
+    w = torch.randn(case[1], generator=g, dtype=torch.float64).to(dtype)
+    y = torch.ops.aten.convolution(x.double(), w.double(), None, *case[2:5], False,
+                                   [0] * len(case[2]), case[5])
+    dy = torch.randn(y.shape, generator=g, dtype=torch.float64).to(dtype)
+    ref = aten_gradients(dy.double(), x.double(), w.double(), *case[2:])
+    x, w, dy = (t.cuda() for t in (x, w, dy))
     if channels_last:
         fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
         x, dy = x.to(memory_format=fmt), dy.to(memory_format=fmt)
@@ -65,12 +69,26 @@ def error(t, ref):
     return (t.double() - ref).abs().max().item()
 
 
+def accuracy_bounds(case, dtype, x, w, dy, atens, refs):
+    """The accuracy rule's bound (scripts/gpu_accuracy.py) for dx and dw:
+    twice aten's error under the TF32 flags in effect, or what a correct
+    (where TF32 is on, TF32) accumulation of their products may lose."""
+    s, p, d, groups = case[2:]
+    magnitudes = aten_gradients(dy.double().abs(), x.double().abs(), w.double().abs(), s, p, d,
+                                groups)
+    k = math.prod(case[1][2:])  # dw's terms: N times dy's spatial size
+    terms = [case[1][0] // groups * k, dy.shape[0] * math.prod(dy.shape[2:])]
+    rounding = gpu_accuracy.operand_roundoff(dtype, x.device)
+    return [b for _, b in gpu_accuracy.bounds(dtype, atens, refs, magnitudes, terms, rounding)]
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_forced_strategy_accuracy(strategy, dtype, channels_last):
-    """The flash-attention rule: error against float64 at most twice aten's
-    error in the same dtype (plus 1e-6 of the reference's magnitude)."""
+    """The accuracy rule (scripts/gpu_accuracy.py): error against float64 at
+    most twice aten's error in the same dtype under the same TF32 flags, or
+    the (TF32) accumulation bound."""
     checked = 0
     for case in CASES:
         if not serves(strategy, case):
@@ -82,9 +100,9 @@ def test_forced_strategy_accuracy(strategy, dtype, channels_last):
             gx = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
             gw = torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
         torch.cuda.synchronize()
-        for ours, theirs, ref in ((gx, aten_x, ref_x), (gw, aten_w, ref_w)):
-            bound = 2 * error(theirs, ref) + 1e-6 * ref.abs().max().item()
-            assert error(ours, ref) <= bound, (strategy, dtype, channels_last, case)
+        bounds = accuracy_bounds(case, dtype, x, w, dy, [aten_x, aten_w], [ref_x, ref_w])
+        for name, ours, ref, bound in (("dx", gx, ref_x, bounds[0]), ("dw", gw, ref_w, bounds[1])):
+            assert error(ours, ref) <= bound, (name, strategy, dtype, channels_last, case)
         checked += 1
     assert checked > 0
 
@@ -95,9 +113,9 @@ def test_swap1x1_writers_on_gpu(writer, dtype):
     """Both ways swap1x1 writes a channels_last dx, under the accuracy rule,
     and each records into a CUDA graph that replays to the same bits."""
     case = ((2, 16, 34, 31), (32, 16, 1, 1), [2, 3], [0, 0], [1, 1], 1)  # 34 = 17 * 2: uniform
-    x, w, dy, (ref_x, _) = operands(case, dtype, True)
+    x, w, dy, (ref_x, ref_w) = operands(case, dtype, True)
     s, p, d, groups = case[2:]
-    aten_x = aten_gradients(dy, x, w, s, p, d, groups)[0]
+    aten_x, aten_w = aten_gradients(dy, x, w, s, p, d, groups)
 
     def call():
         return torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
@@ -115,7 +133,7 @@ def test_swap1x1_writers_on_gpu(writer, dtype):
     graph.replay()
     torch.cuda.synchronize()
     assert gx.is_contiguous(memory_format=torch.channels_last)
-    bound = 2 * error(aten_x, ref_x) + 1e-6 * ref_x.abs().max().item()
+    bound = accuracy_bounds(case, dtype, x, w, dy, [aten_x, aten_w], [ref_x, ref_w])[0]
     assert error(gx, ref_x) <= bound
     assert torch.equal(captured, expected)
 
@@ -256,7 +274,7 @@ def test_autotuning_on_gpu_verifies_and_times_with_events(dtype, tmp_path, monke
     case = CASES[1]
     x, w, dy, ref = operands(case, dtype, False)
     s, p, d, groups = case[2:]
-    expected = aten_gradients(dy, x, w, s, p, d, groups)[0]
+    expected, expected_w = aten_gradients(dy, x, w, s, p, d, groups)
     bwdconv._explain._C._set_corrupted_strategy("phase")
     try:
         with bwdconv.autotuning(), pytest.warns(RuntimeWarning, match="phase disagrees"):
@@ -266,13 +284,8 @@ def test_autotuning_on_gpu_verifies_and_times_with_events(dtype, tmp_path, monke
         bwdconv._explain._C._set_corrupted_strategy(None)
         bwdconv._explain._C.forget_decisions(True)
     # The gradient returned: the accuracy rule against float64.
-    magnitude = aten_gradients(dy.double().abs(), x.double().abs(), w.double().abs(), s, p, d,
-                               groups)[0]
-    terms = case[1][0] // groups * case[1][2] * case[1][3]
-    ((_, bound),) = gpu_accuracy.bounds(dtype, [expected], [ref[0]], [magnitude], [terms],
-                                        gpu_accuracy.operand_roundoff(dtype, result.device))
-    (err,) = gpu_accuracy.errors([result], [ref[0]])
-    assert err <= bound, (err, bound)
+    bound = accuracy_bounds(case, dtype, x, w, dy, [expected, expected_w], ref)[0]
+    assert error(result, ref[0]) <= bound, (error(result, ref[0]), bound)
     (key, entry), = bwdconv.decisions().items()
     assert key.startswith(("cuda ", "hip "))
     decided = entry["gradients"]["input"]
