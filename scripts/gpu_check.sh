@@ -234,7 +234,7 @@ version = subprocess.run([compiler, "--version"], capture_output=True, text=True
 print(f"- C++ compiler: {compiler} ({version.splitlines()[0] if version else 'unknown'})")
 PY
   echo "- git revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- bwdconv: $(grep -hE '^== (installed|built here|no prebuilt|the prebuilt)' "$OUT/build.log" 2>/dev/null | tr '\n' ' ' || true)"
+  echo "- bwdconv: $(grep -hE '^(== (installed|built here|no prebuilt|the prebuilt)|the wheel (fits|does not fit))' "$OUT/build.log" 2>/dev/null | tr '\n' ' ' || true)"
   echo "- budget: $BUDGET s, $SECONDS s used; steps of this run: ${SELECTED# }"
   echo
   ran=() skipped=() other=()

@@ -295,8 +295,11 @@ def sanitizer_path(given=None):
 
 
 def run(args):
-    command = [sanitizer_path(args.sanitizer), "--tool", args.tool, *args.sanitizer_args,
-               *args.command]
+    sanitizer = sanitizer_path(args.sanitizer)
+    if not os.access(sanitizer, os.X_OK):
+        print(f"compute-sanitizer not found ({sanitizer}): nothing checked")
+        return 1
+    command = [sanitizer, "--tool", args.tool, *args.sanitizer_args, *args.command]
     print("== " + " ".join(command), flush=True)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, errors="replace")
