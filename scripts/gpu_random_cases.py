@@ -379,7 +379,8 @@ def run(args):
     for index in indices:
         if stats["cases"] >= args.cases or time.monotonic() - started > args.seconds:
             break
-        geometry, dtype, layout, tf32, bias = group_plan(args.seed, index, device, not args.skip_known)
+        geometry, dtype, layout, tf32, bias = group_plan(args.seed, index, device,
+                                                         not args.skip_known)
         if args.dtypes and DTYPE_NAMES[dtype] not in args.dtypes:
             continue
         if args.verbose:

@@ -92,7 +92,8 @@ def backward_cases(bwdconv, device):
                         continue  # the strategy (or writer) cannot serve this shape
                     what = (f"{strategy}{f'[{writer}]' if writer else ''} {case} {dtype} "
                             f"{'channels_last' if channels_last else 'NCHW'}")
-                    check(what, dtype, ("dx", "dw"), list(ours[:2]), atens, references, magnitudes, terms)
+                    check(what, dtype, ("dx", "dw"), list(ours[:2]), atens, references,
+                          magnitudes, terms)
                     checked += 1
     return checked
 
