@@ -208,7 +208,7 @@ OWN_NAMES = {"interleave_kernel", "interleave_dense_kernel", "scatter_staged_ker
 def test_sanitizer_reads_bwdconvs_kernel_names_from_the_sources():
     names = gpu_sanitizer.own_kernel_names()
     assert {"interleave_kernel", "scatter_kernel", "splitk_reduce_kernel"} <= names
-    assert all(name.endswith("_kernel") for name in names)
+    assert not names & {"void", "__launch_bounds__", "kThreadsPerBlock"}
 
 
 def test_races_in_vendor_kernels_are_counted_and_named_not_failures():
