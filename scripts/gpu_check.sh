@@ -188,7 +188,8 @@ step random "$PYTHON" scripts/gpu_random_cases.py --cases "$RANDOM_CASES" --seco
 # printed, not failing the sanitizer's step).
 for tool in memcheck racecheck; do
   step "sanitizer_$tool" "$PYTHON" scripts/gpu_sanitizer.py run --tool "$tool" \
-    --summary "$OUT/sanitizer_$tool.md" -- "$PYTHON" scripts/gpu_small_cases.py --mismatches-pass
+    --seconds "$((STEP_SECONDS[sanitizer_$tool] - 8))" --summary "$OUT/sanitizer_$tool.md" \
+    -- "$PYTHON" scripts/gpu_small_cases.py --mismatches-pass
 done
 # Decoders' and generators' transposed convolutions, then the seed lines, with
 # cuDNN's benchmark mode on for aten and bwdconv alike (the baseline a user

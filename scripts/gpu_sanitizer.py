@@ -44,8 +44,10 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PREFIX = "========="
@@ -301,14 +303,40 @@ def run(args):
         return 1
     command = [sanitizer, "--tool", args.tool, *args.sanitizer_args, *args.command]
     print("== " + " ".join(command), flush=True)
+    # Its own process group: the sanitizer and the program under it stop together.
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, errors="replace")
+                               text=True, errors="replace", start_new_session=True)
+    stopped = threading.Event()
+
+    def signal_group(number):
+        try:
+            os.killpg(process.pid, number)
+        except ProcessLookupError:
+            pass
+
+    def stop():  # past --seconds: the findings so far still get read and written
+        stopped.set()
+        signal_group(signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            signal_group(signal.SIGKILL)
+
+    timer = threading.Timer(args.seconds, stop) if args.seconds else None
+    if timer:
+        timer.start()
     captured = []
     for line in process.stdout:
         sys.stdout.write(line)
         captured.append(line)
     returncode = process.wait()
+    if timer:
+        timer.cancel()
     text, failed = summary(args.tool, parse("".join(captured)), returncode)
+    if stopped.is_set():
+        text = (f"- {args.tool}: INCOMPLETE: stopped after {args.seconds:g} s; what it had found "
+                f"by then:\n" + text)
+        failed = True
     print(text)
     if args.summary:
         with open(args.summary, "w") as f:
@@ -325,6 +353,8 @@ def main(argv=None):
     runner.add_argument("--sanitizer")
     runner.add_argument("--sanitizer-args", nargs="*", default=[])
     runner.add_argument("--summary")
+    runner.add_argument("--seconds", type=float, default=None,
+                        help="stop the run after this long, still judging what it printed")
     runner.add_argument("command", nargs=argparse.REMAINDER)
     reader = sub.add_parser("parse", help="judge a saved log")
     reader.add_argument("log")

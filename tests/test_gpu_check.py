@@ -448,3 +448,24 @@ def test_small_cases_under_a_stand_in_sanitizer_on_the_host_target(tmp_path):
         assert run.returncode == expected, run.stdout[-3000:] + run.stderr[-3000:]
         assert "0 results outside the accuracy rule" in run.stdout
         assert "sm90_xmma_dgrad" in run.stdout or expected == 1
+
+
+def test_a_sanitizer_run_past_its_time_is_judged_on_what_it_printed(tmp_path):
+    """--seconds stops a run that would pass the step's time: the summary is
+    still written, says the run is incomplete and names what was found."""
+    log = tmp_path / "out.txt"
+    log.write_text(VENDOR_RACES)
+    sanitizer = tmp_path / "compute-sanitizer"
+    sanitizer.write_text(f"#!/usr/bin/env bash\ncat {log}\nexec sleep 60\n")
+    sanitizer.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    start = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, str(SCRIPTS / "gpu_sanitizer.py"), "run", "--tool", "racecheck",
+         "--sanitizer", str(sanitizer), "--seconds", "2", "--summary", str(summary), "--", "true"],
+        capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - start < 20
+    assert run.returncode == 1
+    text = summary.read_text()
+    assert text.startswith("- racecheck: INCOMPLETE: stopped after 2 s")
+    assert "sm90_xmma_dgrad_implicit_gemm_indexed" in text
