@@ -543,6 +543,9 @@ def parse(argv=None):
 
 def main(argv=None):
     args = parse(argv)
+    if os.environ.get("BWDCONV_STEP_SECONDS"):
+        # gpu_check.sh's limit for the step: stop in time to write the report.
+        args.seconds = min(args.seconds, max(1.0, float(os.environ["BWDCONV_STEP_SECONDS"]) - 20))
     stats = run(args)
     text = report(stats, args.cases)
     print(text)

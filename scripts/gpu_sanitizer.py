@@ -322,6 +322,9 @@ def run(args):
         except subprocess.TimeoutExpired:
             signal_group(signal.SIGKILL)
 
+    if args.seconds is None and os.environ.get("BWDCONV_STEP_SECONDS"):
+        # gpu_check.sh's limit for the step, less the time to stop and write.
+        args.seconds = max(1.0, float(os.environ["BWDCONV_STEP_SECONDS"]) - 15)
     timer = threading.Timer(args.seconds, stop) if args.seconds else None
     if timer:
         timer.start()
@@ -354,7 +357,8 @@ def main(argv=None):
     runner.add_argument("--sanitizer-args", nargs="*", default=[])
     runner.add_argument("--summary")
     runner.add_argument("--seconds", type=float, default=None,
-                        help="stop the run after this long, still judging what it printed")
+                        help="stop the run after this long, still judging what it printed "
+                             "(default: BWDCONV_STEP_SECONDS less 15, else no limit)")
     runner.add_argument("command", nargs=argparse.REMAINDER)
     reader = sub.add_parser("parse", help="judge a saved log")
     reader.add_argument("log")
