@@ -221,10 +221,13 @@ step models_bf16 "$PYTHON" -m bwdconv.bench.models --dtype bfloat16
   echo
   "$PYTHON" - <<'PY'
 import datetime, os, subprocess, torch
-print(f"- device: {torch.cuda.get_device_name()}")
-drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                     capture_output=True, text=True)
-print(f"- driver: {drv.stdout.strip() or 'unknown'}")
+print(f"- device: {torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}")
+try:
+    drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+except OSError:
+    drv = ""
+print(f"- driver: {drv or 'unknown'}")
 print(f"- torch: {torch.__version__} (CUDA {torch.version.cuda}, HIP {torch.version.hip}, "
       f"cuDNN {torch.backends.cudnn.version()})")
 print(f"- TF32 (PyTorch's defaults unless the step sets them): cudnn.allow_tf32 "
