@@ -41,7 +41,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # imported from tests: after tools/
 import gpu_accuracy as accuracy  # noqa: E402
 
 DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)

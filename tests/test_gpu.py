@@ -13,7 +13,7 @@ import torch
 import bwdconv
 from conftest import aten_gradients
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))  # after tools/
 import gpu_accuracy  # noqa: E402  (the GPU check's accuracy rule)
 
 pytestmark = [

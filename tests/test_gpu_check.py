@@ -139,7 +139,7 @@ def test_a_build_refused_for_a_private_libstdcxx_is_redone_with_the_g_plus_plus_
 # ---- compute-sanitizer's findings (scripts/gpu_sanitizer.py) ----------------
 
 SCRIPTS = ROOT / "scripts"
-sys.path.insert(0, str(SCRIPTS))
+sys.path.append(str(SCRIPTS))  # after tools/ (pyproject pythonpath): scripts/kernel_report.py must not hide its package
 import gpu_accuracy  # noqa: E402
 import gpu_sanitizer  # noqa: E402
 
