@@ -163,12 +163,17 @@ class BuildExtensionWithRecord(cpp_extension.BuildExtension):
     """torch's build_ext compiling in build/extension/ (unless told another
     directory), then _build.json written beside the built extension."""
 
+    told = False  # the build's lines below printed
+
     def finalize_options(self):
         if self.build_temp is None:
             self.build_temp = objects_directory(TOOLCHAIN, kernel_architectures(TOOLCHAIN), DEBUG)
-        # Progress: setup.sh shows these lines and ninja's "[n/m]" ones.
-        print(f"bwdconv: device code: {describe_targets(TOOLCHAIN)}", flush=True)
-        print(f"bwdconv: objects in {os.path.relpath(self.build_temp, ROOT)}", flush=True)
+        # Progress: setup.sh shows these lines and ninja's "[n/m]" ones (once:
+        # an editable install finalizes build_ext more than once).
+        if not BuildExtensionWithRecord.told:
+            BuildExtensionWithRecord.told = True
+            print(f"bwdconv: device code: {describe_targets(TOOLCHAIN)}", flush=True)
+            print(f"bwdconv: objects in {os.path.relpath(self.build_temp, ROOT)}", flush=True)
         # setuptools' own up-to-date check compares the sources, not the headers,
         # with the built extension: always let ninja decide what to recompile.
         self.force = True
