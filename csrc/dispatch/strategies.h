@@ -19,11 +19,12 @@
 #include "geometry.h"
 #include "phase.h"
 #include "phase_stacked.h"
+#include "relayout.h"
 #include "swap1x1.h"
 
 namespace bwdconv {
 
-enum class Strategy { aten, swap1x1, scatter, phase, phase_stacked, splitk };
+enum class Strategy { aten, swap1x1, scatter, phase, phase_stacked, splitk, relayout };
 
 enum class Gradient { input, weight };
 
@@ -58,8 +59,9 @@ std::optional<std::string> serves_every_geometry(const ConvGeometry& geometry,
 // stride-1 convolutions, then an interleave that writes each dx element once.
 // scatter: a pass that writes each buffer element once, then an aten stride-1
 // convolution. splitk: fp32 partials reduced in a fixed order, no atomics.
+// relayout: aten's own algorithms, in channels_last, under the same flag.
 // A strategy accumulating with atomics on GPUs would say {true, false}.
-inline constexpr std::array<StrategyEntry, 6> kStrategies{{
+inline constexpr std::array<StrategyEntry, 7> kStrategies{{
     {Strategy::aten, "aten", true, true, serves_every_geometry, {true, true}, nullptr},
     {Strategy::swap1x1, "swap1x1", true, false, swap1x1_refusal, {true, true}, "interleave"},
     {Strategy::scatter, "scatter", true, false, serves_every_geometry, {true, true}, "scatter"},
@@ -67,6 +69,7 @@ inline constexpr std::array<StrategyEntry, 6> kStrategies{{
     {Strategy::phase_stacked, "phase_stacked", true, false, phase_stacked_refusal,
      {true, true}, "interleave"},
     {Strategy::splitk, "splitk", false, true, serves_every_geometry, {true, true}, "splitk"},
+    {Strategy::relayout, "relayout", true, true, relayout_refusal, {true, true}, nullptr},
 }};
 
 inline constexpr size_t kStrategyCount = kStrategies.size();

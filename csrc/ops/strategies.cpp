@@ -5,6 +5,7 @@
 #include "ops/aten.h"
 #include "ops/phase.h"
 #include "ops/phase_stacked.h"
+#include "ops/relayout.h"
 #include "ops/scatter.h"
 #include "ops/splitk.h"
 #include "ops/swap1x1.h"
@@ -26,6 +27,7 @@ constexpr std::array<Implementation, kStrategyCount> kImplementations{{
     {Strategy::phase, phase_grad_input, nullptr},
     {Strategy::phase_stacked, phase_stacked_grad_input, nullptr},
     {Strategy::splitk, nullptr, splitk_grad_weight},
+    {Strategy::relayout, relayout_grad_input, relayout_grad_weight},
 }};
 
 // Every registered strategy has exactly the implementations its entry says it computes.
