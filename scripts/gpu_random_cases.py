@@ -8,7 +8,7 @@ dtype (float64, float32, bfloat16, float16) and one layout (NCHW or
 channels_last), the groups cycling through every kind x dtype x layout. Its
 float64 reference comes from aten on the same rounded operands; aten's own
 result in the dtype, under the same TF32 flags, sets the bound
-(scripts/gpu_accuracy.py). The group then runs once per scope (functional:
+(bwdconv/_accuracy.py). The group then runs once per scope (functional:
 F.conv*d / F.conv_transpose*d replaced; aten: aten::convolution_backward
 and the transposed aten::convolution planned) and per forcing (the rules,
 each strategy forced, swap1x1 with each writer): each run is one case, and
@@ -42,7 +42,7 @@ import time
 import torch
 
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # imported from tests: after tools/
-import gpu_accuracy as accuracy  # noqa: E402
+from bwdconv import _accuracy as accuracy  # noqa: E402
 
 DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 LAYOUTS = ("nchw", "channels_last")

@@ -5,7 +5,7 @@ case, rows the staged walk takes in another, kernel = stride in a third);
 then transposed convolutions' forwards through each strategy that serves
 them.
 
-Each result is held to the GPU check's accuracy rule (scripts/gpu_accuracy.py):
+Each result is held to the GPU check's accuracy rule (bwdconv/_accuracy.py):
 its error against a float64 reference (computed on the CPU, so that the
 sanitizer sees no more vendor kernels than the calls themselves) at most
 twice aten's error in the same dtype under the same TF32 flags, or what a
@@ -23,7 +23,7 @@ import sys
 import torch
 
 sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # imported from tests: after tools/
-import gpu_accuracy as accuracy  # noqa: E402
+from bwdconv import _accuracy as accuracy  # noqa: E402
 
 CASES = [((2, 8, 9, 11), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),
          ((2, 8, 10, 11), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),  # swap1x1 in_place

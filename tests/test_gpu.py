@@ -14,7 +14,7 @@ import bwdconv
 from conftest import aten_gradients
 
 sys.path.append(str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))  # after tools/
-import gpu_accuracy  # noqa: E402  (the GPU check's accuracy rule)
+from bwdconv import _accuracy as accuracy  # noqa: E402  (the accuracy rule)
 
 pytestmark = [
     pytest.mark.gpu,
@@ -70,7 +70,7 @@ def error(t, ref):
 
 
 def accuracy_bounds(case, dtype, x, w, dy, atens, refs):
-    """The accuracy rule's bound (scripts/gpu_accuracy.py) for dx and dw:
+    """The accuracy rule's bound (bwdconv/_accuracy.py) for dx and dw:
     twice aten's error under the TF32 flags in effect, or what a correct
     (where TF32 is on, TF32) accumulation of their products may lose."""
     s, p, d, groups = case[2:]
@@ -78,15 +78,15 @@ def accuracy_bounds(case, dtype, x, w, dy, atens, refs):
                                 groups)
     k = math.prod(case[1][2:])  # dw's terms: N times dy's spatial size
     terms = [case[1][0] // groups * k, dy.shape[0] * math.prod(dy.shape[2:])]
-    rounding = gpu_accuracy.operand_roundoff(dtype, x.device)
-    return [b for _, b in gpu_accuracy.bounds(dtype, atens, refs, magnitudes, terms, rounding)]
+    rounding = accuracy.operand_roundoff(dtype, x.device)
+    return [b for _, b in accuracy.bounds(dtype, atens, refs, magnitudes, terms, rounding)]
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_forced_strategy_accuracy(strategy, dtype, channels_last):
-    """The accuracy rule (scripts/gpu_accuracy.py): error against float64 at
+    """The accuracy rule (bwdconv/_accuracy.py): error against float64 at
     most twice aten's error in the same dtype under the same TF32 flags, or
     the (TF32) accumulation bound."""
     checked = 0
@@ -256,7 +256,7 @@ def test_autotuning_on_gpu_verifies_and_times_with_events(dtype, tmp_path, monke
     or excluded with a reason, and none is both; the timings come from CUDA
     events; the choice is one of the timed and, where not aten, faster than
     aten in its times; the gradient returned is within the accuracy rule
-    against float64 (scripts/gpu_accuracy.py)."""
+    against float64 (bwdconv/_accuracy.py)."""
     from bwdconv import _cache, _tune
 
     events = {"timed": 0}

@@ -3,7 +3,7 @@ with a stand-in python (a step that hangs is stopped, the rest skipped, the
 report still written and naming what ran and what did not; a carried wheel
 installed instead of a build), compute-sanitizer's findings split between
 bwdconv's kernels and the vendors' (scripts/gpu_sanitizer.py), the accuracy
-rule against float64 (scripts/gpu_accuracy.py), and the randomized step
+rule against float64 (bwdconv/_accuracy.py), and the randomized step
 (scripts/gpu_random_cases.py) through the kernels' host target."""
 
 import collections
@@ -140,7 +140,7 @@ def test_a_build_refused_for_a_private_libstdcxx_is_redone_with_the_g_plus_plus_
 
 SCRIPTS = ROOT / "scripts"
 sys.path.append(str(SCRIPTS))  # after tools/ (pyproject pythonpath): scripts/kernel_report.py must not hide its package
-import gpu_accuracy  # noqa: E402
+from bwdconv import _accuracy as accuracy  # noqa: E402
 import gpu_sanitizer  # noqa: E402
 
 # Racecheck as issue 40's run saw it: hazards inside cuDNN's own kernel only,
@@ -285,7 +285,7 @@ def test_sanitizer_run_judges_a_stand_in_sanitizers_output(tmp_path):
                                               ("passed" if expected == 0 else "FAILED"))
 
 
-# ---- the accuracy rule (scripts/gpu_accuracy.py) ------------------------------
+# ---- the accuracy rule (bwdconv/_accuracy.py) ------------------------------
 
 def test_accuracy_rule_holds_float32_to_aten_and_the_tf32_bound_only_where_tf32_is_on():
     torch = pytest.importorskip("torch")
@@ -297,30 +297,30 @@ def test_accuracy_rule_holds_float32_to_aten_and_the_tf32_bound_only_where_tf32_
     # TF32: each operand rounded to 10 bits of mantissa.
     tf32 = (round_mantissa(a.float(), 10) @ round_mantissa(b.float(), 10))
     terms = [256]
-    off = gpu_accuracy.operand_roundoff(torch.float32, "cuda", cudnn_tf32=False,
+    off = accuracy.operand_roundoff(torch.float32, "cuda", cudnn_tf32=False,
                                         matmul_precision="highest")
-    on = gpu_accuracy.operand_roundoff(torch.float32, "cuda", cudnn_tf32=True,
+    on = accuracy.operand_roundoff(torch.float32, "cuda", cudnn_tf32=True,
                                        matmul_precision="highest")
     assert off == 0 and on == 2**-11
-    assert gpu_accuracy.operand_roundoff(torch.float32, "cpu", cudnn_tf32=True) == 0
-    ((_, bound_off),) = gpu_accuracy.bounds(torch.float32, [full], [reference], [magnitude],
+    assert accuracy.operand_roundoff(torch.float32, "cpu", cudnn_tf32=True) == 0
+    ((_, bound_off),) = accuracy.bounds(torch.float32, [full], [reference], [magnitude],
                                             terms, off)
-    ((_, bound_on),) = gpu_accuracy.bounds(torch.float32, [full], [reference], [magnitude],
+    ((_, bound_on),) = accuracy.bounds(torch.float32, [full], [reference], [magnitude],
                                            terms, on)
-    (error_tf32,) = gpu_accuracy.errors([tf32], [reference])
-    (error_full,) = gpu_accuracy.errors([full], [reference])
+    (error_tf32,) = accuracy.errors([tf32], [reference])
+    (error_full,) = accuracy.errors([full], [reference])
     assert error_full <= bound_off
     assert error_tf32 > bound_off  # TF32 where aten is full precision and TF32 is off: wrong
     assert error_tf32 <= bound_on  # TF32 on: within the TF32 bound
     # A result off by one in one element fails under either.
     wrong = full.clone()
     wrong[3, 4] += 1
-    (error_wrong,) = gpu_accuracy.errors([wrong], [reference])
+    (error_wrong,) = accuracy.errors([wrong], [reference])
     assert error_wrong > bound_on
     # NaN never passes.
     wrong[0, 0] = float("nan")
-    (error_nan,) = gpu_accuracy.errors([wrong], [reference])
-    assert not gpu_accuracy.within(error_nan, bound_on)
+    (error_nan,) = accuracy.errors([wrong], [reference])
+    assert not accuracy.within(error_nan, bound_on)
 
 
 def test_accuracy_rule_in_low_precision_is_a_multiple_of_atens_error():
@@ -330,14 +330,14 @@ def test_accuracy_rule_in_low_precision_is_a_multiple_of_atens_error():
     b = torch.randn(64, 16, generator=g, dtype=torch.float64).bfloat16().double()
     reference = a @ b
     aten = reference.bfloat16()  # one rounding: what a float32 accumulation gives
-    ((aten_error, limit),) = gpu_accuracy.bounds(torch.bfloat16, [aten], [reference],
+    ((aten_error, limit),) = accuracy.bounds(torch.bfloat16, [aten], [reference],
                                                  [a.abs() @ b.abs()], [64])
     assert aten_error > 0 and 2 * aten_error <= limit <= 2 * aten_error + 2**-8 * 64 * 16
     # Summed in bfloat16 term by term: more error than aten's rule allows.
     summed = torch.zeros(32, 16, dtype=torch.bfloat16)
     for k in range(64):
         summed = (summed.double() + torch.outer(a[:, k], b[k])).bfloat16()
-    (error,) = gpu_accuracy.errors([summed], [reference])
+    (error,) = accuracy.errors([summed], [reference])
     assert error > limit
 
 

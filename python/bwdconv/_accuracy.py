@@ -1,6 +1,7 @@
-"""The GPU check's accuracy rule (scripts/gpu_small_cases.py,
-scripts/gpu_random_cases.py), against a float64 reference computed from the
-same rounded operands:
+"""The accuracy rule: what a gradient (or a transposed forward) bwdconv
+computes is held to, wherever it is checked (the autotuner's verification,
+the bench's --check, the tests, the GPU check), against a float64 reference
+computed from the same rounded operands:
 
     error(bwdconv) <= max(FACTOR * error(aten), propagation bound)
                       + one rounding of the result's dtype at the largest value

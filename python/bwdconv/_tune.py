@@ -5,11 +5,13 @@ strategy that can serve each wanted gradient (swap1x1 once per writer) is run
 on the call's real operands:
 
 1. Verification: each candidate's gradient is compared with aten's, with the
-   test suite's accuracy rule: in float64 it must match aten to 1e-10
+   accuracy rule (bwdconv._accuracy): in float64 it must match aten to 1e-10
    (relative to the gradient's magnitude); in other dtypes its error against
    a float64 reference must be at most twice aten's error in the same dtype
-   plus 1e-5 of the reference's magnitude. A candidate that fails is excluded
-   for that key, and one warning names it, the shape and the error.
+   under the same TF32 flags, or what a correct accumulation may lose (the
+   TF32 bound where TF32 is on), plus one rounding of the dtype. A candidate
+   that fails is excluded for that key, and one warning names it, the shape
+   and the error.
 2. Timing: a warm-up call each, then rounds that time every candidate once, in
    an order that rotates, until each median is stable (spread / sqrt(rounds)
    below 1%) or the key's time cap is spent; CUDA/HIP events on a GPU, a
@@ -55,7 +57,7 @@ import warnings
 
 import torch
 
-from . import _cache, _keys, _memory, _overhead
+from . import _accuracy, _cache, _keys, _memory, _overhead
 from ._args import transposed_spatial_output
 from ._library import _C
 
@@ -229,13 +231,18 @@ def _max_error(value, reference):
     return (value.double() - reference.double()).abs().max().item()
 
 
-def _accuracy(value, aten, reference):
-    """(error, bound): the test suite's rule (see the module docstring)."""
-    if value.dtype == torch.float64:
+def _accuracy_check(aten, run, terms):
+    """A function giving (error, bound) for a candidate's result: the
+    accuracy rule (see the module docstring), its references computed once."""
+    if aten.dtype == torch.float64:
         scale = aten.abs().max().item()
-        return _max_error(value, aten), 1e-10 * max(scale, 1.0)
-    scale = reference.abs().max().item()
-    return _max_error(value, reference), 2 * _max_error(aten, reference) + 1e-5 * scale
+        return lambda value: (_max_error(value, aten), 1e-10 * max(scale, 1.0))
+    reference = run(("aten", None), to=torch.float64)
+    magnitude = run(("aten", None), to=torch.float64, absolute=True)
+    rounding = _accuracy.operand_roundoff(aten.dtype, aten.device)
+    ((_, bound),) = _accuracy.bounds(aten.dtype, [aten], [reference], [magnitude], [terms],
+                                     rounding)
+    return lambda value: (_accuracy.errors([value], [reference])[0], bound)
 
 
 def _timer_for(device):
@@ -300,17 +307,15 @@ def _time(gradient, fns, device, cap):
             for label, s in samples.items()}
 
 
-def _verified(gradient, candidates, run, shape, dtype):
-    """(candidates that agree with aten, {label: why excluded})."""
-    aten = run(("aten", None))
-    reference = None
-    if aten.dtype != torch.float64:
-        reference = run(("aten", None), to=torch.float64)
+def _verified(gradient, candidates, run, shape, dtype, terms):
+    """(candidates that agree with aten, {label: why excluded}); `terms`: the
+    products each element of the gradient sums."""
+    check = _accuracy_check(run(("aten", None)), run, terms)
     kept, excluded = [("aten", None)], {}
     for candidate in candidates:
         if candidate[0] == "aten":
             continue
-        error, bound = _accuracy(run(candidate), aten, reference)
+        error, bound = check(run(candidate))
         if error <= bound:  # False for NaN
             kept.append(candidate)
             continue
@@ -379,6 +384,15 @@ def _then_backward(forward, request, args, grad):
     return step
 
 
+def _terms(gradient, dy, weight, groups):
+    """How many products each element of the gradient sums: per input
+    gradient element, grad_output's channels of its group times the taps;
+    per weight gradient element, the batch times grad_output's positions."""
+    if gradient == "input":
+        return dy.shape[1] // groups * math.prod(weight.shape[2:])
+    return dy.shape[0] * math.prod(dy.shape[2:])
+
+
 def _measure(request, key, then_backward):
     """The cache entry for a call: per wanted gradient, the verified
     candidates' times, the excluded ones and the decision. `then_backward`:
@@ -394,8 +408,11 @@ def _measure(request, key, then_backward):
         operand = request["weight"] if gradient == "input" else request["input"]
         sizes = request[f"{gradient}_size"]
 
-        def run(candidate, to=None, operand=operand, sizes=sizes, gradient=gradient):
+        def run(candidate, to=None, absolute=False, operand=operand, sizes=sizes,
+                gradient=gradient):
             g_out, other = (dy, operand) if to is None else (dy.to(to), operand.to(to))
+            if absolute:  # the accuracy rule's magnitude (bwdconv._accuracy)
+                g_out, other = g_out.abs(), other.abs()
             if candidate[0] == "aten" and gradient == "input" and request["transposed"]:
                 return _aten_transposed_forward(g_out, other, sizes, *args)
             return _C.gradient_with(gradient, candidate[0], candidate[1], g_out, other, sizes,
@@ -403,7 +420,8 @@ def _measure(request, key, then_backward):
 
         candidates = [tuple(c) for c in request["candidates"][gradient]]
         kept, excluded = _verified(gradient, candidates, run, key.split(" | ")[-2],
-                                   request["dtype"])
+                                   request["dtype"], _terms(gradient, dy, request["weight"],
+                                                            request["groups"]))
         aten = functools.partial(run, ("aten", None)) \
             if request["transposed"] and gradient == "input" \
             else _memory.pytorch_backward(gradient, dy, operand, request, args)

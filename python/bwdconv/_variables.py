@@ -36,6 +36,14 @@ MEANINGS = {
     "BWDCONV_GPU_STEPS": ("scripts", "the gpu_check.sh steps to run"),
     "BWDCONV_GPU_BUDGET": ("scripts", "seconds for the whole gpu_check.sh"),
     "BWDCONV_GPU_OUT": ("scripts", "the directory gpu_check.sh writes its report to"),
+    "BWDCONV_GPU_RANDOM_CASES": ("scripts", "cases the gpu_check.sh random step runs"),
+    "BWDCONV_GPU_RANDOM_SECONDS": ("scripts", "seconds the gpu_check.sh random step may take"),
+    "BWDCONV_STEP_SECONDS": ("scripts", "a gpu_check.sh step's limit, for its scripts"),
+    "BWDCONV_WHEEL": ("scripts", "the prebuilt wheel gpu_check.sh installs"),
+    "BWDCONV_WHEEL_CACHE": ("scripts", "gpu_wheel.sh's cache of its environment"),
+    "BWDCONV_WHEEL_OUT": ("scripts", "where gpu_wheel.sh writes the wheel"),
+    "BWDCONV_WHEEL_PYTHON": ("scripts", "the Python 3.12 gpu_wheel.sh builds with"),
+    "BWDCONV_WHEEL_TORCH": ("scripts", "the torch gpu_wheel.sh builds against"),
     "BWDCONV_TEST_SEED": ("tests", "the seed of the randomized shape grids of the tests"),
 }
 

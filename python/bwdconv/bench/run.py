@@ -6,7 +6,7 @@ import statistics
 import torch
 
 import bwdconv
-from bwdconv import _keys, _memory, _overhead, _tune
+from bwdconv import _accuracy, _keys, _memory, _overhead, _tune
 
 from . import device as dev
 from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, DIRECTION_NAMES, FORWARD
@@ -118,9 +118,13 @@ def _error(result, reference):
     return (result.double() - reference).abs().max().item()
 
 
-def _reference(direction, x, w, dy, args, case):
+def _reference(direction, x, w, dy, args, case, absolute=False):
+    """The direction's result in float64; `absolute`: on the operands'
+    absolute values (the accuracy rule's magnitude, bwdconv._accuracy)."""
     stride, padding, dilation, groups = args
     x, w, dy = x.double(), w.double(), dy.double()
+    if absolute:
+        x, w, dy = x.abs(), w.abs(), dy.abs()
     if direction == FORWARD:
         return torch.ops.aten.convolution(x, w, None, stride, padding, dilation, case.transposed,
                                           _output_padding(case), groups)
@@ -238,7 +242,29 @@ def add_call_peaks(peaks, choices):
             peaks[name] = peaks["aten"]
 
 
-def _checked(entries, reference, aten_error, rows, base):
+def _terms(direction, x, w, dy, case, groups):
+    """How many products each element of the direction's result sums: a
+    transposed forward's, the input gradient's and the weight gradient's (the
+    accuracy rule's K, bwdconv._accuracy)."""
+    taps = math.prod(w.shape[2:])
+    if direction == FORWARD:
+        return x.shape[1] // groups * taps
+    if direction == BACKWARD_DATA:
+        return dy.shape[1] // groups * taps
+    return x.shape[0] * math.prod((x if case.transposed else dy).shape[2:])
+
+
+def _limit(direction, x, w, dy, args, case, aten_result, reference):
+    """(aten's error, the bound every other entry is held to): the accuracy rule."""
+    magnitude = _reference(direction, x, w, dy, args, case, absolute=True)
+    rounding = _accuracy.operand_roundoff(x.dtype, x.device)
+    ((aten_error, limit),) = _accuracy.bounds(x.dtype, [aten_result], [reference], [magnitude],
+                                             [_terms(direction, x, w, dy, case, args[3])],
+                                             rounding)
+    return aten_error, limit
+
+
+def _checked(entries, reference, aten_error, limit, rows, base):
     """The entries whose result passes the accuracy rule, and {name: max error};
     a failing entry gets a 'wrong' row and no time."""
     kept, errors = [], {}
@@ -246,7 +272,7 @@ def _checked(entries, reference, aten_error, rows, base):
         if reference is not None and name != "aten":
             with forcing(forced):
                 errors[name] = _error(fn(), reference)
-            if errors[name] > 2 * aten_error + 1e-6 * reference.abs().max().item():
+            if not _accuracy.within(errors[name], limit):
                 rows.append(dict(base, strategy=name, status="wrong", max_error=errors[name],
                                  aten_max_error=aten_error))
                 continue
@@ -284,7 +310,9 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
         chosen = getattr(plan, f"{gradient}_strategy") if plan else None
         reference = _reference(direction, x, w, dy, args, case) \
             if check and (direction != FORWARD or case.transposed) else None
-        aten_error = _error(fns["aten"](), reference) if reference is not None else None
+        aten_error = limit = None
+        if reference is not None:
+            aten_error, limit = _limit(direction, x, w, dy, args, case, fns["aten"](), reference)
         entries = [("aten", fns["aten"], PLANNED)]
         if "bwdconv" in fns:  # the planner's rules, the tuned choice, each strategy forced
             entries.append(("bwdconv", fns["bwdconv"], PLANNED))
@@ -292,7 +320,7 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
             entries += forced_entries(plan, gradient, fns["bwdconv"], strategies)
         base = {"index": index, "case": case.label(), "line": case.line or case.to_line(),
                 "direction": DIRECTION_NAMES[direction], "plan": chosen, "status": "ok"}
-        entries, errors = _checked(entries, reference, aten_error, rows, base)
+        entries, errors = _checked(entries, reference, aten_error, limit, rows, base)
         times = _timed(entries, device, warmup, iterations)
         memory, base["result_bytes"] = _peaks(entries, device)
         if "bwdconv" in fns:
