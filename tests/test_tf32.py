@@ -43,3 +43,47 @@ def test_every_sub_convolution_is_an_aten_convolution(strategy):
     inner = names.count("aten::_convolution")
     assert inner >= 1
     assert names.count("aten::convolution") == inner, names
+
+
+def float64_bounds(strategy, dx_device, operands, rounding):
+    """(reference, bound) of the input gradient by the accuracy rule."""
+    from bwdconv import _accuracy
+
+    dy, w, x_size, s, p = operands
+
+    def aten(dy, w):
+        x = torch.empty(x_size, dtype=dy.dtype, device=dy.device)
+        return torch.ops.aten.convolution_backward(dy, x, w, None, s, p, [1, 1], False, [0, 0],
+                                                   1, [True, False, False])[0]
+    reference = aten(dy.double(), w.double())
+    magnitude = aten(dy.double().abs(), w.double().abs())
+    terms = dy.shape[1] * w[0, 0].numel()
+    ((_, bound),) = _accuracy.bounds(dy.dtype, [aten(dy, w)], [reference], [magnitude], [terms],
+                                     rounding)
+    return reference, bound
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("strategy", list(CASES))
+def test_float32_strategies_follow_the_tf32_flags_on_gpu(strategy):
+    """TF32 off (cuDNN and matmul): full precision, the rule without TF32's
+    rounding. TF32 on: within the TF32 bound. (That the flag reaches the
+    sub-convolutions is the CPU test above: the backends may pick a
+    full-precision kernel for a small call either way.)"""
+    from bwdconv import _accuracy
+
+    flags = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    try:
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+        off, operands = input_gradient(strategy, device="cuda")
+        reference, bound = float64_bounds(strategy, off.device, operands, 0.0)
+        assert (off.double() - reference).abs().max().item() <= bound
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
+        on, operands = input_gradient(strategy, device="cuda")
+        rounding = _accuracy.operand_roundoff(torch.float32, "cuda")
+        assert rounding > 0
+        reference, bound = float64_bounds(strategy, on.device, operands, rounding)
+        assert (on.double() - reference).abs().max().item() <= bound
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
