@@ -462,3 +462,30 @@ def test_training_and_inference_decide_a_transposed_forward_apart(fresh_tuning, 
     args = (x, w, 2)
     assert bwdconv.explain(*args, transposed=True, training=True).input_strategy == "phase"
     assert bwdconv.explain(*args, transposed=True).input_strategy == "aten"
+
+
+def test_relayout_refuses_cpu_bfloat16_in_3d_where_channels_last_3d_goes_wrong():
+    """PyTorch's CPU bfloat16 weight gradient in channels_last_3d is wrong on
+    this shape where the NCDHW one is right (docs/limitations.md): relayout
+    refuses it, so a forced relayout leaves it to aten in its own layout."""
+    x_size, w_size = [1, 4, 4, 6, 2], [4, 6, 4, 4, 5]
+    args = ([1, 2, 1], [3, 0, 0], [1, 1, 2], 4)
+    plan = bwdconv.explain(x_size, w_size, *args, transposed=True, dtype=torch.bfloat16)
+    assert not plan.serves("relayout", "weight") and not plan.serves("relayout", "input")
+    assert bwdconv.explain(x_size, w_size, *args, transposed=True,
+                           dtype=torch.float32).serves("relayout", "weight")
+    g = torch.Generator().manual_seed(0)
+    x64 = torch.randn(x_size, generator=g, dtype=torch.float64)
+    w64 = torch.randn(w_size, generator=g, dtype=torch.float64)
+
+    def weight_gradient(x, w):
+        w = w.detach().requires_grad_()
+        F.conv_transpose3d(x, w, None, args[0], args[1], 0, args[3], args[2]).sum().backward()
+        return w.grad
+    reference = weight_gradient(x64, w64)
+    theirs = weight_gradient(x64.bfloat16(), w64.bfloat16())
+    bwdconv.enable()
+    with bwdconv.force_strategy("relayout"):
+        ours = weight_gradient(x64.bfloat16(), w64.bfloat16())
+    error = lambda t: (t.double() - reference).abs().max().item()  # noqa: E731
+    assert error(ours) <= 2 * error(theirs) + 1e-5 * reference.abs().max().item()

@@ -12,8 +12,8 @@
 
 namespace bwdconv {
 
-// Why relayout cannot serve the geometry (already channels_last, or 1D with
-// no channels_last layout), or nothing when it can.
+// Why relayout cannot serve the geometry (already channels_last, 1D with no
+// channels_last layout, or 3D bfloat16 on the CPU), or nothing when it can.
 std::optional<std::string> relayout_refusal(const ConvGeometry& geometry,
                                             const std::vector<Phase>& phases);
 

@@ -37,7 +37,7 @@ TEST(Relayout, ServesNchwAndNcdhwBothGradients) {
   }
 }
 
-TEST(Relayout, RefusesChannelsLastAnd1D) {
+TEST(Relayout, RefusesChannelsLast1DAndCpuBfloat16In3D) {
   ConvGeometry last = nchw(2);
   last.layout = MemoryLayout::ChannelsLast;
   ASSERT_TRUE(relayout_refusal(last, enumerate_phases(last)).has_value());
@@ -45,6 +45,16 @@ TEST(Relayout, RefusesChannelsLastAnd1D) {
   const ConvGeometry line = nchw(1);
   ASSERT_TRUE(relayout_refusal(line, {}).has_value());
   EXPECT_NE(relayout_refusal(line, {})->find("1D"), std::string::npos);
+  ConvGeometry cpu_bfloat16 = nchw(3);
+  cpu_bfloat16.device = DeviceKind::CPU;
+  cpu_bfloat16.dtype = DType::BFloat16;
+  ASSERT_TRUE(relayout_refusal(cpu_bfloat16, {}).has_value());
+  EXPECT_NE(relayout_refusal(cpu_bfloat16, {})->find("3D bfloat16 on the CPU"), std::string::npos);
+  cpu_bfloat16.spatial_dims = 2;
+  EXPECT_FALSE(relayout_refusal(cpu_bfloat16, {}).has_value());
+  ConvGeometry gpu_bfloat16 = nchw(3);
+  gpu_bfloat16.dtype = DType::BFloat16;
+  EXPECT_FALSE(relayout_refusal(gpu_bfloat16, {}).has_value());
   // Never a rule's choice: the rules plan it nowhere, only forcing or tuning does.
   for (const ConvGeometry& g : {nchw(2), nchw(3)}) {
     const Plan plan = make_plan(g);
