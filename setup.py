@@ -89,7 +89,10 @@ SHARED_CXX_RUNTIME = ["-Wl,-Bdynamic", "-lstdc++"] if sys.platform.startswith("l
 
 def extension(toolchain):
     # The C++ standard is torch's choice (newer releases need C++20).
-    cxx_flags = ["-O0" if DEBUG else "-O3", "-g" if DEBUG else "-DNDEBUG"]
+    # Without BWDCONV_DEBUG no debug information (-g0 overrides the -g in
+    # Python's own CFLAGS): it took about 40% of each torch-including
+    # object's compile time (11.8 s against 6.8 s for csrc/ops/filter.cpp).
+    cxx_flags = ["-O0", "-g"] if DEBUG else ["-O3", "-DNDEBUG", "-g0"]
     include_dirs = [os.path.join(ROOT, "csrc")]
     files = (sources("csrc/ops/*.cpp") + sources("csrc/dispatch/*.cpp") + sources("csrc/hip/*.cpp")
              + sources("csrc/hip/host/*.cpp"))
