@@ -16,7 +16,6 @@ correct float32 (or, where TF32 is on, TF32) accumulation may lose.
 """
 
 import argparse
-import math
 import os
 import sys
 
@@ -74,8 +73,7 @@ def backward_cases(bwdconv, device):
                 references = aten_backward(dy.double(), x.double(), w.double(), case)
                 magnitudes = aten_backward(dy.double().abs(), x.double().abs(),
                                            w.double().abs(), case)
-                terms = [case[1][0] // groups * math.prod(case[1][2:]),
-                         y_size[0] * math.prod(y_size[2:])]
+                terms = list(accuracy.gradient_terms(y_size, case[1], groups))
                 x, w, dy = x.to(device), w.to(device), dy.to(device)
                 if channels_last:
                     fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
@@ -120,7 +118,7 @@ def transposed_forwards(bwdconv, device):
                                                              None, s, p, op)
             x, w = x.to(device), w.to(device)
             expected = torch.nn.functional.conv_transpose2d(x, w, None, s, p, op)
-            terms = [w_size[0] * w_size[2] * w_size[3]]
+            terms = [accuracy.gradient_terms(x.shape, w_size, 1)[0]]  # the matching dx's
             for strategy in bwdconv.strategies("input"):
                 try:
                     with bwdconv.force_strategy(strategy, strict=True):

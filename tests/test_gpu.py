@@ -3,7 +3,6 @@ strategy forced against aten in fp32/fp16/bf16, NCHW and channels_last, odd
 sizes, groups, dilation, 3D; splitk determinism; CUDA graph capture; the
 caching allocator's peak as bwdconv.peak_memory."""
 
-import math
 import pathlib
 import sys
 
@@ -76,8 +75,7 @@ def accuracy_bounds(case, dtype, x, w, dy, atens, refs):
     s, p, d, groups = case[2:]
     magnitudes = aten_gradients(dy.double().abs(), x.double().abs(), w.double().abs(), s, p, d,
                                 groups)
-    k = math.prod(case[1][2:])  # dw's terms: N times dy's spatial size
-    terms = [case[1][0] // groups * k, dy.shape[0] * math.prod(dy.shape[2:])]
+    terms = list(accuracy.gradient_terms(dy.shape, case[1], groups))
     rounding = accuracy.operand_roundoff(dtype, x.device)
     return [b for _, b in accuracy.bounds(dtype, atens, refs, magnitudes, terms, rounding)]
 

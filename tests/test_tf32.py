@@ -57,7 +57,7 @@ def float64_bounds(strategy, dx_device, operands, rounding):
                                                    1, [True, False, False])[0]
     reference = aten(dy.double(), w.double())
     magnitude = aten(dy.double().abs(), w.double().abs())
-    terms = dy.shape[1] * w[0, 0].numel()
+    terms = _accuracy.gradient_terms(dy.shape, w.shape, 1)[0]
     ((_, bound),) = _accuracy.bounds(dy.dtype, [aten(dy, w)], [reference], [magnitude], [terms],
                                      rounding)
     return reference, bound

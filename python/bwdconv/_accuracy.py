@@ -24,6 +24,8 @@ So a float32 result is never held to aten's TF32 result with a fixed
 tolerance: both are measured against float64, and with TF32 off neither side
 may carry TF32's error."""
 
+import math
+
 import torch
 
 FACTOR = 2
@@ -59,6 +61,17 @@ def operand_roundoff(dtype, device, cudnn_tf32=None, matmul_precision=None):
     if matmul_precision is None:
         matmul_precision = torch.get_float32_matmul_precision()
     return max(TF32_ROUNDOFF if cudnn_tf32 else 0.0, MATMUL_ROUNDOFF.get(matmul_precision, 0.0))
+
+
+def gradient_terms(grad_output_size, weight_size, groups):
+    """The accuracy rule's K for the two gradients of a convolution with this
+    grad_output and weight: (per input-gradient element, grad_output's
+    channels of its group times the taps; per weight-gradient element, the
+    batch times grad_output's positions). A transposed convolution's forward
+    and weight gradient are its matching convolution's, with the transposed
+    input as grad_output."""
+    return (grad_output_size[1] // groups * math.prod(weight_size[2:]),
+            grad_output_size[0] * math.prod(grad_output_size[2:]))
 
 
 def propagation_bound(dtype, terms, magnitude, rounding=0.0):

@@ -384,13 +384,10 @@ def _then_backward(forward, request, args, grad):
     return step
 
 
-def _terms(gradient, dy, weight, groups):
-    """How many products each element of the gradient sums: per input
-    gradient element, grad_output's channels of its group times the taps;
-    per weight gradient element, the batch times grad_output's positions."""
-    if gradient == "input":
-        return dy.shape[1] // groups * math.prod(weight.shape[2:])
-    return dy.shape[0] * math.prod(dy.shape[2:])
+def _terms(gradient, dy, request):
+    """The accuracy rule's K for `gradient` of the call (bwdconv._accuracy)."""
+    terms = _accuracy.gradient_terms(dy.shape, request["weight_size"], request["groups"])
+    return terms[0] if gradient == "input" else terms[1]
 
 
 def _measure(request, key, then_backward):
@@ -420,8 +417,7 @@ def _measure(request, key, then_backward):
 
         candidates = [tuple(c) for c in request["candidates"][gradient]]
         kept, excluded = _verified(gradient, candidates, run, key.split(" | ")[-2],
-                                   request["dtype"], _terms(gradient, dy, request["weight"],
-                                                            request["groups"]))
+                                   request["dtype"], _terms(gradient, dy, request))
         aten = functools.partial(run, ("aten", None)) \
             if request["transposed"] and gradient == "input" \
             else _memory.pytorch_backward(gradient, dy, operand, request, args)

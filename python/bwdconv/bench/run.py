@@ -243,15 +243,15 @@ def add_call_peaks(peaks, choices):
 
 
 def _terms(direction, x, w, dy, case, groups):
-    """How many products each element of the direction's result sums: a
-    transposed forward's, the input gradient's and the weight gradient's (the
-    accuracy rule's K, bwdconv._accuracy)."""
-    taps = math.prod(w.shape[2:])
-    if direction == FORWARD:
-        return x.shape[1] // groups * taps
+    """The accuracy rule's K for the direction's result (bwdconv._accuracy):
+    a transposed forward and weight gradient are the matching convolution's
+    gradients, with x as its grad_output; an input gradient (a transposed
+    one is a convolution of dy) sums dy's channels of a group times the taps."""
     if direction == BACKWARD_DATA:
-        return dy.shape[1] // groups * taps
-    return x.shape[0] * math.prod((x if case.transposed else dy).shape[2:])
+        return _accuracy.gradient_terms(dy.shape, w.shape, groups)[0]
+    grad_output = x if case.transposed else dy
+    terms = _accuracy.gradient_terms(grad_output.shape, w.shape, groups)
+    return terms[0] if direction == FORWARD else terms[1]
 
 
 def _limit(direction, x, w, dy, args, case, aten_result, reference):
