@@ -266,15 +266,23 @@ def test_the_application_failing_fails_the_step_and_unknown_findings_too():
     assert failed and "attributed to no kernel" in reasons[0]
 
 
+def stand_in_sanitizer(tmp_path, reported, body='"$@" || exit $?\ncat {log}'):
+    """A stand-in compute-sanitizer: drops its `--tool NAME`, then runs `body`
+    (by default the command, then printing `reported`, as the real one prints
+    its findings after the program's output)."""
+    log = tmp_path / "sanitizer-output.txt"
+    log.write_text(reported)
+    sanitizer = tmp_path / "compute-sanitizer"
+    sanitizer.write_text("#!/usr/bin/env bash\nshift 2\n" + body.format(log=log) + "\n")
+    sanitizer.chmod(0o755)
+    return sanitizer
+
+
 def test_sanitizer_run_judges_a_stand_in_sanitizers_output(tmp_path):
     """`run` under a stand-in compute-sanitizer that prints vendor races and
     runs the command: passes; the same with a race in bwdconv's kernel: fails."""
     for text, expected in ((VENDOR_RACES, 0), (OWN_RACE, 1)):
-        log = tmp_path / "out.txt"
-        log.write_text(text)
-        sanitizer = tmp_path / "compute-sanitizer"
-        sanitizer.write_text(f"#!/usr/bin/env bash\nshift 2\n\"$@\"\ncat {log}\n")
-        sanitizer.chmod(0o755)
+        sanitizer = stand_in_sanitizer(tmp_path, text)
         summary = tmp_path / "summary.md"
         run = subprocess.run(
             [sys.executable, str(SCRIPTS / "gpu_sanitizer.py"), "run", "--tool", "racecheck",
@@ -434,11 +442,7 @@ def test_small_cases_under_a_stand_in_sanitizer_on_the_host_target(tmp_path):
     passes, naming them; the same stand-in reporting a race in bwdconv's
     kernel fails."""
     for text, expected in ((VENDOR_RACES, 0), (OWN_RACE, 1)):
-        log = tmp_path / "sanitizer-output.txt"
-        log.write_text(text)
-        sanitizer = tmp_path / "compute-sanitizer"
-        sanitizer.write_text(f"#!/usr/bin/env bash\nshift 2\n\"$@\" || exit $?\ncat {log}\n")
-        sanitizer.chmod(0o755)
+        sanitizer = stand_in_sanitizer(tmp_path, text)
         run = subprocess.run(
             [sys.executable, str(SCRIPTS / "gpu_sanitizer.py"), "run", "--tool", "racecheck",
              "--sanitizer", str(sanitizer), "--", sys.executable,
@@ -453,11 +457,7 @@ def test_small_cases_under_a_stand_in_sanitizer_on_the_host_target(tmp_path):
 def test_a_sanitizer_run_past_its_time_is_judged_on_what_it_printed(tmp_path):
     """--seconds stops a run that would pass the step's time: the summary is
     still written, says the run is incomplete and names what was found."""
-    log = tmp_path / "out.txt"
-    log.write_text(VENDOR_RACES)
-    sanitizer = tmp_path / "compute-sanitizer"
-    sanitizer.write_text(f"#!/usr/bin/env bash\ncat {log}\nexec sleep 60\n")
-    sanitizer.chmod(0o755)
+    sanitizer = stand_in_sanitizer(tmp_path, VENDOR_RACES, body="cat {log}\nexec sleep 60")
     summary = tmp_path / "summary.md"
     start = time.monotonic()
     run = subprocess.run(
