@@ -110,8 +110,8 @@ void write_phase_slots(at::Tensor& grouped_dx, const Phase& phase, const PhaseIn
 // Strided ATen copies write each phase's slots: the formula itself,
 // vectorised and threaded by ATen. On the CPU, and on a GPU for a dx whose
 // positions pass the kernel's 32 bits (tensors as large as aten takes).
-void interleave_with_copies(at::Tensor& dx, const Plan& plan, const std::vector<PhaseInput>& phases,
-                       ChannelMap channels) {
+void interleave_with_copies(at::Tensor& dx, const Plan& plan,
+                            const std::vector<PhaseInput>& phases, ChannelMap channels) {
   const int64_t groups = dx.size(1) / channels.per_group;
   at::Tensor grouped_dx = dx.unflatten(1, {groups, channels.per_group});
   for (size_t r = 0; r < phases.size(); ++r) {

@@ -144,15 +144,15 @@ void gemm_into_slots(const ConvGeometry& g, const at::Tensor& grad_output,
   for (int i = 0; i < last; ++i) batches *= g.output[i];
   const int64_t rows = g.output[last], out_channels = g.out_channels;
   const int64_t columns = g.filter[last] * g.in_channels;
+  const std::vector<int64_t> slot_strides{in_place_batch_stride(g),
+                                          g.stride[last] * g.in_channels, 1};
   const at::Tensor operand =
       channels_last_view(grad_output).reshape({batches, rows, out_channels});
   std::vector<int64_t> outer(last, 0);  // the outer dims' taps, row-major
   while (true) {
     int64_t offset = dx.storage_offset();
     for (int i = 0; i < last; ++i) offset += outer[i] * g.dilation[i] * dx.stride(2 + i);
-    at::Tensor slots = dx.as_strided({batches, rows, columns},
-                                     {in_place_batch_stride(g), g.stride[last] * g.in_channels, 1},
-                                     offset);
+    at::Tensor slots = dx.as_strided({batches, rows, columns}, slot_strides, offset);
     at::bmm_out(slots, operand,
                 last_dim_taps(weight, outer).expand({batches, out_channels, columns}));
     int i = last - 1;
@@ -172,7 +172,7 @@ at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
     // The planner chose in_place from grad_output's layout, which leads dx's.
     TORCH_INTERNAL_ASSERT(format != at::MemoryFormat::Contiguous && dx.is_contiguous(format),
                           "swap1x1 in_place planned for a dx that is not channels_last");
-    // Tap t's phase (residue t, no padding) is dx[s*q + t] = W_t^T dy[q],
+    // Tap t's phase (residue t*d, no padding) is dx[s*q + t*d] = W_t^T dy[q],
     // every slot of it (planner: in_place_refusal); the others are holes.
     gemm_into_slots(g, grad_output, weight, dx);
     bool holes = false;
