@@ -36,6 +36,8 @@ DEBUG = os.environ.get("BWDCONV_DEBUG", "0") == "1"
 # The oldest supported torch and why it is that one: python/bwdconv/_version.py,
 # run alone (bwdconv is not importable before it is built).
 VERSION = runpy.run_path(os.path.join(ROOT, "python", "bwdconv", "_version.py"))
+# The csrc/ops objects' precompiled header (tools/precompiled_header.py).
+PRECOMPILED = runpy.run_path(os.path.join(ROOT, "tools", "precompiled_header.py"))
 TOO_OLD = VERSION["too_old_message"](torch.__version__)
 if TOO_OLD is not None:
     raise SystemExit(f"error: {TOO_OLD}")
@@ -183,7 +185,8 @@ class BuildExtensionWithRecord(cpp_extension.BuildExtension):
         super().finalize_options()
 
     def run(self):
-        super().run()
+        with PRECOMPILED["precompiling"](cpp_extension, ROOT, torch):
+            super().run()
         built = self.get_ext_fullpath("bwdconv._C")
         refuse_a_private_cxx_runtime(built)
         with open(os.path.join(os.path.dirname(built), "_build.json"), "w") as f:

@@ -1,3 +1,5 @@
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
 #include "ops/aten.h"
 
 #include <ATen/EmptyTensor.h>
@@ -112,14 +114,34 @@ at::Tensor aten_weight_gradient(const at::Tensor& grad_output, const at::Tensor&
   return aten_gradient(grad_output, input, weight, params, /*want_input=*/false);
 }
 
+namespace {
+
+// PyTorch 2.11's CPU bfloat16 convolution in channels_last_3d (oneDNN) comes
+// out wrong on some shapes where the NCDHW one is right: about 1 in 12
+// random stride-1 conv3d shapes with size-1 dims (docs/limitations.md).
+bool cpu_bfloat16_channels_last_3d(const at::Tensor& input, const at::Tensor& weight) {
+  constexpr auto last = at::MemoryFormat::ChannelsLast3d;
+  return input.is_cpu() && input.dim() == 5 && input.scalar_type() == at::kBFloat16 &&
+         (input.suggest_memory_format() == last || weight.suggest_memory_format() == last);
+}
+
+}  // namespace
+
 at::Tensor stride1_convolution(const at::Tensor& input, const at::Tensor& weight,
                                at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   const std::vector<int64_t> ones(padding.size(), 1), zeros(padding.size(), 0);
   // aten::convolution reads the user's flags as aten's own call does:
   // cudnn.benchmark, determinism, cudnn.enabled and the TF32 setting for
   // convolutions (docs/DESIGN.md, "Accuracy and what the tests prove").
-  return at::convolution(input, weight, std::nullopt, ones, padding, dilation,
-                         /*transposed=*/false, zeros, groups);
+  const auto convolve = [&](const at::Tensor& in, const at::Tensor& filter) {
+    return at::convolution(in, filter, std::nullopt, ones, padding, dilation,
+                           /*transposed=*/false, zeros, groups);
+  };
+  if (cpu_bfloat16_channels_last_3d(input, weight)) {  // in NCDHW, laid out as aten's would be
+    return convolve(input.contiguous(), weight.contiguous())
+        .contiguous(at::MemoryFormat::ChannelsLast3d);
+  }
+  return convolve(input, weight);
 }
 
 at::Tensor aten_grad_weight(const Plan& plan, const at::Tensor& grad_output,

@@ -1,3 +1,5 @@
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
 #include "ops/aten_scope.h"
 
 #include <ATen/native/ConvUtils.h>

@@ -3,6 +3,8 @@
 // the device (float16 on CUDA by default, bfloat16 on the CPU), then the op
 // runs with autocast excluded. The backward ops run outside autocast, in the
 // dtype of the forward.
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 

@@ -3,6 +3,8 @@
 //   y  = conv(x, w)               -> dx = bwd_input(dy, w),  dw = bwd_weight(dy, x)
 //   dx = bwd_input(dy, w)  (adjoint of conv in x)  -> d(dy) = conv(g, w),  dw = bwd_weight(dy, g)
 //   dw = bwd_weight(dy, x) (adjoint of conv in w)  -> d(dy) = conv(x, g),  dx = bwd_input(dy, g)
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <torch/autograd.h>
 #include <torch/library.h>

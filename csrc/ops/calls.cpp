@@ -1,3 +1,5 @@
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
 #include "ops/calls.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>

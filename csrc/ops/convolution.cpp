@@ -1,5 +1,7 @@
 // The bwdconv operator library: schemas and the CPU / CUDA kernels (ROCm
 // tensors use the CUDA key).
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
 #include <torch/library.h>
 
 #include <tuple>

@@ -1,3 +1,5 @@
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
 #include "ops/decisions.h"
 
 #include <ATen/core/grad_mode.h>

@@ -1,3 +1,5 @@
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
 #include "ops/memory.h"
 
 #include <c10/core/CPUAllocator.h>

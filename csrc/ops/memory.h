@@ -2,7 +2,7 @@
 // of python/bwdconv/_memory.py (docs/DESIGN.md, "Memory").
 #pragma once
 
-#include <torch/extension.h>
+#include <pybind11/pybind11.h>
 
 #include <cstdint>
 

@@ -1,6 +1,8 @@
 // The Python module bwdconv._C: loading it registers the operator library;
 // its functions switch the aten scope, force strategies and explain plans.
-#include <torch/extension.h>
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
+#include <torch/csrc/utils/pybind.h>
 
 #include <pybind11/stl.h>
 

@@ -1,3 +1,5 @@
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
 #include "ops/out_of_memory.h"
 
 #include <c10/util/Exception.h>

@@ -1,6 +1,9 @@
+#include "ops/precompiled.h"  // first, as the precompiled header must be
+
 #include "ops/tuning_bindings.h"
 
 #include <ATen/Context.h>
+#include <torch/csrc/utils/pybind.h>
 #include <pybind11/stl.h>
 
 #include <optional>

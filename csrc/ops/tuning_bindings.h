@@ -2,7 +2,7 @@
 // tuning hook, explicit-strategy gradients, and the test-only corruption.
 #pragma once
 
-#include <torch/extension.h>
+#include <pybind11/pybind11.h>
 
 #include <string>
 
