@@ -17,4 +17,10 @@ at::Tensor adjoint_filter(const at::Tensor& weight, int64_t groups);
 // (docs/DESIGN.md, "Geometry").
 at::Tensor phase_adjoint_filter(const at::Tensor& weight, const Phase& phase, int64_t groups);
 
+// Both reuse their result inside bwdconv.reuse_weight_transforms()
+// (ops/weight_cache.h); this one always builds it, for a filter that is
+// itself cached whole (phase_stacked's).
+at::Tensor built_phase_adjoint_filter(const at::Tensor& weight, const Phase& phase,
+                                      int64_t groups);
+
 }  // namespace bwdconv::ops

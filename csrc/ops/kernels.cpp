@@ -6,6 +6,7 @@
 
 #if defined(BWDCONV_WITH_GPU_KERNELS)
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #endif
 
 namespace bwdconv::ops {
@@ -48,6 +49,16 @@ hip::NativeStream current_stream(const at::Tensor& t) {
   // kernels are missing (csrc/hip/without_device/).
   static_cast<void>(t);
   return nullptr;
+#endif
+}
+
+bool stream_capturing(const at::Tensor& t) {
+  if (t.is_cpu()) return false;
+#if defined(BWDCONV_WITH_GPU_KERNELS)
+  const c10::DeviceGuard on_device(t.device());
+  return c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+#else
+  return true;
 #endif
 }
 

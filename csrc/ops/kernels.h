@@ -33,6 +33,11 @@ bool runs_kernels(const at::Tensor& t);
 // (cudaStream_t or hipStream_t); null in a build without GPU kernels.
 hip::NativeStream current_stream(const at::Tensor& t);
 
+// Whether `t`'s device is capturing work into a GPU graph on the current
+// stream; in a build without GPU kernels (no stream query) every GPU tensor
+// counts as captured.
+bool stream_capturing(const at::Tensor& t);
+
 // Throws, naming the kernel, when a launch reported an error.
 void check_launch(hip::LaunchError error, const char* kernel);
 

@@ -23,6 +23,7 @@
 #include "ops/memory.h"
 #include "ops/splitk.h"
 #include "ops/tuning_bindings.h"
+#include "ops/weight_cache.h"
 
 namespace bwdconv::ops {
 
@@ -370,6 +371,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("device"), pybind11::arg("weight_channels_last") = false,
         pybind11::arg("device_index") = -1, pybind11::arg("transposed") = false,
         pybind11::arg("training") = false);
+  m.def("enter_weight_cache", &enter_weight_cache);
+  m.def("exit_weight_cache", &exit_weight_cache);
+  m.def("weight_cache_counts", [] {
+    const WeightCacheCounts counts = weight_cache_counts();
+    return std::make_tuple(counts.hits, counts.builds, counts.entries);
+  });
   register_tuning_bindings(m);
   register_memory_bindings(m);
   if (PyModule_AddFunctions(m.ptr(), functional_route_methods) != 0) {

@@ -2,18 +2,20 @@
 
 #include "ops/phase_stacked.h"
 
+#include <string>
 #include <vector>
 
 #include "ops/aten.h"
 #include "ops/filter.h"
 #include "ops/interleave.h"
+#include "ops/weight_cache.h"
 
 namespace bwdconv::ops {
 namespace {
 
 // [groups * stacked * C/g, O/g, F...]: phase n's adjoint sub-filter placed at
 // its tap offsets inside the common filter size F, zeros around it.
-at::Tensor stacked_filter(const Plan& plan, const at::Tensor& weight, int64_t groups) {
+at::Tensor build_stacked_filter(const Plan& plan, const at::Tensor& weight, int64_t groups) {
   const ConvGeometry& g = plan.geometry;
   const StackedGeometry& sg = plan.stacked;
   const int64_t stacked = static_cast<int64_t>(sg.stacked_phases.size());
@@ -29,11 +31,32 @@ at::Tensor stacked_filter(const Plan& plan, const at::Tensor& weight, int64_t gr
       target = target.slice(i + 3, offset, offset + phase.dims[i].tap_count);
       grouped.push_back(phase.dims[i].tap_count);
     }
-    target.copy_(phase_adjoint_filter(weight, phase, groups).reshape(grouped));
+    target.copy_(built_phase_adjoint_filter(weight, phase, groups).reshape(grouped));
   }
   sizes[0] = groups * stacked * (g.in_channels / groups);
   sizes.erase(sizes.begin() + 1, sizes.begin() + 3);
   return filter.reshape(sizes);
+}
+
+// build_stacked_filter, reused inside bwdconv.reuse_weight_transforms(): the
+// transform named by everything of the plan it reads.
+at::Tensor stacked_filter(const Plan& plan, const at::Tensor& weight, int64_t groups) {
+  const StackedGeometry& sg = plan.stacked;
+  std::string transform = "stacked groups " + std::to_string(groups) + " filter";
+  for (int i = 0; i < plan.geometry.spatial_dims; ++i) {
+    transform += " " + std::to_string(sg.dims[i].filter);
+  }
+  for (size_t n = 0; n < sg.stacked_phases.size(); ++n) {
+    const Phase& phase = plan.phases[sg.stacked_phases[n]];
+    transform += " |";
+    for (int i = 0; i < phase.spatial_dims; ++i) {
+      const PhaseDim& pd = phase.dims[i];
+      transform += " " + std::to_string(sg.tap_offsets[n][i]) + "+" +
+                   std::to_string(pd.first_tap) + ":" + std::to_string(pd.tap_count) + ":" +
+                   std::to_string(pd.tap_step);
+    }
+  }
+  return cached_filter(weight, transform, [&] { return build_stacked_filter(plan, weight, groups); });
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "ops/relayout.h"
 
 #include "ops/aten.h"
+#include "ops/weight_cache.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -16,8 +17,9 @@ at::MemoryFormat channels_last_of(const at::Tensor& t) {
 at::Tensor relayout_grad_input(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& weight, at::MemoryFormat format) {
   const at::MemoryFormat last = channels_last_of(grad_output);
-  return aten_grad_input(plan, grad_output.contiguous(last), weight.contiguous(last), last)
-      .contiguous(format);
+  const at::Tensor filter = cached_filter(weight, "relayout channels_last",
+                                          [&] { return weight.contiguous(last); });
+  return aten_grad_input(plan, grad_output.contiguous(last), filter, last).contiguous(format);
 }
 
 at::Tensor relayout_grad_weight(const Plan& plan, const at::Tensor& grad_output,

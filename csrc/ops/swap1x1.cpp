@@ -6,11 +6,13 @@
 #include <c10/util/accumulate.h>
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ops/aten.h"
 #include "ops/interleave.h"
 #include "ops/kernels.h"
+#include "ops/weight_cache.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -30,18 +32,20 @@ at::Tensor channels_last_view(const at::Tensor& t) {
 // the weight for a 1x1 filter). Grouped: the filter [g*T*C/g, O/g, 1...] of
 // a grouped 1x1 convolution.
 at::Tensor stacked_taps(const at::Tensor& weight, int64_t groups) {
-  const int64_t out_channels = weight.size(0), per_group = weight.size(1);
-  const int64_t taps = c10::multiply_integers(weight.sizes().slice(2));
-  if (groups == 1) {
-    return weight.reshape({out_channels, per_group, taps})
-        .transpose(1, 2)
-        .reshape({out_channels, taps * per_group});
-  }
-  std::vector<int64_t> sizes{groups * taps * per_group, out_channels / groups};
-  sizes.resize(weight.dim(), 1);
-  return weight.reshape({groups, out_channels / groups, per_group, taps})
-      .permute({0, 3, 2, 1})
-      .reshape(sizes);
+  return cached_filter(weight, "swap1x1 taps groups " + std::to_string(groups), [&] {
+    const int64_t out_channels = weight.size(0), per_group = weight.size(1);
+    const int64_t taps = c10::multiply_integers(weight.sizes().slice(2));
+    if (groups == 1) {
+      return weight.reshape({out_channels, per_group, taps})
+          .transpose(1, 2)
+          .reshape({out_channels, taps * per_group});
+    }
+    std::vector<int64_t> sizes{groups * taps * per_group, out_channels / groups};
+    sizes.resize(weight.dim(), 1);
+    return weight.reshape({groups, out_channels / groups, per_group, taps})
+        .permute({0, 3, 2, 1})
+        .reshape(sizes);
+  });
 }
 
 // W_t^T dy[q] for every q and tap t: one GEMM over the channels of the small
@@ -129,9 +133,13 @@ int64_t tap_index(const Phase& phase, const ConvGeometry& g) {
 // The filter operand of the outer taps `outer` (every dim's tap but the
 // last's): w[o, c, outer..., j] as [O, K_last * C], column j*C + c.
 at::Tensor last_dim_taps(const at::Tensor& weight, const std::vector<int64_t>& outer) {
-  at::Tensor taps = weight;
-  for (const int64_t t : outer) taps = taps.select(2, t);  // [O, C, K_last]
-  return taps.permute({0, 2, 1}).reshape({weight.size(0), -1});
+  std::string transform = "swap1x1 last-dim taps at";
+  for (const int64_t t : outer) transform += " " + std::to_string(t);
+  return cached_filter(weight, transform, [&] {
+    at::Tensor taps = weight;
+    for (const int64_t t : outer) taps = taps.select(2, t);  // [O, C, K_last]
+    return taps.permute({0, 2, 1}).reshape({weight.size(0), -1});
+  });
 }
 
 // The in_place writer (docs/DESIGN.md, "swap1x1"): for each tap t of the

@@ -24,6 +24,7 @@ from ._kernels import kernels_on_host, kernels_on_host_enabled
 from ._memory import peak_memory
 from ._model import ModelExplanation, explain_model
 from ._tune import autotuning, clear_decisions, decisions, is_autotuning, set_autotune
+from ._weight_cache import reuse_weight_transforms, weight_cache_counts
 from .functional import (
     conv1d,
     conv2d,
@@ -56,6 +57,8 @@ __all__ = [
     "explain_model",
     "ModelExplanation",
     "autotuning",
+    "reuse_weight_transforms",
+    "weight_cache_counts",
     "set_autotune",
     "is_autotuning",
     "clear_decisions",
