@@ -6,8 +6,9 @@
 For each model: the strategies that serve its convolutions (explain_model),
 the median time of loss.backward() over several steps, the peak memory one
 loss.backward() adds (bwdconv.peak_memory) and the median time of an
-inference forward (torch.inference_mode), measured alternately in the same
-process: aten, bwdconv with the planner's rules, and bwdconv tuned
+inference forward (torch.inference_mode; bwdconv's sides inside
+bwdconv.reuse_weight_transforms, as an inference loop would run), measured
+alternately in the same process: aten, bwdconv with the planner's rules, and bwdconv tuned
 (autotuning on; the first, untimed round tunes every convolution, with a
 decisions cache of its own unless --tuning-cache DIR|user names one), in an order drawn at random for each
 round. Each side's backward is compared with aten's by the ratio of medians
@@ -82,10 +83,13 @@ def backward_peak_bytes(model, x, device):
     return _memory.peak_bytes(lambda: loss.backward(retain_graph=True), device)
 
 
-def inference_ms(model, x, device):
-    """One inference forward (torch.inference_mode)."""
+def inference_ms(model, x, device, reuse_transforms):
+    """One inference forward (torch.inference_mode); with `reuse_transforms`
+    inside bwdconv.reuse_weight_transforms, as an inference loop opts in."""
     def forward():
-        with torch.inference_mode():
+        reuse = bwdconv.reuse_weight_transforms() if reuse_transforms \
+            else contextlib.nullcontext()
+        with torch.inference_mode(), reuse:
             model(x)
     return dev.time_ms(forward, device, warmup=0, iterations=1)[0]
 
@@ -106,7 +110,7 @@ def measure(name, make, shape, device, dtype, steps):
         for side in order.sample(list(sides), len(sides)):
             with sides[side](), autocast:
                 t = backward_ms(model, x, device)
-                f = inference_ms(model, x, device)
+                f = inference_ms(model, x, device, reuse_transforms=side != "aten")
             if step:
                 times[side].append(t)
                 forwards[side].append(f)
