@@ -28,17 +28,21 @@ at::Tensor adjoint_of(const at::Tensor& weight, int64_t groups) {
 }  // namespace
 
 at::Tensor adjoint_filter(const at::Tensor& weight, int64_t groups) {
-  return cached_filter(weight, "adjoint groups " + std::to_string(groups),
-                       [&] { return adjoint_of(weight, groups); });
+  return cached_filter(
+      weight, [&] { return "adjoint groups " + std::to_string(groups); },
+      [&] { return adjoint_of(weight, groups); });
 }
 
 at::Tensor phase_adjoint_filter(const at::Tensor& weight, const Phase& phase, int64_t groups) {
-  std::string transform = "phase adjoint groups " + std::to_string(groups) + " taps";
-  for (int i = 0; i < phase.spatial_dims; ++i) {
-    const PhaseDim& pd = phase.dims[i];
-    transform += " " + std::to_string(pd.first_tap) + ":" + std::to_string(pd.tap_count) + ":" +
-                 std::to_string(pd.tap_step);
-  }
+  const auto transform = [&] {
+    std::string text = "phase adjoint groups " + std::to_string(groups) + " taps";
+    for (int i = 0; i < phase.spatial_dims; ++i) {
+      const PhaseDim& pd = phase.dims[i];
+      text += " " + std::to_string(pd.first_tap) + ":" + std::to_string(pd.tap_count) + ":" +
+              std::to_string(pd.tap_step);
+    }
+    return text;
+  };
   return cached_filter(weight, transform,
                        [&] { return built_phase_adjoint_filter(weight, phase, groups); });
 }

@@ -41,22 +41,25 @@ at::Tensor build_stacked_filter(const Plan& plan, const at::Tensor& weight, int6
 // build_stacked_filter, reused inside bwdconv.reuse_weight_transforms(): the
 // transform named by everything of the plan it reads.
 at::Tensor stacked_filter(const Plan& plan, const at::Tensor& weight, int64_t groups) {
-  const StackedGeometry& sg = plan.stacked;
-  std::string transform = "stacked groups " + std::to_string(groups) + " filter";
-  for (int i = 0; i < plan.geometry.spatial_dims; ++i) {
-    transform += " " + std::to_string(sg.dims[i].filter);
-  }
-  for (size_t n = 0; n < sg.stacked_phases.size(); ++n) {
-    const Phase& phase = plan.phases[sg.stacked_phases[n]];
-    transform += " |";
-    for (int i = 0; i < phase.spatial_dims; ++i) {
-      const PhaseDim& pd = phase.dims[i];
-      transform += " " + std::to_string(sg.tap_offsets[n][i]) + "+" +
-                   std::to_string(pd.first_tap) + ":" + std::to_string(pd.tap_count) + ":" +
-                   std::to_string(pd.tap_step);
+  const auto transform = [&] {
+    const StackedGeometry& sg = plan.stacked;
+    std::string text = "stacked groups " + std::to_string(groups) + " filter";
+    for (int i = 0; i < plan.geometry.spatial_dims; ++i) {
+      text += " " + std::to_string(sg.dims[i].filter);
     }
-  }
-  return cached_filter(weight, transform, [&] { return build_stacked_filter(plan, weight, groups); });
+    for (size_t n = 0; n < sg.stacked_phases.size(); ++n) {
+      const Phase& phase = plan.phases[sg.stacked_phases[n]];
+      text += " |";
+      for (int i = 0; i < phase.spatial_dims; ++i) {
+        const PhaseDim& pd = phase.dims[i];
+        text += " " + std::to_string(sg.tap_offsets[n][i]) + "+" + std::to_string(pd.first_tap) +
+                ":" + std::to_string(pd.tap_count) + ":" + std::to_string(pd.tap_step);
+      }
+    }
+    return text;
+  };
+  return cached_filter(weight, transform,
+                       [&] { return build_stacked_filter(plan, weight, groups); });
 }
 
 }  // namespace

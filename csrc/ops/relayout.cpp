@@ -2,6 +2,8 @@
 
 #include "ops/relayout.h"
 
+#include <string>
+
 #include "ops/aten.h"
 #include "ops/weight_cache.h"
 
@@ -17,8 +19,9 @@ at::MemoryFormat channels_last_of(const at::Tensor& t) {
 at::Tensor relayout_grad_input(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& weight, at::MemoryFormat format) {
   const at::MemoryFormat last = channels_last_of(grad_output);
-  const at::Tensor filter = cached_filter(weight, "relayout channels_last",
-                                          [&] { return weight.contiguous(last); });
+  const at::Tensor filter = cached_filter(
+      weight, [] { return std::string("relayout channels_last"); },
+      [&] { return weight.contiguous(last); });
   return aten_grad_input(plan, grad_output.contiguous(last), filter, last).contiguous(format);
 }
 

@@ -32,7 +32,8 @@ at::Tensor channels_last_view(const at::Tensor& t) {
 // the weight for a 1x1 filter). Grouped: the filter [g*T*C/g, O/g, 1...] of
 // a grouped 1x1 convolution.
 at::Tensor stacked_taps(const at::Tensor& weight, int64_t groups) {
-  return cached_filter(weight, "swap1x1 taps groups " + std::to_string(groups), [&] {
+  const auto transform = [&] { return "swap1x1 taps groups " + std::to_string(groups); };
+  return cached_filter(weight, transform, [&] {
     const int64_t out_channels = weight.size(0), per_group = weight.size(1);
     const int64_t taps = c10::multiply_integers(weight.sizes().slice(2));
     if (groups == 1) {
@@ -133,8 +134,11 @@ int64_t tap_index(const Phase& phase, const ConvGeometry& g) {
 // The filter operand of the outer taps `outer` (every dim's tap but the
 // last's): w[o, c, outer..., j] as [O, K_last * C], column j*C + c.
 at::Tensor last_dim_taps(const at::Tensor& weight, const std::vector<int64_t>& outer) {
-  std::string transform = "swap1x1 last-dim taps at";
-  for (const int64_t t : outer) transform += " " + std::to_string(t);
+  const auto transform = [&] {
+    std::string text = "swap1x1 last-dim taps at";
+    for (const int64_t t : outer) text += " " + std::to_string(t);
+    return text;
+  };
   return cached_filter(weight, transform, [&] {
     at::Tensor taps = weight;
     for (const int64_t t : outer) taps = taps.select(2, t);  // [O, C, K_last]

@@ -66,11 +66,11 @@ void trim(Cache& c) {
 
 }  // namespace
 
-at::Tensor cached_filter(const at::Tensor& weight, const std::string& transform,
+at::Tensor cached_filter(const at::Tensor& weight, const std::function<std::string()>& transform,
                          const std::function<at::Tensor()>& build) {
   if (scopes.load() == 0 || weight.is_inference() || stream_capturing(weight)) return build();
   Cache& c = cache();
-  const Key key{weight.storage().unsafeGetStorageImpl(), describe(weight, transform)};
+  const Key key{weight.storage().unsafeGetStorageImpl(), describe(weight, transform())};
   const int64_t version = weight._version();
   {
     std::lock_guard<std::mutex> lock(c.mutex);
