@@ -15,6 +15,10 @@
 #   sanitizer_racecheck  (scripts/gpu_small_cases.py); fails only on findings
 #                        in bwdconv's own kernels, names the vendors'
 #                        (scripts/gpu_sanitizer.py)
+#   memory               where scatter's 18.2 GB peak of issue 40 went: aten,
+#                        scatter and scatter's buffer and convolution apart,
+#                        under each TF32 and cudnn.benchmark setting
+#                        (scripts/gpu_memory_probe.py)
 #   bench_transposed,    the transposed and seed suites with
 #   bench                torch.backends.cudnn.benchmark on for both sides
 #                        (python -m bwdconv.bench --cudnn-benchmark on)
@@ -44,7 +48,8 @@ OUT="${BWDCONV_GPU_OUT:-benchmarks/results/gpu-$(date -u +%Y-%m-%d)}"
 mkdir -p "$OUT"
 RUN_ID="$(date -u +%Y%m%dT%H%M%S)-$$"
 echo "$RUN_ID" > "$OUT/run.id"
-DEFAULT_STEPS=(build gpu_tests random sanitizer_memcheck sanitizer_racecheck bench_transposed bench)
+DEFAULT_STEPS=(build gpu_tests random sanitizer_memcheck sanitizer_racecheck memory bench_transposed
+               bench)
 MORE_STEPS=(bench_channels_last bound overhead tune kernels kernels_channels_last models models_bf16)
 STEPS=("${DEFAULT_STEPS[@]}" "${MORE_STEPS[@]}")
 case "${BWDCONV_GPU_STEPS:-}" in
@@ -58,7 +63,7 @@ esac
 # about 160 s of an H200's 335).
 declare -A STEP_SECONDS=(
   [build]=240 [gpu_tests]=70 [random]=90 [sanitizer_memcheck]=40 [sanitizer_racecheck]=40
-  [bench_transposed]=80 [bench]=80 [bench_channels_last]=60 [bound]=30 [overhead]=60
+  [memory]=25 [bench_transposed]=80 [bench]=80 [bench_channels_last]=60 [bound]=30 [overhead]=60
   [tune]=60 [kernels]=40 [kernels_channels_last]=40 [models]=60 [models_bf16]=60)
 RANDOM_SECONDS="${BWDCONV_GPU_RANDOM_SECONDS:-70}"
 RANDOM_CASES="${BWDCONV_GPU_RANDOM_CASES:-10000}"
@@ -192,6 +197,8 @@ for tool in memcheck racecheck; do
   step "sanitizer_$tool" "$PYTHON" scripts/gpu_sanitizer.py run --tool "$tool" \
     --summary "$OUT/sanitizer_$tool.md" -- "$PYTHON" scripts/gpu_small_cases.py --mismatches-pass
 done
+# Issue 40's 18.2 GB peak taken apart (a record, not a pass/fail check).
+step memory "$PYTHON" scripts/gpu_memory_probe.py --json "$OUT/memory.json"
 # Decoders' and generators' transposed convolutions, then the seed lines, with
 # cuDNN's benchmark mode on for aten and bwdconv alike (the baseline a user
 # after speed has): forward (the matching input gradient) and weight gradient.

@@ -56,7 +56,8 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
         return (out / f"{step}.status").read_text()
 
     assert elapsed < budget + 15, elapsed
-    for step in ("build", "gpu_tests", "random", "sanitizer_memcheck", "sanitizer_racecheck"):
+    for step in ("build", "gpu_tests", "random", "sanitizer_memcheck", "sanitizer_racecheck",
+                 "memory"):
         assert status(step).startswith("passed"), step
     assert status("bench_transposed").startswith("TIMED OUT")
     assert status("bench").startswith("skipped")
@@ -65,7 +66,7 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "- device: stand-in" in report
     assert "| bench_transposed | TIMED OUT" in report and "| bench | skipped" in report
     assert "Skipped for the budget: bench." in report
-    assert "Ran: build gpu_tests random sanitizer_memcheck sanitizer_racecheck " \
+    assert "Ran: build gpu_tests random sanitizer_memcheck sanitizer_racecheck memory " \
            "bench_transposed." in report
     assert "Not in this run: bench_channels_last bound overhead tune kernels " \
            "kernels_channels_last models models_bf16." in report
@@ -73,6 +74,7 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "--suite transposed --check --iter 20 --cudnn-benchmark on" in report
     assert "--suite seeds --check --iter 20 --cudnn-benchmark on" in report
     assert "gpu_random_cases.py --cases 10000" in report
+    assert "gpu_memory_probe.py --json" in report
     summary = run.stdout.strip().splitlines()
     assert summary[-1].startswith("models_bf16") and "outside this run's steps" in summary[-1]
 
@@ -471,3 +473,26 @@ def test_a_sanitizer_run_past_its_time_is_judged_on_what_it_printed(tmp_path):
     text = summary.read_text()
     assert text.startswith("- racecheck: INCOMPLETE: stopped after 2 s")
     assert "sm90_xmma_dgrad_implicit_gemm_indexed" in text
+
+
+def test_memory_probe_takes_scatter_apart_on_the_cpu(tmp_path):
+    """The memory step's probe, small on the CPU: every part under every
+    TF32 and cudnn.benchmark setting, and scatter's peak there within twice
+    aten's (the buffer and the convolution apart less than the whole)."""
+    out = tmp_path / "memory.json"
+    run = subprocess.run([sys.executable, str(SCRIPTS / "gpu_memory_probe.py"), "--device", "cpu",
+                          "--scale", "16", "--dtypes", "float32", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    by = {(r["allow_tf32"], r["cudnn_benchmark"], r["part"]): r for r in rows}
+    assert len(by) == len(rows) == 16
+    for tf32 in (True, False):
+        for benchmark in (False, True):
+            peak = {part: by[(tf32, benchmark, part)]["peak_bytes"]
+                    for part in ("aten", "scatter", "scatter: buffer",
+                                 "scatter: stride-1 convolution")}
+            assert 0 < peak["scatter"] <= 2 * peak["aten"], peak
+            assert peak["scatter: buffer"] < peak["scatter"], peak
+            assert by[(tf32, benchmark, "scatter")]["max_error_vs_aten"] < 1e-3
+    assert "| scatter: stride-1 convolution |" in run.stdout
