@@ -785,3 +785,30 @@ def test_a_long_loop_writes_a_line_of_progress_where_stderr_is_no_terminal(monke
     assert 2 <= len(lines) <= 4, lines
     assert all(line.startswith("bench: ") for line in lines)
     assert lines[-1].split("|")[2].strip().startswith(("3/4", "4/4")), lines
+
+
+def test_rounds_draw_their_order_and_warm_each_entry_first():
+    """bench.device.time_in_rounds: every round calls each entry its count
+    plus one untimed call, inside its context, and the order changes between
+    rounds (a fixed order kept each entry after the same neighbour)."""
+    import contextlib
+
+    from bwdconv.bench import device as dev
+
+    calls, contexts = [], []
+
+    def entry(name):
+        @contextlib.contextmanager
+        def context():
+            contexts.append(name)
+            yield
+        return (lambda: calls.append(name)), context
+
+    names = ["a", "b", "c", "d"]
+    times = dev.time_in_rounds({n: entry(n) for n in names}, torch.device("cpu"), [2, 3, 2, 3, 2])
+    assert {n: len(t) for n, t in times.items()} == {n: 12 for n in names}
+    assert len(calls) == 4 * (12 + 5) and contexts.count("a") == 5
+    rounds = [contexts[i:i + 4] for i in range(0, 20, 4)]
+    assert all(sorted(r) == names for r in rounds) and len({tuple(r) for r in rounds}) > 1
+    first = calls[:3]  # round 0's first entry: one untimed call, then its two timed
+    assert first == [rounds[0][0]] * 3

@@ -10,10 +10,12 @@ operands of the dtype (torch.mm, the BLAS aten uses) plus the time of one
 write of the output (fill_ of a tensor of its size and layout): no
 implementation moves less or multiplies less. Printed for aten, the
 planner's choice and the tuned choice: bound / time (1.0: at the bound).
-The entries are timed in rounds, in a rotating order; medians.
+The entries are timed in rounds, in an order drawn at random each round
+(bench.device.time_in_rounds); medians.
 """
 
 import argparse
+import contextlib
 import math
 import statistics
 
@@ -69,10 +71,8 @@ def measure(case, device, iterations):
     fns = entries(case, device)
     for fn in fns.values():  # warm-up; the tuned entry tunes here
         fn()
-    names, samples = list(fns), {name: [] for name in fns}
-    for index in range(ROUNDS):
-        for name in names[index % len(names):] + names[:index % len(names)]:
-            samples[name] += dev.time_ms(fns[name], device, 0, iterations)
+    samples = dev.time_in_rounds({name: (fn, contextlib.nullcontext) for name, fn in fns.items()},
+                                 device, [iterations] * ROUNDS)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 

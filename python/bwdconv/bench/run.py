@@ -1,7 +1,7 @@
 """Times aten, every strategy that can serve a case and the planner's choice."""
 
+import functools
 import math
-import random
 import statistics
 
 import torch
@@ -189,25 +189,15 @@ def forced_entries(plan, gradient, fn, strategies):
 
 
 def _timed(entries, device, warmup, iterations):
-    """{name: per-call times}: the iterations split into rounds, the entries
-    in an order drawn at random each round (seeded), each entry's calls in a
-    round after one untimed call of its own. A fixed rotation kept each entry
-    after the same neighbour, and the first call after another entry pays
-    for what that one left in the caches: on the CPU, where each round times
-    two calls an entry, the planned column ran 12 us (15%) behind the same
-    strategy forced on a 0.07 ms line."""
+    """{name: per-call times}: after `warmup` calls each, the iterations split
+    into ROUNDS rounds (bench.device.time_in_rounds)."""
     for name, fn, forced in entries:
         with forcing(forced):
             dev.time_ms(fn, device, warmup, 0)
-    times = {name: [] for name, _, _ in entries}
     rounds = min(ROUNDS, iterations)
-    order = random.Random(0)
-    for r in range(rounds):
-        count = iterations // rounds + (1 if r < iterations % rounds else 0)
-        for name, fn, forced in order.sample(entries, len(entries)):
-            with forcing(forced):
-                times[name] += dev.time_ms(fn, device, 1, count)
-    return times
+    counts = [iterations // rounds + (1 if r < iterations % rounds else 0) for r in range(rounds)]
+    return dev.time_in_rounds({name: (fn, functools.partial(forcing, forced))
+                               for name, fn, forced in entries}, device, counts)
 
 
 def _peaks(entries, device):
