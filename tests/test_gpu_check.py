@@ -496,3 +496,28 @@ def test_memory_probe_takes_scatter_apart_on_the_cpu(tmp_path):
             assert peak["scatter: buffer"] < peak["scatter"], peak
             assert by[(tf32, benchmark, "scatter")]["max_error_vs_aten"] < 1e-3
     assert "| scatter: stride-1 convolution |" in run.stdout
+
+
+def test_the_random_step_tells_a_wrong_aten_from_a_rounding_one():
+    """aten_far_off: an aten result within its dtype's rounding is aten; one
+    16 times past what a correct computation may lose, or NaN, is named."""
+    import torch
+
+    from bwdconv import _accuracy as accuracy
+
+    reference = [torch.linspace(-3, 3, 64, dtype=torch.float64).reshape(4, 16)]
+    magnitude = [reference[0].abs()]
+    terms = [8]
+
+    def far_off(aten):
+        limits = accuracy.bounds(torch.bfloat16, [aten], reference, magnitude, terms)
+        return gpu_random_cases.aten_far_off(torch.bfloat16, limits, reference, magnitude, terms,
+                                             0.0)
+
+    assert far_off(reference[0].to(torch.bfloat16)) is None
+    assert far_off((reference[0] * (1 + 2.0 ** -8)).to(torch.bfloat16)) is None
+    garbage = reference[0].clone()
+    garbage[1, 3] = 1e30
+    assert far_off(garbage.to(torch.bfloat16)).startswith("out is wrong (error 1e+30")
+    garbage[1, 3] = float("nan")
+    assert "out is wrong" in far_off(garbage.to(torch.bfloat16))
