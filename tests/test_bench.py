@@ -812,3 +812,19 @@ def test_rounds_draw_their_order_and_warm_each_entry_first():
     assert all(sorted(r) == names for r in rounds) and len({tuple(r) for r in rounds}) > 1
     first = calls[:3]  # round 0's first entry: one untimed call, then its two timed
     assert first == [rounds[0][0]] * 3
+
+
+def test_transforms_bench_times_every_serving_strategy_three_ways(tmp_path):
+    """bench.transforms: each layer's serving strategies, with aten's time, the
+    filter built each call and reused; small, so only its shape is checked."""
+    from bwdconv.bench import transforms
+
+    out = tmp_path / "transforms.json"
+    assert transforms.main(["--rounds", "2", "--calls", "1", "--scale", "16",
+                            "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {r["layer"] for r in rows} == {layer[0] for layer in transforms.LAYERS}
+    for r in rows:
+        assert set(r["median_ms"]) == set(transforms.SIDES)
+        assert all(t > 0 for t in r["median_ms"].values())
+    assert len(rows) >= 2 * 3  # scatter, phase and phase_stacked at least, per layer
