@@ -466,10 +466,10 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
             stats["errors"].append(f"aten's results change from call to call on {where} "
                                    "(a PyTorch CPU defect): group skipped")
             return
-        limits = accuracy.bounds(dtype, aten, reference, magnitude,
-                                 [terms[n] for n in wanted], rounding)
-        wrong = aten_far_off(dtype, limits, reference, magnitude, [terms[n] for n in wanted],
-                             rounding) if device.type == "cpu" else None
+        wanted_terms = [terms[n] for n in wanted]
+        limits = accuracy.bounds(dtype, aten, reference, magnitude, wanted_terms, rounding)
+        wrong = aten_far_off(dtype, limits, reference, magnitude, wanted_terms, rounding) \
+            if device.type == "cpu" else None
         if wrong:
             stats["errors"].append(f"aten's {wrong} on {where} (a PyTorch CPU defect): "
                                    "group skipped")

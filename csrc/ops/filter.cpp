@@ -33,15 +33,19 @@ at::Tensor adjoint_filter(const at::Tensor& weight, int64_t groups) {
       [&] { return adjoint_of(weight, groups); });
 }
 
+std::string phase_taps_text(const Phase& phase) {
+  std::string text;
+  for (int i = 0; i < phase.spatial_dims; ++i) {
+    const PhaseDim& pd = phase.dims[i];
+    text += " " + std::to_string(pd.first_tap) + ":" + std::to_string(pd.tap_count) + ":" +
+            std::to_string(pd.tap_step);
+  }
+  return text;
+}
+
 at::Tensor phase_adjoint_filter(const at::Tensor& weight, const Phase& phase, int64_t groups) {
   const auto transform = [&] {
-    std::string text = "phase adjoint groups " + std::to_string(groups) + " taps";
-    for (int i = 0; i < phase.spatial_dims; ++i) {
-      const PhaseDim& pd = phase.dims[i];
-      text += " " + std::to_string(pd.first_tap) + ":" + std::to_string(pd.tap_count) + ":" +
-              std::to_string(pd.tap_step);
-    }
-    return text;
+    return "phase adjoint groups " + std::to_string(groups) + " taps" + phase_taps_text(phase);
   };
   return cached_filter(weight, transform,
                        [&] { return built_phase_adjoint_filter(weight, phase, groups); });

@@ -5,6 +5,8 @@
 
 #include <ATen/ATen.h>
 
+#include <string>
+
 #include "dispatch/phase.h"
 
 namespace bwdconv::ops {
@@ -16,6 +18,10 @@ at::Tensor adjoint_filter(const at::Tensor& weight, int64_t groups);
 // adjoint_filter of the phase's taps only: T_r, consecutive taps s/g apart
 // (docs/DESIGN.md, "Geometry").
 at::Tensor phase_adjoint_filter(const at::Tensor& weight, const Phase& phase, int64_t groups);
+
+// The phase's taps per dim (first:count:step), for the keys of the filters
+// reused inside bwdconv.reuse_weight_transforms() (ops/weight_cache.h).
+std::string phase_taps_text(const Phase& phase);
 
 // Both reuse their result inside bwdconv.reuse_weight_transforms()
 // (ops/weight_cache.h); this one always builds it, for a filter that is

@@ -48,13 +48,11 @@ at::Tensor stacked_filter(const Plan& plan, const at::Tensor& weight, int64_t gr
       text += " " + std::to_string(sg.dims[i].filter);
     }
     for (size_t n = 0; n < sg.stacked_phases.size(); ++n) {
-      const Phase& phase = plan.phases[sg.stacked_phases[n]];
-      text += " |";
-      for (int i = 0; i < phase.spatial_dims; ++i) {
-        const PhaseDim& pd = phase.dims[i];
-        text += " " + std::to_string(sg.tap_offsets[n][i]) + "+" + std::to_string(pd.first_tap) +
-                ":" + std::to_string(pd.tap_count) + ":" + std::to_string(pd.tap_step);
+      text += " | at";
+      for (int i = 0; i < plan.geometry.spatial_dims; ++i) {
+        text += " " + std::to_string(sg.tap_offsets[n][i]);
       }
+      text += " taps" + phase_taps_text(plan.phases[sg.stacked_phases[n]]);
     }
     return text;
   };

@@ -15,7 +15,6 @@ percentiles as the spread.
 import argparse
 import contextlib
 import json
-import random
 import statistics
 
 import torch
@@ -55,7 +54,7 @@ def measure(layer, x, strategy, rounds, calls, device):
     contexts = {"aten": contextlib.nullcontext,
                 "built each call": lambda: planned(False), "reused": lambda: planned(True)}
     return dev.time_in_rounds({side: (forward, contexts[side]) for side in SIDES}, device,
-                              [calls] * rounds, seed=random.Random(strategy).randrange(2**31))
+                              [calls] * rounds)
 
 
 def main(argv=None):
