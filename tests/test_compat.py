@@ -256,10 +256,53 @@ def test_create_graph_gradients_keep_aten_strides_in_the_functional_scope(name):
     tolerance = 1e-2 if x.dtype == torch.float16 else 1e-5
     for a, e in zip(ours, expected, strict=True):
         assert a.stride() == e.stride() and a.dtype == e.dtype
+        assert a.requires_grad == e.requires_grad
         torch.testing.assert_close(a, e, rtol=tolerance, atol=tolerance)
-    # (The bias gradient, a sum of a grad_output that needs no gradient, needs
-    # none with bwdconv; aten's marks it as needing one: docs/limitations.md.)
-    assert ours[0].requires_grad and ours[1].requires_grad
+
+
+def create_graph_gradients(transposed, leaves):
+    """autograd.grad with create_graph of a stride-2 convolution (or
+    transposed convolution) of a channels_last input, with only `leaves`
+    requiring a gradient; then each gradient's square summed, backward."""
+    torch.manual_seed(0)
+    x = randn(2, 4, 7, 6).to(memory_format=torch.channels_last)
+    w = randn(4, 6, 3, 3)
+    b = randn(6)
+    operands = {"input": x, "weight": w, "bias": b}
+    for name in leaves:
+        operands[name].requires_grad_()
+    conv = F.conv_transpose2d if transposed else F.conv2d
+    y = conv(x, w if transposed else w.transpose(0, 1).contiguous(), b, stride=2, padding=1)
+    grads = torch.autograd.grad(y, [operands[n] for n in leaves], torch.randn_like(y),
+                                create_graph=True)
+    needing = [g for g in grads if g.requires_grad]
+    if needing:
+        sum(g.square().sum() for g in needing).backward()
+    return grads, [operands[n].grad for n in leaves]
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["conv", "transposed"])
+@pytest.mark.parametrize("leaves", [("input",), ("weight",), ("bias",), ("input", "bias"),
+                                    ("weight", "bias"), ("input", "weight", "bias")])
+def test_create_graph_gradients_require_grad_and_are_laid_out_as_atens(transposed, leaves):
+    """aten's double-backward node takes grad_output, input and weight, so
+    each gradient it returns requires grad when any of them does, even one
+    that does not depend on it (the input gradient when only the input
+    requires grad); code that differentiates it again must run the same with
+    bwdconv, whichever strategy computed it, and get aten's layouts."""
+    expected, expected_second = create_graph_gradients(transposed, leaves)
+    for strategy in bwdconv.strategies():
+        bwdconv.reset_served()
+        with bwdconv.enabled(), bwdconv.force_strategy(strategy):
+            ours, ours_second = create_graph_gradients(transposed, leaves)
+        for a, e in zip(ours, expected, strict=True):
+            assert (a.requires_grad, a.stride(), a.dtype) == (e.requires_grad, e.stride(), e.dtype)
+            torch.testing.assert_close(a, e)
+        for a, e in zip(ours_second, expected_second, strict=True):
+            assert (a is None) == (e is None)
+            if e is not None:
+                torch.testing.assert_close(a, e)
+    assert "input" not in leaves or sum(bwdconv.served()["input"].values()) >= 1
 
 
 @pytest.mark.parametrize("on_host", [False, True])

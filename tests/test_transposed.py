@@ -310,6 +310,64 @@ def test_bad_arguments_raise_pytorchs_own_error(scope, what, args, kwargs):
         assert raised(F.conv_transpose2d, *args, **kwargs) == expected
 
 
+# Outputs with an empty or a negative spatial size (aten makes the first and
+# refuses the second with its backend's message).
+EMPTY_OR_NEGATIVE = {
+    "empty": ((2, 1, 9, 4), (1, 2, 3, 1), {"stride": (2, 1), "padding": (1, 2)}),
+    "negative": ((2, 4, 1, 9), (4, 2, 1, 4), {"stride": (2, 1), "padding": (2, 2),
+                                              "dilation": (2, 1)}),
+}
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+@pytest.mark.parametrize("strategy", FORWARD_STRATEGIES)
+@pytest.mark.parametrize("name", EMPTY_OR_NEGATIVE)
+def test_empty_and_negative_outputs_are_atens_whatever_is_forced(scope, strategy, name):
+    x_size, w_size, kwargs = EMPTY_OR_NEGATIVE[name]
+
+    def call(grad):
+        torch.manual_seed(0)
+        x, w = torch.randn(x_size), torch.randn(w_size)
+        with torch.set_grad_enabled(grad):
+            y = F.conv_transpose2d(x.requires_grad_(grad), w, **kwargs)
+        return tuple(y.shape), y.stride()
+
+    for grad in (False, True):
+        expected = raised(call, grad) or call(grad)
+        with bwdconv.enabled(scope), bwdconv.force_strategy(strategy):
+            assert (raised(call, grad) or call(grad)) == expected
+
+
+# 3-D transposed convolutions that aten's CPU backend writes contiguous from
+# channels_last operands, where PyTorch's meta rule (bwdconv's ops) says
+# channels_last: float64 (the slow path), and a one-channel float32 input.
+SLOW_PATH_LAYOUTS = {
+    "float64": ((2, 4, 3, 4, 3), (4, 2, 2, 2, 2), torch.float64, True),
+    "float32, one input channel": ((1, 1, 5, 4, 5), (1, 3, 4, 3, 1), torch.float32, False),
+}
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+@pytest.mark.parametrize("strategy", FORWARD_STRATEGIES)
+@pytest.mark.parametrize("name", SLOW_PATH_LAYOUTS)
+def test_a_strategys_output_takes_atens_layout(scope, strategy, name):
+    x_size, w_size, dtype, input_channels_last = SLOW_PATH_LAYOUTS[name]
+    x = torch.randn(x_size, dtype=dtype)
+    if input_channels_last:
+        x = x.to(memory_format=torch.channels_last_3d)
+    w = torch.randn(w_size, dtype=dtype).to(memory_format=torch.channels_last_3d)
+    expected = F.conv_transpose3d(x, w, stride=2, padding=1)
+    assert expected.is_contiguous()
+    serves = bwdconv.explain(x, w, 2, 1, transposed=True).serves(strategy, "input")
+    for grad in (False, True):
+        bwdconv.reset_served()
+        with bwdconv.enabled(scope), bwdconv.force_strategy(strategy):
+            got = F.conv_transpose3d(x.detach().requires_grad_(grad), w, stride=2, padding=1)
+        assert got.stride() == expected.stride()
+        torch.testing.assert_close(got, expected)
+        assert bwdconv.served()["input"][strategy] == int(serves)
+
+
 def test_unbatched_input_matches_aten():
     x, w = torch.randn(4, 5, 5, dtype=torch.double), torch.randn(4, 2, 2, 2, dtype=torch.double)
     expected = F.conv_transpose2d(x, w, stride=2)

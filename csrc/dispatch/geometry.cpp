@@ -123,6 +123,9 @@ std::optional<std::string> find_size_error(const ConvGeometry& g) {
     if (g.filter[i] <= 0) {
       return "weight has a non-positive spatial size: " + format_sizes(g.filter, n);
     }
+    if (g.input[i] < 0) {
+      return "input has a negative spatial size: " + format_sizes(g.input, n);
+    }
     const int64_t padded = g.input[i] + 2 * g.padding[i];
     if (padded < g.dilated_filter(i)) {
       std::ostringstream out;

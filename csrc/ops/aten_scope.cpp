@@ -131,7 +131,9 @@ at::Tensor planned_transposed_forward(const at::Tensor& input, const at::Tensor&
   if (!planned.pending && plan.input.strategy == Strategy::aten) {
     memo.remember({true, plan.input.measured, false, false});
   }
-  return compute_transposed_forward(plan, input, weight, bias, output_padding);
+  return in_atens_transposed_layout(
+      compute_transposed_forward(plan, input, weight, bias, output_padding), input, weight,
+      bias, params, output_padding);
 }
 
 // aten::convolution: a transposed convolution's forward is planned (and one
@@ -194,6 +196,22 @@ GradientFormats aten_gradient_formats(const at::Tensor& input, const at::Tensor&
   const at::MemoryFormat format =
       at::native::_determine_backend_memory_format(input, weight, backend);
   return {format, weight_gradient_format(weight, groups, backend, format)};
+}
+
+at::Tensor in_atens_transposed_layout(const at::Tensor& output, const at::Tensor& input,
+                                      const at::Tensor& weight,
+                                      const std::optional<at::Tensor>& bias,
+                                      const ConvParams& params, at::IntArrayRef output_padding) {
+  // aten's channels_last outputs are a subset of the meta rule's: a
+  // contiguous output is aten's layout already, and the check costs nothing.
+  if (output.is_contiguous()) return output;
+  const std::vector<int64_t> bias_sizes{weight.size(1) * params.groups};
+  const GradientFormats formats = aten_gradient_formats(
+      input, weight,
+      bias && bias->defined() ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(),
+      params.stride, params.padding, params.dilation, params.groups, /*transposed=*/true,
+      output_padding);
+  return in_layout(output, formats.input);
 }
 
 namespace {

@@ -7,7 +7,10 @@
 #include <ATen/ATen.h>
 
 #include <array>
+#include <optional>
 #include <tuple>
+
+#include "ops/geometry.h"
 
 namespace bwdconv::ops {
 
@@ -21,6 +24,16 @@ GradientFormats aten_gradient_formats(const at::Tensor& input, const at::Tensor&
                                       at::IntArrayRef padding, at::IntArrayRef dilation,
                                       int64_t groups, bool transposed = false,
                                       at::IntArrayRef output_padding = {});
+
+// A transposed convolution's output, which bwdconv lays out by PyTorch's
+// meta rule (channels_last when either operand is), in the layout aten's
+// backend gives it (on the CPU the slow 3-D and float64 paths write
+// contiguous outputs from channels_last operands): restrided, differentiably,
+// where they differ.
+at::Tensor in_atens_transposed_layout(const at::Tensor& output, const at::Tensor& input,
+                                      const at::Tensor& weight,
+                                      const std::optional<at::Tensor>& bias,
+                                      const ConvParams& params, at::IntArrayRef output_padding);
 
 // aten::convolution_backward planned by bwdconv: the scope's kernel. The
 // gradients planned for aten and the bias gradient come from aten's own

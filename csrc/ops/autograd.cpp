@@ -102,6 +102,40 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> atens_own_backward(
       {ctx->needs_input_grad(0), ctx->needs_input_grad(1), has_bias && ctx->needs_input_grad(2)});
 }
 
+// The node a tensor joins to depend, for autograd, on `grad`, `input` and
+// `weight` without reading them: its gradient passes to the tensor, theirs
+// are zero (undefined), as aten's double-backward node gives for a gradient
+// that does not depend on them.
+class DependsOnFunction : public torch::autograd::Function<DependsOnFunction> {
+ public:
+  static at::Tensor forward(AutogradContext*, const at::Tensor& value, const at::Tensor&,
+                            const at::Tensor&, const at::Tensor&) {
+    return value.detach();  // a new tensor, not a view: an op's fresh result, as aten's is
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    return {grads[0], {}, {}, {}};
+  }
+};
+
+// create_graph: the gradients bwdconv's ops computed, as aten's double-
+// backward node returns them. Each op's result is laid out by PyTorch's meta
+// rule (as traced graphs expect); it is restrided, differentiably, as aten's
+// backend lays it out. aten's node takes grad_output, input and weight, so
+// every gradient it returns requires grad when any of those does, whether or
+// not it depends on it; bwdconv's ops take only what they read.
+void as_atens_gradients(at::Tensor& grad_input, at::Tensor& grad_weight, at::Tensor& grad_bias,
+                        const at::Tensor& grad, const at::Tensor& input,
+                        const at::Tensor& weight, const GradientFormats& formats) {
+  if (grad_input.defined()) grad_input = in_layout(grad_input, formats.input);
+  if (grad_weight.defined()) grad_weight = in_layout(grad_weight, formats.weight);
+  if (!(grad.requires_grad() || input.requires_grad() || weight.requires_grad())) return;
+  for (at::Tensor* gradient : {&grad_input, &grad_weight, &grad_bias}) {
+    if (gradient->defined() && !gradient->requires_grad()) {
+      *gradient = DependsOnFunction::apply(*gradient, grad, input, weight);
+    }
+  }
+}
+
 class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& input,
@@ -148,12 +182,9 @@ class ConvolutionFunction : public torch::autograd::Function<ConvolutionFunction
     }
     if (has_bias && ctx->needs_input_grad(2)) grad_bias = compute_grad_bias(grad);
     if (is_eager) {
-      // create_graph: the ops' results (laid out by PyTorch's meta rule, as
-      // traced graphs expect) restrided, differentiably, as aten lays them out.
-      const GradientFormats formats = aten_gradient_formats(
-          input, weight, bias_sizes_if_any, p.stride, p.padding, p.dilation, p.groups);
-      if (grad_input.defined()) grad_input = in_layout(grad_input, formats.input);
-      if (grad_weight.defined()) grad_weight = in_layout(grad_weight, formats.weight);
+      as_atens_gradients(grad_input, grad_weight, grad_bias, grad, input, weight,
+                         aten_gradient_formats(input, weight, bias_sizes_if_any, p.stride,
+                                               p.padding, p.dilation, p.groups));
     }
     return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}};
   }
@@ -201,6 +232,16 @@ class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunc
     }
     if (p.has_bias && ctx->needs_input_grad(2)) {
       grad_bias = compute_grad_bias(g);
+    }
+    if (eager(g, input, weight)) {
+      const std::vector<int64_t> bias_sizes{weight.size(1) * p.groups};
+      as_atens_gradients(
+          grad_input, grad_weight, grad_bias, g, input, weight,
+          aten_gradient_formats(input, weight,
+                                p.has_bias ? at::OptionalIntArrayRef(bias_sizes)
+                                           : at::OptionalIntArrayRef(),
+                                p.stride, p.padding, p.dilation, p.groups,
+                                /*transposed=*/true, p.output_padding));
     }
     return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}, {}};
   }

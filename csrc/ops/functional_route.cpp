@@ -379,10 +379,14 @@ at::Tensor call_op(bool transposed, const RoutedCall& call) {
   const Arguments& a = call.arguments;
   const at::Tensor input = *call.input, weight = *call.weight;
   pybind11::gil_scoped_release no_gil;
-  return transposed ? call_conv_transpose(input, weight, call.bias, a.stride, a.padding,
-                                          a.output_padding, a.groups, a.dilation)
-                    : call_convolution(input, weight, call.bias, a.stride, a.padding,
-                                       a.dilation, a.groups);
+  if (!transposed) {
+    return call_convolution(input, weight, call.bias, a.stride, a.padding, a.dilation,
+                            a.groups);
+  }
+  return in_atens_transposed_layout(call_conv_transpose(input, weight, call.bias, a.stride,
+                                                        a.padding, a.output_padding, a.groups,
+                                                        a.dilation),
+                                    input, weight, call.bias, a.params(), a.output_padding);
 }
 
 bool checked_call_arguments(PyObject* const* args, Py_ssize_t nargs) {

@@ -252,6 +252,10 @@ std::optional<ConvGeometry> plannable_transposed_geometry(const at::Tensor& inpu
     if (output_sizes && at::IntArrayRef(input_sizes(geometry)) != *output_sizes) {
       return std::nullopt;
     }
+    // An empty output is aten's to make (and a negative one aten's to refuse).
+    for (int i = 0; i < geometry.spatial_dims; ++i) {
+      if (geometry.input[i] <= 0) return std::nullopt;
+    }
     return geometry;
   } catch (const c10::Error&) {
     return std::nullopt;

@@ -76,6 +76,12 @@ TEST(Geometry, ErrorsNameTheProblem) {
   expect_error_mentions(conv2d(9, 3, 1, 1, 0), "dilation");
   expect_error_mentions(conv2d(9, 3, 1, 1, 1, 3), "does not divide the 4 input channels");
   expect_error_mentions(conv2d(2, 5, 1, 0), "can't be greater than the padded input size");
+  // The padding makes up for the size, and the output sizes agree: a
+  // transposed convolution's output of size -2 would pass as the input.
+  ConvGeometry negative_input = conv2d(2, 1, 1, 2);
+  negative_input.input[1] = -2;
+  negative_input.output[1] = 2;
+  expect_error_mentions(negative_input, "input has a negative spatial size: [2, -2]");
   ConvGeometry groups_zero = conv2d(9, 3, 1, 1);
   groups_zero.groups = 0;
   ConvGeometry wrong_channels = conv2d(9, 3, 1, 1);
