@@ -317,26 +317,34 @@ def run_call(geometry, x, w, b, dy):
     return [y.detach(), *grads]
 
 
-def aten_survives(geometry, x, w, b, dy):
-    """Whether PyTorch's own CPU convolution runs this call in a child process
-    without crashing: oneDNN's low-precision channels_last transposed
-    convolutions crash on some of the geometry drawn here (a segmentation
-    fault in aten's backward, bwdconv not loaded into the call), and a crash
-    would end the whole run. On the CPU only (a CUDA context does not survive
-    a fork)."""
+def survives_in_a_child(run):
+    """Whether `run()` ends, returning or raising, in a forked child process
+    without crashing it: PyTorch's own CPU convolutions crash on some of the
+    geometry drawn here (oneDNN's low-precision channels_last transposed
+    convolutions and grouped, dilated channels_last 3-D ones: a segmentation
+    fault in aten, bwdconv not loaded into the call), and a crash would end
+    the whole run. On the CPU only (a CUDA context does not survive a fork)."""
     pid = os.fork()
-    if pid == 0:  # the child: aten in the dtype and in float64, then out
+    if pid == 0:  # the child: run, then out
         try:
             # One thread: the parent's OpenMP pool does not survive the fork,
             # and a parallel region waiting for it would never end.
             torch.set_num_threads(1)
-            run_call(geometry, x, w, b, dy)
-            run_call(geometry, *(t.double() if t is not None else None for t in (x, w, b, dy)))
+            run()
         except BaseException:
             pass  # an exception is the parent's to meet and report
         os._exit(0)
     _, status = os.waitpid(pid, 0)
     return os.WIFEXITED(status)
+
+
+def aten_survives(geometry, x, w, b, dy):
+    """Whether aten runs this call, in the dtype and in float64, without
+    crashing (survives_in_a_child)."""
+    def run():
+        run_call(geometry, x, w, b, dy)
+        run_call(geometry, *(t.double() if t is not None else None for t in (x, w, b, dy)))
+    return survives_in_a_child(run)
 
 
 def aten_repeats_itself(geometry, x, w, b, dy, first, calls=4):

@@ -1,0 +1,219 @@
+"""Random convolutions and transposed convolutions with unusual operands
+(channels_last, sliced, permuted, expanded, a summed output's expanded
+gradient) in unusual autograd modes (create_graph, no_grad, inference_mode,
+forward AD, torch.func.grad and vmap, a retained graph, mismatched dtypes):
+with bwdconv enabled, in either scope, planned or with any strategy forced,
+each gives what PyTorch gives without it: the same exception type and
+message, or results of the same dtype, shape, strides and requires_grad,
+equal within the dtype's tolerance. A call that crashes PyTorch's own CPU
+convolution (docs/limitations.md) is left out, and counted: at most one in
+a hundred."""
+
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import torch.autograd.forward_ad as fwAD
+import torch.nn.functional as F
+
+import bwdconv
+
+sys.path.append(str(Path(__file__).resolve().parents[1] / "scripts"))
+from gpu_random_cases import survives_in_a_child  # noqa: E402
+
+SEED = 20261128
+CASES = 1000
+DTYPES = [torch.float64, torch.float32, torch.float32, torch.bfloat16, torch.float16]
+# Relative to the reference's largest magnitude (at least 1).
+TOLERANCE = {torch.float64: 1e-8, torch.float32: 1e-3, torch.bfloat16: 0.2,
+             torch.float16: 0.02}
+LAYOUTS = ["contiguous", "channels_last", "sliced", "permuted"]
+MODES = ["grad", "create_graph", "no_grad", "inference_mode", "mismatched_dtypes",
+         "forward_ad", "func_grad", "vmap", "retained_graph"]
+
+
+@dataclass
+class Call:
+    transposed: bool
+    input_size: tuple
+    weight_size: tuple
+    stride: list
+    padding: list
+    dilation: list
+    output_padding: list
+    groups: int
+    bias: bool
+    dtype: torch.dtype
+    input_layout: str
+    weight_layout: str
+    gradient_layout: str
+    leaves: str  # which of "x", "w", "b" require a gradient
+    mode: str
+
+    def conv(self, x, w, b):
+        # Looked up at each call: the functional scope replaces F's functions.
+        f = getattr(F, f"conv{'_transpose' if self.transposed else ''}{len(self.stride)}d")
+        if self.transposed:
+            return f(x, w, b, self.stride, self.padding, self.output_padding, self.groups,
+                     self.dilation)
+        return f(x, w, b, self.stride, self.padding, self.dilation, self.groups)
+
+
+def random_call(rng):
+    """Any geometry, valid or not: filters larger than the padded input and
+    output paddings at the stride's limit give aten's errors or empty outputs."""
+    dims = rng.choice([1, 2, 2, 3])
+    transposed = rng.random() < 0.4
+    groups = rng.choice([1, 1, 2])
+    cin, cout = groups * rng.randint(1, 4), groups * rng.randint(1, 4)
+    kernel = [rng.randint(1, 4) for _ in range(dims)]
+    stride = [rng.choice([1, 2, 2, 3]) for _ in range(dims)]
+    dilation = [rng.choice([1, 1, 2]) for _ in range(dims)]
+    output_padding = ([rng.randint(0, max(s, d) - 1) for s, d in zip(stride, dilation)]
+                      if transposed else [0] * dims)
+    weight = (cin, cout // groups) if transposed else (cout, cin // groups)
+    return Call(
+        transposed=transposed,
+        input_size=(rng.randint(1, 3), cin, *[rng.randint(1, 9) for _ in range(dims)]),
+        weight_size=(*weight, *kernel),
+        stride=stride, padding=[rng.randint(0, 2) for _ in range(dims)], dilation=dilation,
+        output_padding=output_padding, groups=groups, bias=rng.random() < 0.5,
+        dtype=rng.choice(DTYPES), input_layout=rng.choice(LAYOUTS + ["expanded"]),
+        weight_layout=rng.choice(LAYOUTS),
+        gradient_layout=rng.choice(["of a sum"] + LAYOUTS[:3]),
+        leaves=rng.choice(["x", "w", "b", "xw", "xb", "wb", "xwb"]), mode=rng.choice(MODES))
+
+
+def laid_out(t, layout):
+    """`t`'s values in `layout` (an expanded batch only where it has one sample)."""
+    if layout == "channels_last" and t.dim() in (4, 5):
+        return t.contiguous(memory_format=torch.channels_last if t.dim() == 4
+                            else torch.channels_last_3d)
+    if layout == "sliced":
+        wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
+        wide[..., ::2] = t
+        return wide[..., ::2]
+    if layout == "permuted":
+        return t.transpose(0, 1).contiguous().transpose(0, 1)
+    if layout == "expanded" and t.shape[0] == 1:
+        return t[:1].expand(t.shape)
+    return t.contiguous()
+
+
+def operands(call, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(call.input_size, generator=g, dtype=torch.float64).to(call.dtype)
+    w = torch.randn(call.weight_size, generator=g, dtype=torch.float64).to(call.dtype)
+    channels = call.weight_size[1] * call.groups if call.transposed else call.weight_size[0]
+    b = torch.randn(channels, generator=g, dtype=torch.float64).to(call.dtype)
+    x, w = laid_out(x, call.input_layout), laid_out(w, call.weight_layout)
+    return (x.requires_grad_("x" in call.leaves), w.requires_grad_("w" in call.leaves),
+            b.requires_grad_("b" in call.leaves) if call.bias else None)
+
+
+def leaves(*tensors):
+    return [t for t in tensors if t is not None and t.requires_grad]
+
+
+def results(call, seed):
+    """The tensors `call.mode` produces."""
+    x, w, b = operands(call, seed)
+    plain_b = b.detach() if b is not None else None
+    if call.mode in ("no_grad", "inference_mode"):
+        with torch.no_grad() if call.mode == "no_grad" else torch.inference_mode():
+            return (call.conv(x, w, b),)
+    if call.mode == "mismatched_dtypes":
+        return (call.conv(x.to(torch.float32 if call.dtype == torch.float64 else torch.float64),
+                          w, b),)
+    if call.mode == "forward_ad":
+        with fwAD.dual_level():
+            dual = fwAD.make_dual(x.detach(), torch.ones_like(x))
+            primal, tangent = fwAD.unpack_dual(call.conv(dual, w.detach(), plain_b))
+            return primal.clone(), tangent.clone()
+    if call.mode == "func_grad":
+        def loss(xx, ww):
+            return call.conv(xx, ww, plain_b).square().sum()
+        return torch.func.grad(loss, argnums=(0, 1))(x.detach(), w.detach())
+    if call.mode == "vmap":
+        samples = torch.stack([x.detach(), 2 * x.detach()])
+        return (torch.func.vmap(lambda xx: call.conv(xx, w.detach(), None))(samples),)
+    y = call.conv(x, w, b)
+    wanted = leaves(x, w, b)
+    if call.mode == "retained_graph":
+        first = torch.autograd.grad(y, wanted, torch.ones_like(y), retain_graph=True)
+        return (y, *first, *torch.autograd.grad(y, wanted, torch.ones_like(y)))
+    if call.gradient_layout == "of a sum":
+        return (y, *torch.autograd.grad(y.sum(), wanted, create_graph=call.mode == "create_graph"))
+    g = torch.Generator().manual_seed(seed + 1)
+    dy = laid_out(torch.randn(y.shape, generator=g, dtype=torch.float64).to(call.dtype),
+                  call.gradient_layout)
+    return (y, *torch.autograd.grad(y, wanted, dy, create_graph=call.mode == "create_graph"))
+
+
+def outcome(call, seed):
+    try:
+        return results(call, seed)
+    except Exception as error:  # noqa: BLE001 - the exception itself is compared
+        return type(error), str(error)
+
+
+def differences(call, got, expected):
+    if raised(expected) or raised(got) or len(got) != len(expected):
+        return [] if got == expected else [f"{got} where PyTorch gives {expected}"]
+    found = []
+    for index, (a, e) in enumerate(zip(got, expected)):
+        facts = lambda t: (t.dtype, tuple(t.shape), t.requires_grad,  # noqa: E731
+                           [s for s, n in zip(t.stride(), t.shape) if n > 1])
+        if facts(a) != facts(e):
+            found.append(f"result {index}: {facts(a)} where PyTorch gives {facts(e)}")
+            continue
+        scale = max(1.0, e.detach().double().abs().max().item()) if e.numel() else 1.0
+        error = (a.detach().double() - e.detach().double()).abs().max().item() \
+            if e.numel() else 0.0
+        both_nan = a.isnan().any().item() and e.isnan().any().item()
+        if not error <= TOLERANCE[call.dtype] * scale and not both_nan:
+            found.append(f"result {index}: off by {error:.3g} (largest value {scale:.3g})")
+    return found
+
+
+def may_crash_aten(call):
+    """The calls PyTorch's CPU convolution has crashed on: channels_last
+    operands in float16 or bfloat16, or in 3-D (docs/limitations.md)."""
+    return "channels_last" in (call.input_layout, call.weight_layout, call.gradient_layout) \
+        and (call.dtype in (torch.float16, torch.bfloat16) or len(call.stride) == 3)
+
+
+def raised(result):
+    return isinstance(result[0], type)
+
+
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+def test_random_calls_behave_as_without_bwdconv(scope):
+    rng = random.Random(f"{SEED}-{scope}")
+    forced = [None, None, *bwdconv.strategies()]
+    mismatches, modes, raising, crashing = [], set(), 0, 0
+    bwdconv.reset_served()
+    for case in range(CASES):
+        call = random_call(rng)
+        strategy = rng.choice(forced)
+        if may_crash_aten(call) and not survives_in_a_child(lambda: outcome(call, case)):
+            crashing += 1
+            continue
+        expected = outcome(call, case)
+        with bwdconv.enabled(scope), bwdconv.force_strategy(strategy):
+            got = outcome(call, case)
+        mismatches += [f"{call} forced {strategy}: {d}" for d in differences(call, got, expected)]
+        modes.add(call.mode)
+        raising += raised(expected)
+    assert not mismatches, "\n".join(mismatches[:10])
+    # The grid means something: every mode occurs, few calls crash aten,
+    # some raise, and strategies compute many of the results.
+    assert modes == set(MODES)
+    assert crashing <= CASES // 100
+    assert CASES // 50 <= raising <= CASES // 2
+    served = bwdconv.served()
+    assert sum(n for s, n in served["input"].items() if s != "aten") >= CASES // 10
+    assert sum(n for s, n in served["weight"].items() if s != "aten") >= CASES // 50
