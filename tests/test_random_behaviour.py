@@ -3,12 +3,13 @@
 gradient) in unusual autograd modes (create_graph, no_grad, inference_mode,
 forward AD, torch.func.grad and vmap, a retained graph, mismatched dtypes):
 with bwdconv enabled, in either scope, planned or with any strategy forced,
-each gives what PyTorch gives without it: the same exception type and
+its kernels on the host target or not, each gives what PyTorch gives without it: the same exception type and
 message, or results of the same dtype, shape, strides and requires_grad,
 equal within the dtype's tolerance. A call that crashes PyTorch's own CPU
 convolution (docs/limitations.md) is left out, and counted: at most one in
 a hundred."""
 
+import contextlib
 import random
 import sys
 from dataclasses import dataclass
@@ -199,13 +200,16 @@ def test_random_calls_behave_as_without_bwdconv(scope):
     for case in range(CASES):
         call = random_call(rng)
         strategy = rng.choice(forced)
+        on_host = rng.random() < 0.5  # bwdconv's own kernels, else ATen's copies
         if may_crash_aten(call) and not survives_in_a_child(lambda: outcome(call, case)):
             crashing += 1
             continue
         expected = outcome(call, case)
-        with bwdconv.enabled(scope), bwdconv.force_strategy(strategy):
+        with bwdconv.enabled(scope), bwdconv.force_strategy(strategy), \
+                (bwdconv.kernels_on_host() if on_host else contextlib.nullcontext()):
             got = outcome(call, case)
-        mismatches += [f"{call} forced {strategy}: {d}" for d in differences(call, got, expected)]
+        mismatches += [f"{call} forced {strategy}{' on the host target' * on_host}: {d}"
+                       for d in differences(call, got, expected)]
         modes.add(call.mode)
         raising += raised(expected)
     assert not mismatches, "\n".join(mismatches[:10])
