@@ -30,7 +30,7 @@ MATRIX_DIR="$HOME/.cache/bwdconv/matrix"
 SUPPORTED=(2.8.0 2.9.1 2.10.0 2.11.0 2.12.1 2.13.0 2.14.1 2.15.0)
 # Whole files, no -k filter (about a minute per release on 2 cores).
 SMOKE_TESTS=(tests/test_ops.py tests/test_compat.py tests/test_aten_scope.py tests/test_compile.py
-             tests/test_transforms.py)
+             tests/test_transforms.py tests/test_random_behaviour.py)
 # What the build and the smoke tests need besides torch (no torchvision: no smoke test uses it).
 TOOLS=(numpy pytest expecttest ninja pybind11 "setuptools<82" wheel tqdm)
 

@@ -198,6 +198,16 @@ GradientFormats aten_gradient_formats(const at::Tensor& input, const at::Tensor&
   return {format, weight_gradient_format(weight, groups, backend, format)};
 }
 
+GradientFormats aten_transposed_formats(const at::Tensor& input, const at::Tensor& weight,
+                                        bool has_bias, const ConvParams& params,
+                                        at::IntArrayRef output_padding) {
+  const std::vector<int64_t> bias_sizes{weight.size(1) * params.groups};
+  return aten_gradient_formats(
+      input, weight, has_bias ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(),
+      params.stride, params.padding, params.dilation, params.groups, /*transposed=*/true,
+      output_padding);
+}
+
 at::Tensor in_atens_transposed_layout(const at::Tensor& output, const at::Tensor& input,
                                       const at::Tensor& weight,
                                       const std::optional<at::Tensor>& bias,
@@ -205,13 +215,9 @@ at::Tensor in_atens_transposed_layout(const at::Tensor& output, const at::Tensor
   // aten's channels_last outputs are a subset of the meta rule's: a
   // contiguous output is aten's layout already, and the check costs nothing.
   if (output.is_contiguous()) return output;
-  const std::vector<int64_t> bias_sizes{weight.size(1) * params.groups};
-  const GradientFormats formats = aten_gradient_formats(
-      input, weight,
-      bias && bias->defined() ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(),
-      params.stride, params.padding, params.dilation, params.groups, /*transposed=*/true,
-      output_padding);
-  return in_layout(output, formats.input);
+  const bool has_bias = bias && bias->defined();
+  return in_layout(output,
+                   aten_transposed_formats(input, weight, has_bias, params, output_padding).input);
 }
 
 namespace {

@@ -25,6 +25,12 @@ GradientFormats aten_gradient_formats(const at::Tensor& input, const at::Tensor&
                                       int64_t groups, bool transposed = false,
                                       at::IntArrayRef output_padding = {});
 
+// aten_gradient_formats of the transposed convolution conv_transpose(input,
+// weight) (a bias or not): its output's layout is the input gradient's.
+GradientFormats aten_transposed_formats(const at::Tensor& input, const at::Tensor& weight,
+                                        bool has_bias, const ConvParams& params,
+                                        at::IntArrayRef output_padding);
+
 // A transposed convolution's output, which bwdconv lays out by PyTorch's
 // meta rule (channels_last when either operand is), in the layout aten's
 // backend gives it (on the CPU the slow 3-D and float64 paths write

@@ -234,14 +234,11 @@ class ConvTransposeFunction : public torch::autograd::Function<ConvTransposeFunc
       grad_bias = compute_grad_bias(g);
     }
     if (eager(g, input, weight)) {
-      const std::vector<int64_t> bias_sizes{weight.size(1) * p.groups};
-      as_atens_gradients(
-          grad_input, grad_weight, grad_bias, g, input, weight,
-          aten_gradient_formats(input, weight,
-                                p.has_bias ? at::OptionalIntArrayRef(bias_sizes)
-                                           : at::OptionalIntArrayRef(),
-                                p.stride, p.padding, p.dilation, p.groups,
-                                /*transposed=*/true, p.output_padding));
+      as_atens_gradients(grad_input, grad_weight, grad_bias, g, input, weight,
+                         aten_transposed_formats(
+                             input, weight, p.has_bias,
+                             ConvParams{p.stride, p.padding, p.dilation, p.groups},
+                             p.output_padding));
     }
     return {grad_input, grad_weight, grad_bias, {}, {}, {}, {}, {}};
   }
