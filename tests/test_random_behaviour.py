@@ -1,7 +1,8 @@
 """Random convolutions and transposed convolutions with unusual operands
 (channels_last, sliced, permuted, expanded, a summed output's expanded
 gradient) in unusual autograd modes (create_graph, no_grad, inference_mode,
-forward AD, torch.func.grad and vmap, a retained graph, mismatched dtypes):
+forward AD, torch.func.grad and vmap, a retained graph, mismatched dtypes,
+autocast) and through the modules:
 with bwdconv enabled, in either scope, planned or with any strategy forced,
 its kernels on the host target or not, each gives what PyTorch gives without it: the same exception type and
 message, or results of the same dtype, shape, strides and requires_grad,
@@ -33,7 +34,7 @@ TOLERANCE = {torch.float64: 1e-8, torch.float32: 1e-3, torch.bfloat16: 0.2,
              torch.float16: 0.02}
 LAYOUTS = ["contiguous", "channels_last", "sliced", "permuted"]
 MODES = ["grad", "create_graph", "no_grad", "inference_mode", "mismatched_dtypes",
-         "forward_ad", "func_grad", "vmap", "retained_graph"]
+         "forward_ad", "func_grad", "vmap", "retained_graph", "autocast", "module"]
 
 
 @dataclass
@@ -119,6 +120,30 @@ def leaves(*tensors):
     return [t for t in tensors if t is not None and t.requires_grad]
 
 
+def module_results(call, x, w, b):
+    """nn.Conv*d / nn.ConvTranspose*d with the call's weight and bias; a
+    transposed one given its output size (from which it derives the output
+    padding)."""
+    dims = len(call.stride)
+    kind = f"Conv{'Transpose' if call.transposed else ''}{dims}d"
+    channels = call.weight_size[1] * call.groups if call.transposed else call.weight_size[0]
+    module = getattr(torch.nn, kind)(
+        call.input_size[1], channels, call.weight_size[2:], call.stride, call.padding,
+        groups=call.groups, bias=call.bias, dilation=call.dilation, dtype=call.dtype)
+    with torch.no_grad():
+        module.weight.copy_(w)
+        if b is not None:
+            module.bias.copy_(b)
+    if call.transposed:
+        output_size = [(i - 1) * s - 2 * p + d * (k - 1) + 1 + op for i, s, p, d, k, op in zip(
+            call.input_size[2:], call.stride, call.padding, call.dilation, call.weight_size[2:],
+            call.output_padding)]
+        y = module(x, output_size=output_size)
+    else:
+        y = module(x)
+    return (y, *torch.autograd.grad(y.sum(), [*leaves(x), *module.parameters()]))
+
+
 def results(call, seed):
     """The tensors `call.mode` produces."""
     x, w, b = operands(call, seed)
@@ -138,6 +163,12 @@ def results(call, seed):
         def loss(xx, ww):
             return call.conv(xx, ww, plain_b).square().sum()
         return torch.func.grad(loss, argnums=(0, 1))(x.detach(), w.detach())
+    if call.mode == "autocast":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = call.conv(x, w, b)
+        return (y, *torch.autograd.grad(y.float().sum(), leaves(x, w, b)))
+    if call.mode == "module":
+        return module_results(call, x, w, b)
     if call.mode == "vmap":
         samples = torch.stack([x.detach(), 2 * x.detach()])
         return (torch.func.vmap(lambda xx: call.conv(xx, w.detach(), None))(samples),)
@@ -175,7 +206,7 @@ def differences(call, got, expected):
         error = (a.detach().double() - e.detach().double()).abs().max().item() \
             if e.numel() else 0.0
         both_nan = a.isnan().any().item() and e.isnan().any().item()
-        if not error <= TOLERANCE[call.dtype] * scale and not both_nan:
+        if not error <= TOLERANCE[e.dtype] * scale and not both_nan:
             found.append(f"result {index}: off by {error:.3g} (largest value {scale:.3g})")
     return found
 
