@@ -7,8 +7,8 @@ with bwdconv enabled, in either scope, planned or with any strategy forced,
 its kernels on the host target or not, each gives what PyTorch gives without it: the same exception type and
 message, or results of the same dtype, shape, strides and requires_grad,
 equal within the dtype's tolerance. A call that crashes PyTorch's own CPU
-convolution (docs/limitations.md) is left out, and counted: at most one in
-a hundred."""
+convolution, or whose results PyTorch itself changes from call to call
+(docs/limitations.md), is left out, and counted: at most one in a hundred."""
 
 import contextlib
 import random
@@ -222,11 +222,27 @@ def raised(result):
     return isinstance(result[0], type)
 
 
+def aten_changes_its_answer(call, case, first, calls=8):
+    """Whether PyTorch's own results for the call, run `calls` more times,
+    ever differ from `first` bit for bit: its CPU backward with a
+    channels_last input reads memory it never wrote on some shapes
+    (docs/limitations.md), and a call bwdconv plans for aten is then as
+    wrong as aten's, by chance."""
+    if raised(first):
+        return False
+    for _ in range(calls):
+        again = outcome(call, case)
+        if raised(again) or not all(torch.equal(a, f) or (a.isnan().any() and f.isnan().any())
+                                    for a, f in zip(again, first)):
+            return True
+    return False
+
+
 @pytest.mark.parametrize("scope", ["functional", "aten"])
 def test_random_calls_behave_as_without_bwdconv(scope):
     rng = random.Random(f"{SEED}-{scope}")
     forced = [None, None, *bwdconv.strategies()]
-    mismatches, modes, raising, crashing = [], set(), 0, 0
+    mismatches, modes, raising, crashing, unstable = [], set(), 0, 0, 0
     bwdconv.reset_served()
     for case in range(CASES):
         call = random_call(rng)
@@ -239,15 +255,21 @@ def test_random_calls_behave_as_without_bwdconv(scope):
         with bwdconv.enabled(scope), bwdconv.force_strategy(strategy), \
                 (bwdconv.kernels_on_host() if on_host else contextlib.nullcontext()):
             got = outcome(call, case)
+        found = differences(call, got, expected)
+        if found and "channels_last" in (call.input_layout, call.gradient_layout) \
+                and aten_changes_its_answer(call, case, expected):
+            unstable += 1
+            continue
         mismatches += [f"{call} forced {strategy}{' on the host target' * on_host}: {d}"
-                       for d in differences(call, got, expected)]
+                       for d in found]
         modes.add(call.mode)
         raising += raised(expected)
     assert not mismatches, "\n".join(mismatches[:10])
-    # The grid means something: every mode occurs, few calls crash aten,
-    # some raise, and strategies compute many of the results.
+    # The grid means something: every mode occurs, few calls crash aten or
+    # find it changing its answer, some raise, and strategies compute many of
+    # the results.
     assert modes == set(MODES)
-    assert crashing <= CASES // 100
+    assert crashing + unstable <= CASES // 100
     assert CASES // 50 <= raising <= CASES // 2
     served = bwdconv.served()
     assert sum(n for s, n in served["input"].items() if s != "aten") >= CASES // 10
