@@ -2,9 +2,9 @@
 (channels_last, sliced, permuted, expanded, a summed output's expanded
 gradient) in unusual autograd modes (create_graph, no_grad, inference_mode,
 forward AD, torch.func.grad and vmap, a retained graph, mismatched dtypes,
-autocast) and through the modules:
-with bwdconv enabled, in either scope, planned or with any strategy forced,
-its kernels on the host target or not, each gives what PyTorch gives without it: the same exception type and
+autocast) and through the modules: with bwdconv enabled, in either scope,
+planned or with any strategy forced, its kernels on the host target or not,
+each gives what PyTorch gives without it: the same exception type and
 message, or results of the same dtype, shape, strides and requires_grad,
 equal within the dtype's tolerance. A call that crashes PyTorch's own CPU
 convolution, or whose results PyTorch itself changes from call to call
