@@ -174,3 +174,24 @@ def test_compiled_autograd_traces_bwdconvs_nodes(transposed):
     assert_all_close(got, expected)
     # A transposed convolution's forward counts as the matching input gradient.
     assert bwdconv.served()["input"]["swap1x1"] == 1
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_compiled_transposed_output_padding_below_the_dilation_only_is_atens(grad):
+    """aten takes an output padding below the stride or the dilation; bwdconv
+    plans only those below the stride. Traced, such a call must not reach
+    bwdconv's op (its error could not be caught in a graph): it compiles and
+    runs as aten's."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 7, 2, dtype=torch.float64, requires_grad=grad)
+    w = torch.randn(3, 4, 2, 3, dtype=torch.float64)
+
+    def step(x):
+        y = torch.nn.functional.conv_transpose2d(x, w, None, [1, 2], [2, 2], [1, 0], 1, [2, 1])
+        return (y, *torch.autograd.grad(y.sum(), x)) if grad else (y,)
+
+    expected = step(x)
+    torch._dynamo.reset()
+    with bwdconv.enabled(), bwdconv.force_strategy("scatter"):
+        got = torch.compile(step, fullgraph=not grad)(x)
+    assert_all_close(got, expected)

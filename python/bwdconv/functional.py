@@ -181,6 +181,11 @@ def _planned_transposed(input, weight, bias, stride, padding, output_padding, gr
         expand(value, spatial_dims, name) for value, name in (
             (stride, "stride"), (padding, "padding"), (output_padding, "output_padding"),
             (dilation, "dilation")))
+    if any(extra >= step for extra, step in zip(output_padding, stride)):
+        # Valid for aten below the dilation, but not planned (docs/DESIGN.md,
+        # "Transposed convolutions"): the original, not the op's error, which
+        # a traced call could not catch.
+        return PASS_THROUGH
     out = torch.ops.bwdconv.conv_transpose(input, weight, bias, stride, padding, output_padding,
                                            groups, dilation)
     for observer in _observers:
