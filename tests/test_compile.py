@@ -176,22 +176,35 @@ def test_compiled_autograd_traces_bwdconvs_nodes(transposed):
     assert bwdconv.served()["input"]["swap1x1"] == 1
 
 
+# Transposed convolutions valid for aten that bwdconv does not plan:
+# (input size, weight size, stride, padding, output padding, dilation).
+UNPLANNED_TRANSPOSED = {
+    # aten takes an output padding below the stride or the dilation; bwdconv
+    # plans only those below the stride.
+    "output padding below the dilation only": ((1, 3, 7, 2), (3, 4, 2, 3), [1, 2], [2, 2],
+                                               [1, 0], [2, 1]),
+    "an empty output": ((2, 1, 9, 4), (1, 2, 3, 1), [2, 1], [1, 2], [0, 0], [1, 1]),
+}
+
+
 @pytest.mark.parametrize("grad", [False, True])
-def test_compiled_transposed_output_padding_below_the_dilation_only_is_atens(grad):
-    """aten takes an output padding below the stride or the dilation; bwdconv
-    plans only those below the stride. Traced, such a call must not reach
-    bwdconv's op (its error could not be caught in a graph): it compiles and
-    runs as aten's."""
+@pytest.mark.parametrize("name", UNPLANNED_TRANSPOSED)
+def test_compiled_transposed_calls_bwdconv_does_not_plan_are_atens(name, grad):
+    """Traced, such a call must not reach bwdconv's op (whose error a graph
+    could not catch): it compiles and runs as aten's, whatever is forced."""
+    x_size, w_size, stride, padding, output_padding, dilation = UNPLANNED_TRANSPOSED[name]
     torch.manual_seed(0)
-    x = torch.randn(1, 3, 7, 2, dtype=torch.float64, requires_grad=grad)
-    w = torch.randn(3, 4, 2, 3, dtype=torch.float64)
+    x = torch.randn(x_size, requires_grad=grad)  # (float64's slow path refuses the empty one)
+    w = torch.randn(w_size)
 
     def step(x):
-        y = torch.nn.functional.conv_transpose2d(x, w, None, [1, 2], [2, 2], [1, 0], 1, [2, 1])
+        y = torch.nn.functional.conv_transpose2d(x, w, None, stride, padding, output_padding,
+                                                 1, dilation)
         return (y, *torch.autograd.grad(y.sum(), x)) if grad else (y,)
 
     expected = step(x)
-    torch._dynamo.reset()
-    with bwdconv.enabled(), bwdconv.force_strategy("scatter"):
-        got = torch.compile(step, fullgraph=not grad)(x)
-    assert_all_close(got, expected)
+    for strategy in bwdconv.strategies("input"):
+        torch._dynamo.reset()
+        with bwdconv.enabled(), bwdconv.force_strategy(strategy):
+            got = torch.compile(step, fullgraph=not grad)(x)
+        assert_all_close(got, expected)

@@ -172,6 +172,12 @@ def _planned_convolution(input, weight, bias, stride, padding, dilation, groups,
     return out.squeeze(0) if unbatched else out
 
 
+def _transposed_output_sizes(input, weight, stride, padding, output_padding, dilation):
+    """Per spatial dim, (I - 1)s - 2p + d(K - 1) + output_padding + 1."""
+    return [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, op, d in zip(
+        input.shape[2:], weight.shape[2:], stride, padding, output_padding, dilation)]
+
+
 def _planned_transposed(input, weight, bias, stride, padding, output_padding, groups, dilation,
                         spatial_dims):
     unbatched = check_input_rank(input, spatial_dims)
@@ -181,10 +187,14 @@ def _planned_transposed(input, weight, bias, stride, padding, output_padding, gr
         expand(value, spatial_dims, name) for value, name in (
             (stride, "stride"), (padding, "padding"), (output_padding, "output_padding"),
             (dilation, "dilation")))
-    if any(extra >= step for extra, step in zip(output_padding, stride)):
-        # Valid for aten below the dilation, but not planned (docs/DESIGN.md,
-        # "Transposed convolutions"): the original, not the op's error, which
-        # a traced call could not catch.
+    if any(extra >= step for extra, step in zip(output_padding, stride)) or \
+            not all(size > 0 for size in _transposed_output_sizes(
+                input, weight, stride, padding, output_padding, dilation)):
+        # Not planned, as the router does not plan them (docs/DESIGN.md,
+        # "Transposed convolutions"): an output padding valid for aten below
+        # the dilation only, and an empty output (or a negative one aten
+        # refuses). The original takes them, not the op, whose error a
+        # traced call could not catch.
         return PASS_THROUGH
     out = torch.ops.bwdconv.conv_transpose(input, weight, bias, stride, padding, output_padding,
                                            groups, dilation)

@@ -291,6 +291,27 @@ TEST(Plan, ForcedStrategyServesWhatItCanAndPlansTheRest) {
             std::string::npos) << neither.input.reason;
 }
 
+TEST(Plan, NoForcedStrategyServesAnEmptyTensor) {
+  ConvGeometry empty_batch = conv(2, 9, 3, 2, 1, /*batch=*/0);
+  // A transposed convolution's empty output: its matching convolution's
+  // input is empty while the padding leaves it an output.
+  ConvGeometry empty_input = conv(2, 9, 1, 1, 2);
+  empty_input.input[1] = 0;
+  derive_output_sizes(empty_input);
+  ASSERT_GT(empty_input.output[1], 0);
+  for (const ConvGeometry& g : {empty_batch, empty_input}) {
+    for (Strategy forced : all_strategies()) {
+      const Plan plan = make_plan(g, forced);
+      EXPECT_EQ(plan.input.strategy, Strategy::aten) << strategy_name(forced);
+      EXPECT_EQ(plan.weight.strategy, Strategy::aten) << strategy_name(forced);
+      if (forced != Strategy::aten && computes(forced, Gradient::input)) {
+        EXPECT_NE(plan.input.reason.find("an empty tensor is aten's to make"), std::string::npos)
+            << plan.input.reason;
+      }
+    }
+  }
+}
+
 TEST(Plan, StrictForcingRefusesAShapeItServesNeitherGradientOf) {
   EXPECT_NO_THROW(make_plan(conv(2, 9, 3, 2, 1), Strategy::scatter, std::nullopt, true));
   try {
