@@ -54,14 +54,18 @@ class Call:
     gradient_layout: str
     leaves: str  # which of "x", "w", "b" require a gradient
     mode: str
+    compiled: bool = False  # the convolution through torch.compile (fullgraph)
 
     def conv(self, x, w, b):
         # Looked up at each call: the functional scope replaces F's functions.
         f = getattr(F, f"conv{'_transpose' if self.transposed else ''}{len(self.stride)}d")
         if self.transposed:
-            return f(x, w, b, self.stride, self.padding, self.output_padding, self.groups,
-                     self.dilation)
-        return f(x, w, b, self.stride, self.padding, self.dilation, self.groups)
+            args = (self.stride, self.padding, self.output_padding, self.groups, self.dilation)
+        else:
+            args = (self.stride, self.padding, self.dilation, self.groups)
+        if self.compiled:
+            return torch.compile(lambda x, w, b: f(x, w, b, *args), fullgraph=True)(x, w, b)
+        return f(x, w, b, *args)
 
 
 def random_call(rng):
@@ -201,6 +205,7 @@ def differences(call, got, expected):
                            [s for s, n in zip(t.stride(), t.shape) if n > 1])
         if facts(a) != facts(e):
             found.append(f"result {index}: {facts(a)} where PyTorch gives {facts(e)}")
+        if (a.dtype, a.shape) != (e.dtype, e.shape):
             continue
         scale = max(1.0, e.detach().double().abs().max().item()) if e.numel() else 1.0
         error = (a.detach().double() - e.detach().double()).abs().max().item() \
@@ -274,3 +279,43 @@ def test_random_calls_behave_as_without_bwdconv(scope):
     served = bwdconv.served()
     assert sum(n for s, n in served["input"].items() if s != "aten") >= CASES // 10
     assert sum(n for s, n in served["weight"].items() if s != "aten") >= CASES // 50
+
+
+COMPILED_CASES = 24
+
+
+def test_random_compiled_calls_behave_as_compiled_without_bwdconv():
+    """torch.compile traces the functional scope's Python path: the graph
+    holds bwdconv's ops where it plans the call and PyTorch's otherwise. The
+    compiled step gives what it gives without bwdconv: the same exception
+    type, or results of the same dtype, shape and requires_grad, equal
+    within the dtype's tolerance (their strides are the compiler's to
+    choose). Valid calls only, in float32 and float64, as a graph cannot
+    catch an error."""
+    rng = random.Random(f"{SEED}-compiled")
+    forced = [None, *bwdconv.strategies()]
+    compared = 0
+    bwdconv.reset_served()
+    while compared < COMPILED_CASES:
+        call = random_call(rng)
+        call.mode = rng.choice(["grad", "no_grad"])
+        call.dtype = rng.choice([torch.float32, torch.float64])
+        call.input_layout = rng.choice(LAYOUTS)
+        strategy, scope = rng.choice(forced), rng.choice(["functional", "aten"])
+        if raised(outcome(call, compared)):
+            continue
+        call.compiled = True
+        torch._dynamo.reset()
+        expected = outcome(call, compared)
+        torch._dynamo.reset()
+        with bwdconv.enabled(scope), bwdconv.force_strategy(strategy):
+            got = outcome(call, compared)
+        stripped = [d for d in differences(call, got, expected) if "where PyTorch gives" not in d]
+        assert raised(got) == raised(expected), (call, strategy, scope, got, expected)
+        if not raised(got):
+            for a, e in zip(got, expected, strict=True):
+                assert (a.dtype, a.shape, a.requires_grad) == (e.dtype, e.shape, e.requires_grad)
+        assert not stripped, (call, strategy, scope, stripped)
+        compared += 1
+    torch._dynamo.reset()
+    assert sum(n for s, n in bwdconv.served()["input"].items() if s != "aten") >= 3
