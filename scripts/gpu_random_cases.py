@@ -353,12 +353,13 @@ def aten_repeats_itself(geometry, x, w, b, dy, first, calls=4):
     wrote on some of the geometry drawn here (docs/limitations.md): its
     gradients change from call to call, wrong in some, and bwdconv's calls
     that aten serves are then as wrong as aten's, by chance."""
-    for _ in range(calls):
-        again = run_call(geometry, x, w, b, dy)
-        if not all(torch.equal(a, f) or (a.isnan().any() and f.isnan().any())
-                   for a, f in zip(again, first)):
-            return False
-    return True
+    return all(same_results(run_call(geometry, x, w, b, dy), first) for _ in range(calls))
+
+
+def same_results(again, first):
+    """Whether two runs' tensors are equal bit for bit (NaN where NaN)."""
+    return all(torch.equal(a, f) or (a.isnan().any() and f.isnan().any())
+               for a, f in zip(again, first, strict=True))
 
 
 # How far past what a correct computation may lose aten's own error must be
