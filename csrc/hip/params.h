@@ -172,4 +172,25 @@ struct SplitKParams {
   int element = 0;  // ElementType of grad_weight
 };
 
+// tap_gemm (docs/DESIGN.md, "swap1x1", the epilogue writer): for a filter
+// within the stride, dx[n, c, s*q + t*d - p] = sum_o w[o, c, t] dy[n, o, q]
+// for every tap t and position q, as one GEMM whose epilogue writes each
+// product into its dx element (positions outside dx are dropped; the holes,
+// dx elements no tap reaches, are left as they are). Views in logical order:
+// grad_output [N, O, Q...], weight [O, C, K...], dx [N, C, I...]; 16-bit
+// elements only (`element`: ElementType Float16 or BFloat16), fp32 sums.
+// Offsets are 64-bit.
+struct TapGemmParams {
+  const void* grad_output = nullptr;
+  const void* weight = nullptr;
+  void* dx = nullptr;
+  TensorView grad_output_view;
+  TensorView weight_view;
+  TensorView dx_view;
+  int64_t stride[kMaxSpatialDims] = {1, 1, 1};
+  int64_t padding[kMaxSpatialDims] = {};
+  int64_t dilation[kMaxSpatialDims] = {1, 1, 1};
+  int element = 0;
+};
+
 }  // namespace bwdconv::hip

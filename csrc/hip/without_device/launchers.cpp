@@ -4,6 +4,7 @@
 #include "hip/interleave.h"
 #include "hip/scatter.h"
 #include "hip/splitk.h"
+#include "hip/tap_gemm.h"
 
 namespace bwdconv::hip {
 namespace {
@@ -26,6 +27,11 @@ LaunchError launch_interleave<Target::device>(const InterleaveParams&, NativeStr
 
 template <>
 LaunchError launch_splitk_reduce<Target::device>(const SplitKParams&, NativeStream) {
+  return kNoDeviceKernels;
+}
+
+template <>
+LaunchError launch_tap_gemm<Target::device>(const TapGemmParams&, NativeStream) {
   return kNoDeviceKernels;
 }
 

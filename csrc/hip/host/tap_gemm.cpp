@@ -1,0 +1,3 @@
+// tap_gemm.cu compiled for the host target (portability.h).
+#define BWDCONV_HOST_TARGET 1
+#include "hip/tap_gemm.cu"

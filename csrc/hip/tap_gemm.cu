@@ -1,0 +1,265 @@
+#include "tap_gemm.h"
+
+#include "element.h"
+#include "warp_mma.h"
+
+namespace bwdconv::hip {
+namespace {
+
+// One block: 64 GEMM rows (whole channels, each with all its taps) by 64
+// columns (positions (n, q) of grad_output), summed over the O channels of
+// grad_output 32 at a time; 4 warps, each a 32x32 corner as 2x2 products
+// of 16x16 tiles.
+constexpr int kRows = 64;
+constexpr int kColumns = 64;
+constexpr int kThreads = 128;
+
+struct TapGemmShape {
+  int spatial_dims;
+  int64_t taps;          // T = prod(K)
+  int64_t last_taps;     // K of the last spatial dim
+  int64_t channels;      // C (dx's)
+  int64_t out_channels;  // O (grad_output's)
+  int64_t positions;     // Q = prod(grad_output's spatial sizes)
+  int64_t columns;       // N * Q
+  int64_t channels_per_block;
+  int64_t row_blocks;
+};
+
+BWDCONV_HOST_DEVICE inline TapGemmShape shape_of(const TapGemmParams& p) {
+  TapGemmShape s;
+  s.spatial_dims = p.dx_view.dims - 2;
+  s.taps = 1;
+  s.positions = 1;
+  for (int i = 0; i < s.spatial_dims; ++i) {
+    s.taps *= p.weight_view.sizes[2 + i];
+    s.positions *= p.grad_output_view.sizes[2 + i];
+  }
+  s.last_taps = p.weight_view.sizes[1 + s.spatial_dims];
+  s.channels = p.dx_view.sizes[1];
+  s.out_channels = p.grad_output_view.sizes[1];
+  s.columns = p.grad_output_view.sizes[0] * s.positions;
+  s.channels_per_block = kRows / s.taps;
+  s.row_blocks = (s.channels + s.channels_per_block - 1) / s.channels_per_block;
+  return s;
+}
+
+#if defined(BWDCONV_WARP_MMA)
+
+constexpr int kDepth = 32;
+constexpr int kWarpRows = 32;
+constexpr int kWarpColumns = 32;
+// Row padding of the shared tiles (elements): rows of a fragment fall in
+// different banks, and each row stays 16-byte aligned.
+constexpr int kPad = 8;
+
+// What a block computes once and every stage of it reads: for each of its
+// rows (channel c, tap t) and columns (n, q), where in the weight, grad_output
+// and dx they lie.
+struct TapGemmTiles {
+  alignas(32) uint16_t a[kRows][kDepth + kPad];     // taps' filter: [c, t] x o
+  alignas(32) uint16_t b[kDepth][kColumns + kPad];  // grad_output: o x [n, q]
+  alignas(32) float sums[kRows][kColumns + kPad];
+  int64_t row_weight[kRows];  // offset of w[0, c, t]; -1: the row is empty
+  int64_t row_dx[kRows];      // offset of dx[0, c, 0...]
+  int32_t row_tap[kRows][kMaxSpatialDims];  // t_i * d_i
+  int64_t column_grad_output[kColumns];     // offset of dy[n, 0, q]; -1: no column
+  int64_t column_dx[kColumns];              // offset of dx[n, 0, 0...]
+  int32_t column_first[kMaxSpatialDims][kColumns];  // s_i * q_i - p_i
+};
+
+// Row r of the block: channel c = first + r / T, tap t = r % T (row-major
+// over the filter, the last dim's taps adjacent).
+__device__ inline void describe_row(const TapGemmParams& p, const TapGemmShape& s,
+                                    int64_t first_channel, int r, TapGemmTiles& tiles) {
+  const int64_t c = first_channel + r / s.taps;
+  if (r >= s.channels_per_block * s.taps || c >= s.channels) {
+    tiles.row_weight[r] = -1;
+    return;
+  }
+  int64_t t = r % s.taps, weight = c * p.weight_view.strides[1];
+  for (int i = s.spatial_dims - 1; i >= 0; --i) {
+    const int64_t k = p.weight_view.sizes[2 + i], tap = t % k;
+    t /= k;
+    weight += tap * p.weight_view.strides[2 + i];
+    tiles.row_tap[r][i] = static_cast<int32_t>(tap * p.dilation[i]);
+  }
+  tiles.row_weight[r] = weight;
+  tiles.row_dx[r] = c * p.dx_view.strides[1];
+}
+
+// Column j of the block: grad_output position (n, q), q row-major.
+__device__ inline void describe_column(const TapGemmParams& p, const TapGemmShape& s,
+                                       int64_t first_column, int j, TapGemmTiles& tiles) {
+  const int64_t column = first_column + j;
+  if (column >= s.columns) {
+    tiles.column_grad_output[j] = -1;
+    return;
+  }
+  const int64_t n = column / s.positions;
+  int64_t q = column % s.positions, offset = n * p.grad_output_view.strides[0];
+  for (int i = s.spatial_dims - 1; i >= 0; --i) {
+    const int64_t size = p.grad_output_view.sizes[2 + i], position = q % size;
+    q /= size;
+    offset += position * p.grad_output_view.strides[2 + i];
+    tiles.column_first[i][j] = static_cast<int32_t>(position * p.stride[i] - p.padding[i]);
+  }
+  tiles.column_grad_output[j] = offset;
+  tiles.column_dx[j] = n * p.dx_view.strides[0];
+}
+
+// The block's slice [first_o, first_o + kDepth) of both operands into
+// shared memory, zeros past O and outside the block's rows and columns.
+template <typename T>
+__device__ inline void load_operands(const TapGemmParams& p, const TapGemmShape& s,
+                                     int64_t first_o, TapGemmTiles& tiles) {
+  const T* weight = static_cast<const T*>(p.weight);
+  const T* grad_output = static_cast<const T*>(p.grad_output);
+  for (int e = threadIdx.x; e < kRows * kDepth; e += kThreads) {
+    const int r = e / kDepth, k = e % kDepth;
+    const int64_t o = first_o + k;
+    const int64_t at = tiles.row_weight[r];
+    tiles.a[r][k] = at >= 0 && o < s.out_channels
+                        ? global_load(weight + at + o * p.weight_view.strides[0]).bits
+                        : uint16_t{0};
+  }
+  for (int e = threadIdx.x; e < kDepth * kColumns; e += kThreads) {
+    const int k = e / kColumns, j = e % kColumns;
+    const int64_t o = first_o + k;
+    const int64_t at = tiles.column_grad_output[j];
+    tiles.b[k][j] = at >= 0 && o < s.out_channels
+                        ? global_load(grad_output + at + o * p.grad_output_view.strides[1]).bits
+                        : uint16_t{0};
+  }
+}
+
+// The epilogue: sums[r][j] is dx[n, c, s*q + t*d - p] (docs/DESIGN.md,
+// "swap1x1"), written where that lies inside dx. Consecutive threads take
+// a row group's last-dim taps, then its columns: in NCHW, with kernel =
+// stride, they write consecutive elements of a dx row.
+template <typename T>
+__device__ inline void write_products(const TapGemmParams& p, const TapGemmShape& s,
+                                      const TapGemmTiles& tiles) {
+  T* dx = static_cast<T*>(p.dx);
+  // At most kRows * kColumns elements: 32-bit arithmetic.
+  const int rows = static_cast<int>(s.channels_per_block * s.taps);
+  const int last_taps = static_cast<int>(s.last_taps);
+  for (int e = threadIdx.x; e < rows * kColumns; e += kThreads) {
+    const int last_tap = e % last_taps, rest = e / last_taps;
+    const int j = rest % kColumns, r = (rest / kColumns) * last_taps + last_tap;
+    if (tiles.row_weight[r] < 0 || tiles.column_grad_output[j] < 0) continue;
+    int64_t offset = tiles.column_dx[j] + tiles.row_dx[r];
+    bool inside = true;
+    for (int i = 0; i < s.spatial_dims; ++i) {
+      const int64_t x = int64_t{tiles.column_first[i][j]} + tiles.row_tap[r][i];
+      inside = inside && x >= 0 && x < p.dx_view.sizes[2 + i];
+      offset += x * p.dx_view.strides[2 + i];
+    }
+    if (inside) global_store(dx + offset, FromAccumulator<T>::convert(tiles.sums[r][j]));
+  }
+}
+
+template <typename T>
+__device__ inline void tap_gemm_block(const TapGemmParams& p) {
+  __shared__ TapGemmTiles tiles;
+  const TapGemmShape s = shape_of(p);
+  // Consecutive blocks share a column tile (its grad_output slice is read
+  // again from cache), stepping through the channel blocks.
+  const int64_t block = blockIdx.x;
+  const int64_t first_channel = (block % s.row_blocks) * s.channels_per_block;
+  const int64_t first_column = (block / s.row_blocks) * kColumns;
+  for (int r = threadIdx.x; r < kRows; r += kThreads) describe_row(p, s, first_channel, r, tiles);
+  for (int j = threadIdx.x; j < kColumns; j += kThreads) {
+    describe_column(p, s, first_column, j, tiles);
+  }
+  const int warp = threadIdx.x / kWarpLanes;
+  const int warp_row = (warp / 2) * kWarpRows, warp_column = (warp % 2) * kWarpColumns;
+  MmaAccumulator sums[2][2];
+  for (auto& row : sums) {
+    for (MmaAccumulator& c : row) mma_zero(c);
+  }
+  __syncthreads();
+  for (int64_t first_o = 0; first_o < s.out_channels; first_o += kDepth) {
+    load_operands<T>(p, s, first_o, tiles);
+    __syncthreads();
+    for (int k = 0; k < kDepth; k += kMmaTile) {
+      MmaA<T> a[2];
+      MmaB<T> b[2];
+      for (int i = 0; i < 2; ++i) mma_load<T>(a[i], &tiles.a[warp_row + i * kMmaTile][k], kDepth + kPad);
+      for (int j = 0; j < 2; ++j) {
+        mma_load<T>(b[j], &tiles.b[k][warp_column + j * kMmaTile], kColumns + kPad);
+      }
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 2; ++j) mma<T>(sums[i][j], a[i], b[j]);
+      }
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      mma_store(&tiles.sums[warp_row + i * kMmaTile][warp_column + j * kMmaTile], sums[i][j],
+                kColumns + kPad);
+    }
+  }
+  __syncthreads();
+  write_products<T>(p, s, tiles);
+}
+
+#endif  // BWDCONV_WARP_MMA
+
+// Empty where this compilation has no warp matrix products (its launcher
+// refuses before launching).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) tap_gemm_kernel(TapGemmParams p) {
+#if defined(BWDCONV_WARP_MMA)
+  tap_gemm_block<T>(p);
+#endif
+}
+
+#if defined(BWDCONV_WARP_MMA)
+bool has_warp_mma() {
+#if defined(BWDCONV_HOST_TARGET)
+  return true;
+#else
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) ==
+             cudaSuccess &&
+         major >= 8;
+#endif
+}
+#else
+bool has_warp_mma() { return false; }
+#endif
+
+template <typename T>
+LaunchError launch_for(const TapGemmParams& p, NativeStream stream) {
+  const TapGemmShape s = shape_of(p);
+  if (s.columns == 0 || s.channels == 0) return nullptr;
+  const int64_t blocks = s.row_blocks * ((s.columns + kColumns - 1) / kColumns);
+  if (blocks > 0x7fffffff) return kInvalidLaunch;
+  launch_kernel({"tap_gemm", Lanes::synchronized}, tap_gemm_kernel<T>,
+                static_cast<unsigned>(blocks), kThreads, stream, p);
+  return last_launch_error();
+}
+
+}  // namespace
+
+template <Target target>
+LaunchError launch_tap_gemm(const TapGemmParams& params, NativeStream stream) {
+  if (!has_warp_mma()) {
+    return "tap_gemm needs warp matrix products (CUDA sm_80 or later; not written for ROCm)";
+  }
+  int64_t taps = 1;
+  for (int i = 2; i < params.weight_view.dims; ++i) taps *= params.weight_view.sizes[i];
+  if (taps < 1 || taps > kTapGemmMaxTaps || params.dx_view.dims < 3) return kInvalidLaunch;
+  switch (static_cast<ElementType>(params.element)) {
+    case ElementType::Float16: return launch_for<Half>(params, stream);
+    case ElementType::BFloat16: return launch_for<BFloat16>(params, stream);
+    default: return kInvalidLaunch;
+  }
+}
+
+template LaunchError launch_tap_gemm<BWDCONV_KERNEL_TARGET>(const TapGemmParams&, NativeStream);
+
+}  // namespace bwdconv::hip
