@@ -265,7 +265,7 @@ def forcings(bwdconv):
         if name == "aten":
             continue
         if name == "swap1x1":
-            found += [("swap1x1[fused]", name, "fused"), ("swap1x1[in_place]", name, "in_place")]
+            found += [(f"swap1x1[{w}]", name, w) for w in bwdconv.swap1x1_writers()]
         else:
             found.append((name, name, None))
     return found

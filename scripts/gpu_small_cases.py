@@ -80,7 +80,7 @@ def backward_cases(bwdconv, device):
                     x, dy = x.contiguous(memory_format=fmt), dy.contiguous(memory_format=fmt)
                 atens = aten_backward(dy, x, w, case)
                 forcings = [(name, None) for name in bwdconv.strategies() if name != "swap1x1"]
-                forcings += [("swap1x1", writer) for writer in ("fused", "in_place")]
+                forcings += [("swap1x1", writer) for writer in bwdconv.swap1x1_writers()]
                 for strategy, writer in forcings:
                     try:
                         with bwdconv.force_strategy(strategy, swap1x1_writer=writer):

@@ -1,6 +1,7 @@
 #include "swap1x1.h"
 
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace bwdconv {
@@ -45,12 +46,53 @@ std::optional<std::string> swap1x1_refusal(const ConvGeometry& g, const std::vec
 }
 
 const char* swap1x1_writer_name(Swap1x1Writer writer) {
-  return writer == Swap1x1Writer::fused ? "fused" : "in_place";
+  switch (writer) {
+    case Swap1x1Writer::fused: return "fused";
+    case Swap1x1Writer::in_place: return "in_place";
+    case Swap1x1Writer::epilogue: return "epilogue";
+  }
+  return "?";
 }
 
 std::optional<Swap1x1Writer> parse_swap1x1_writer(const std::string& name) {
-  if (name == "fused") return Swap1x1Writer::fused;
-  if (name == "in_place") return Swap1x1Writer::in_place;
+  for (const Swap1x1Writer writer : kSwap1x1Writers) {
+    if (name == swap1x1_writer_name(writer)) return writer;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> epilogue_refusal(const ConvGeometry& g) {
+  if (g.dtype != DType::Float16 && g.dtype != DType::BFloat16) {
+    return std::string("its warp matrix products take float16 and bfloat16, not ") +
+           dtype_name(g.dtype);
+  }
+  if (g.groups != 1) return "grouped: its GEMM has one group";
+  int64_t taps = 1;
+  for (int i = 0; i < g.spatial_dims; ++i) taps *= g.filter[i];
+  // csrc/hip/tap_gemm.h, kTapGemmMaxTaps: a block's 64 rows hold whole channels.
+  if (taps > 64) return std::to_string(taps) + " taps: a block's 64 rows hold at most 64";
+  if (g.device == DeviceKind::HIP) return "not written for ROCm's matrix cores yet";
+  return std::nullopt;
+}
+
+bool taps_cover_dx(const ConvGeometry& g) {
+  for (int i = 0; i < g.spatial_dims; ++i) {
+    // x = s*q + r - p with residue r = t*d (taps within the stride: t is r/d).
+    for (int64_t x = 0; x < g.input[i]; ++x) {
+      const int64_t q = (x + g.padding[i]) / g.stride[i], r = (x + g.padding[i]) % g.stride[i];
+      const bool a_tap = r % g.dilation[i] == 0 && r / g.dilation[i] < g.filter[i];
+      if (!a_tap || q >= g.output[i]) return false;
+    }
+  }
+  return true;
+}
+
+std::optional<std::string> writer_refusal(Swap1x1Writer writer, const ConvGeometry& g) {
+  switch (writer) {
+    case Swap1x1Writer::fused: return std::nullopt;
+    case Swap1x1Writer::in_place: return in_place_refusal(g);
+    case Swap1x1Writer::epilogue: return epilogue_refusal(g);
+  }
   return std::nullopt;
 }
 
@@ -89,6 +131,15 @@ int64_t in_place_batch_stride(const ConvGeometry& g) {
   return dims.empty() ? 1 : dims.back().step;  // a single batch never steps
 }
 
+std::vector<Swap1x1Writer> timed_writers(const ConvGeometry& g) {
+  std::vector<Swap1x1Writer> writers;
+  for (const Swap1x1Writer writer : kSwap1x1Writers) {
+    const bool host_grid_only = writer == Swap1x1Writer::epilogue && g.device == DeviceKind::CPU;
+    if (!host_grid_only && !writer_refusal(writer, g)) writers.push_back(writer);
+  }
+  return writers;
+}
+
 // A GPU's unit of memory access (NVIDIA's L2 sector; 32 bytes on AMD's
 // CDNA as well).
 constexpr int64_t kSectorBytes = 32;
@@ -96,33 +147,37 @@ constexpr int64_t kSectorBytes = 32;
 Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& g, std::optional<Swap1x1Writer> forced,
                                     bool strict) {
   const std::optional<std::string> refused = in_place_refusal(g);
-  if (forced == Swap1x1Writer::in_place && refused) {
-    if (strict) {
-      throw std::invalid_argument("swap1x1 writer in_place cannot serve this shape: " + *refused);
+  const auto choice = [](Swap1x1Writer writer, std::string reason) {
+    return Swap1x1Choice{writer, std::move(reason)};
+  };
+  if (forced) {
+    if (const auto forced_refused = writer_refusal(*forced, g)) {
+      const std::string name = swap1x1_writer_name(*forced);
+      if (strict) {
+        throw std::invalid_argument("swap1x1 writer " + name + " cannot serve this shape: " +
+                                    *forced_refused);
+      }
+      return choice(Swap1x1Writer::fused, "forced " + name + " cannot serve it: " + *forced_refused);
     }
-    return {Swap1x1Writer::fused, "forced in_place cannot serve it: " + *refused, refused};
+    return choice(*forced, "forced");
   }
-  if (forced) return {*forced, "forced", refused};
-  if (refused) return {Swap1x1Writer::fused, "in_place refused: " + *refused, refused};
+  if (refused) return choice(Swap1x1Writer::fused, "in_place refused: " + *refused);
   if (g.device == DeviceKind::CPU) {
-    return {Swap1x1Writer::fused,
-            "on the CPU in_place never beat fused (benchmarks/results/"
-            "cpu-2026-11-23-swap1x1-writers)",
-            refused};
+    return choice(Swap1x1Writer::fused,
+                  "on the CPU in_place never beat fused (benchmarks/results/"
+                  "cpu-2026-11-23-swap1x1-writers)");
   }
   // a GEMM row: the last dim's taps side by side, C channels each
   const int64_t row_bytes = g.filter[g.spatial_dims - 1] * g.in_channels * dtype_bytes(g.dtype);
   if (row_bytes < kSectorBytes) {
-    return {Swap1x1Writer::fused,
-            "dx's channel rows (" + std::to_string(row_bytes) +
-                " B) are narrower than a 32-byte sector: the GEMM's rows and the holes' zeros "
-                "would share sectors (docs/DESIGN.md, \"swap1x1\")",
-            refused};
+    return choice(Swap1x1Writer::fused,
+                  "dx's channel rows (" + std::to_string(row_bytes) +
+                      " B) are narrower than a 32-byte sector: the GEMM's rows and the holes' "
+                      "zeros would share sectors (docs/DESIGN.md, \"swap1x1\")");
   }
-  return {Swap1x1Writer::in_place,
-          "the GEMM writes dx's slots directly and only the holes are zeroed: the small result "
-          "is never stored or read back (not yet measured against fused on a GPU)",
-          refused};
+  return choice(Swap1x1Writer::in_place,
+                "the GEMM writes dx's slots directly and only the holes are zeroed: the small "
+                "result is never stored or read back (not yet measured against fused on a GPU)");
 }
 
 }  // namespace bwdconv

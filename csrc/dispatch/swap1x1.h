@@ -15,7 +15,12 @@ namespace bwdconv {
 enum class Swap1x1Writer {
   fused,     // the GEMM writes a small result; one interleave pass writes all of dx from it
   in_place,  // a batched GEMM writes straight into dx's strided slots; a pass zeroes the holes
+  epilogue,  // one kernel: the GEMM's epilogue writes each product into its dx element
 };
+
+// Every writer, in the order explanations and the tuner list them.
+constexpr Swap1x1Writer kSwap1x1Writers[] = {Swap1x1Writer::fused, Swap1x1Writer::in_place,
+                                             Swap1x1Writer::epilogue};
 
 // Why swap1x1 cannot serve the geometry, or nothing when it can: the taps
 // must not overlap, so that every dx element receives at most one of them:
@@ -42,15 +47,39 @@ std::optional<std::string> in_place_refusal(const ConvGeometry& geometry);
 // more than one value.
 int64_t in_place_batch_stride(const ConvGeometry& geometry);
 
+// Why the epilogue writer's kernel (csrc/hip/tap_gemm.h) cannot serve, or
+// nothing when it can: 16-bit elements (its warp matrix products), one
+// group, at most 64 taps (a block's rows are whole channels), and not on
+// ROCm (no matrix-core products written for it yet). It runs on the CPU's
+// host grid too (forced only: the planner never picks it there).
+std::optional<std::string> epilogue_refusal(const ConvGeometry& geometry);
+
+// Whether the taps' products reach every dx element, so that a writer of
+// products alone leaves no hole: every position x of each dim is
+// s*q + t*d - p for some tap t < K and q < O (docs/DESIGN.md, "swap1x1";
+// with the taps within the stride, t is the residue of x + p over d). Kernel
+// = stride without output padding always is.
+bool taps_cover_dx(const ConvGeometry& geometry);
+
+// Why `writer` cannot serve the geometry (in_place_refusal,
+// epilogue_refusal; fused always can).
+std::optional<std::string> writer_refusal(Swap1x1Writer writer, const ConvGeometry& geometry);
+
+// The writers worth timing for the geometry (the tuner's and the bench's):
+// those that can serve, but not the epilogue writer on the CPU, where its
+// kernel runs only on the host grid, which proves it rather than runs it
+// fast.
+std::vector<Swap1x1Writer> timed_writers(const ConvGeometry& geometry);
+
 struct Swap1x1Choice {
   Swap1x1Writer writer = Swap1x1Writer::fused;
   std::string reason;
-  std::optional<std::string> in_place_refusal;  // in_place_refusal of the geometry
 };
 
 // The writer for a geometry swap1x1 serves: `forced` when given and it can
-// serve, otherwise in_place on GPUs where it can serve, fused elsewhere. In_place
-// forced where it cannot serve gives fused, or with `strict` throws
+// serve, otherwise in_place on GPUs where it can serve, fused elsewhere (the
+// epilogue writer only when forced or tuned: not yet measured on a GPU). A
+// writer forced where it cannot serve gives fused, or with `strict` throws
 // std::invalid_argument with the reason.
 Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& geometry,
                                     std::optional<Swap1x1Writer> forced = std::nullopt,

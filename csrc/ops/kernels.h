@@ -6,6 +6,7 @@
 
 #include <type_traits>
 
+#include "hip/element.h"
 #include "hip/params.h"
 #include "hip/portability.h"
 
@@ -13,6 +14,10 @@ namespace bwdconv::ops {
 
 // Sizes and strides of `t` in logical order.
 hip::TensorView kernel_view(const at::Tensor& t);
+
+// The kernels' name for a floating dtype (float32, float64, float16,
+// bfloat16); TORCH_CHECK fails, naming `kernel`, for any other.
+hip::ElementType element_type(at::ScalarType dtype, const char* kernel);
 
 // How CPU tensors use the csrc/hip kernels (bwdconv.kernels_on_host, set and
 // read as one): `on_host` runs them on the host grid instead of ATen;

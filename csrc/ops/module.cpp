@@ -39,7 +39,11 @@ Strategy strategy_named(const std::string& name) {
 Swap1x1Writer swap1x1_writer_named(const std::string& name) {
   const auto writer = parse_swap1x1_writer(name);
   if (!writer) {
-    throw pybind11::value_error("unknown swap1x1 writer '" + name + "'; known: fused, in_place");
+    std::string known;
+    for (const Swap1x1Writer w : kSwap1x1Writers) {
+      known += std::string(known.empty() ? "" : ", ") + swap1x1_writer_name(w);
+    }
+    throw pybind11::value_error("unknown swap1x1 writer '" + name + "'; known: " + known);
   }
   return *writer;
 }
@@ -257,8 +261,15 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
     pybind11::dict writer;
     writer["writer"] = swap1x1_writer_name(plan.swap1x1->writer);
     writer["reason"] = plan.swap1x1->reason;
-    const std::optional<std::string>& in_place = plan.swap1x1->in_place_refusal;
-    writer["in_place_refusal"] = in_place ? pybind11::cast(*in_place) : pybind11::none();
+    pybind11::dict refusals;  // every writer: why it cannot serve, or None
+    for (const Swap1x1Writer w : kSwap1x1Writers) {
+      const std::optional<std::string> why = writer_refusal(w, g);
+      refusals[swap1x1_writer_name(w)] = why ? pybind11::cast(*why) : pybind11::none();
+    }
+    writer["refusals"] = refusals;
+    pybind11::list timed;  // the writers the tuner and the bench time (timed_writers)
+    for (const Swap1x1Writer w : timed_writers(g)) timed.append(swap1x1_writer_name(w));
+    writer["timed"] = timed;
     result["swap1x1"] = writer;
   }
   return result;
@@ -331,6 +342,13 @@ pybind11::dict stop_kernel_recording() {
   return result;
 }
 
+// Every swap1x1 writer's name, in kSwap1x1Writers' order.
+pybind11::list swap1x1_writer_names() {
+  pybind11::list names;
+  for (const Swap1x1Writer w : kSwap1x1Writers) names.append(swap1x1_writer_name(w));
+  return names;
+}
+
 // {"input": {"aten": n, ...}, "weight": {...}}; `measured_only`: only the
 // gradients a measured decision chose.
 pybind11::dict served_counts(bool measured_only) {
@@ -358,6 +376,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("swap1x1_writer"), pybind11::arg("strict") = false);
   m.def("forcing", &forcing_names);
   m.def("strategy_registry", &strategy_registry);
+  m.def("swap1x1_writers", &swap1x1_writer_names);
   m.def("kernel_switches", &kernel_switch_pair);
   m.def("set_kernel_switches", &set_kernel_switch_pair, pybind11::arg("on_host"),
         pybind11::arg("wide_index"));

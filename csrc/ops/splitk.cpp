@@ -59,17 +59,6 @@ at::Tensor partial_grad_weight(const ConvGeometry& g, const at::Tensor& grad_out
                               {params.stride, padding, params.dilation, params.groups});
 }
 
-hip::ElementType element_type(at::ScalarType dtype) {
-  switch (dtype) {
-    case at::kFloat: return hip::ElementType::Float32;
-    case at::kDouble: return hip::ElementType::Float64;
-    case at::kHalf: return hip::ElementType::Float16;
-    case at::kBFloat16: return hip::ElementType::BFloat16;
-    default: TORCH_CHECK(false, "bwdconv splitk: unsupported dtype ", dtype,
-                         " (float32, float64, float16 and bfloat16 are supported)");
-  }
-}
-
 // The units the chunks are counted for (SMs, CUs, or host threads).
 int64_t device_units(c10::Device device) {
   return device.is_cpu() ? hip::splitk_units<hip::Target::host>(0)
@@ -333,7 +322,7 @@ class GemmSplitK {
     p.grad_weight = result.mutable_data_ptr();
     p.elements = result.numel();
     p.chunks = layout_.chunks();
-    p.element = static_cast<int>(element_type(result.scalar_type()));
+    p.element = static_cast<int>(element_type(result.scalar_type(), "splitk"));
     run_kernel("splitk", dy_, [&](auto target, hip::NativeStream stream) {
       return hip::launch_splitk_reduce<decltype(target)::value>(p, stream);
     });

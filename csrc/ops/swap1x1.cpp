@@ -11,6 +11,7 @@
 
 #include "ops/aten.h"
 #include "ops/interleave.h"
+#include "hip/tap_gemm.h"
 #include "ops/kernels.h"
 #include "ops/weight_cache.h"
 
@@ -175,6 +176,30 @@ void gemm_into_slots(const ConvGeometry& g, const at::Tensor& grad_output,
   }
 }
 
+// The epilogue writer (docs/DESIGN.md, "swap1x1"): one tap_gemm kernel
+// writes every product into its dx element; the holes, if the taps leave
+// any, are zeroed first. On the CPU it runs on the host grid.
+void gemm_with_epilogue(const ConvGeometry& g, const at::Tensor& grad_output,
+                        const at::Tensor& weight, at::Tensor& dx) {
+  if (!taps_cover_dx(g)) dx.zero_();
+  hip::TapGemmParams p;
+  p.grad_output = grad_output.const_data_ptr();
+  p.weight = weight.const_data_ptr();
+  p.dx = dx.mutable_data_ptr();
+  p.grad_output_view = kernel_view(grad_output);
+  p.weight_view = kernel_view(weight);
+  p.dx_view = kernel_view(dx);
+  for (int i = 0; i < g.spatial_dims; ++i) {
+    p.stride[i] = g.stride[i];
+    p.padding[i] = g.padding[i];
+    p.dilation[i] = g.dilation[i];
+  }
+  p.element = static_cast<int>(element_type(dx.scalar_type(), "tap_gemm"));
+  run_kernel("tap_gemm", dx, [&](auto target, hip::NativeStream stream) {
+    return hip::launch_tap_gemm<decltype(target)::value>(p, stream);
+  });
+}
+
 }  // namespace
 
 at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
@@ -182,6 +207,10 @@ at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
   const ConvGeometry& g = plan.geometry;
   at::Tensor dx = empty_input_gradient(plan, grad_output, format);
   std::vector<PhaseInput> inputs(plan.phases.size());
+  if (plan.swap1x1->writer == Swap1x1Writer::epilogue) {
+    gemm_with_epilogue(g, grad_output, weight, dx);
+    return dx;
+  }
   if (plan.swap1x1->writer == Swap1x1Writer::in_place) {
     // The planner chose in_place from grad_output's layout, which leads dx's.
     TORCH_INTERNAL_ASSERT(format != at::MemoryFormat::Contiguous && dx.is_contiguous(format),

@@ -33,8 +33,9 @@ py::list sizes_list(const SpatialSizes& sizes, int spatial_dims) {
 py::object tensor_or_none(const at::Tensor* t) { return t ? py::cast(*t) : py::none(); }
 
 // [[strategy, writer or None], ...]: every candidate that can serve
-// `gradient`, swap1x1 once per writer that can write dx, restricted to
-// strategies deterministic on the device when PyTorch asks for determinism.
+// `gradient`, swap1x1 once per writer worth timing (timed_writers),
+// restricted to strategies deterministic on the device when PyTorch asks for
+// determinism.
 py::list candidates(const Plan& rules, Gradient gradient) {
   const bool deterministic_only = at::globalContext().deterministicAlgorithms();
   py::list list;
@@ -42,9 +43,8 @@ py::list candidates(const Plan& rules, Gradient gradient) {
     if (!c.serves) continue;
     if (deterministic_only && !deterministic_on(c.strategy, rules.geometry.device)) continue;
     if (c.strategy == Strategy::swap1x1 && rules.swap1x1) {
-      list.append(py::make_tuple(strategy_name(c.strategy), "fused"));
-      if (!rules.swap1x1->in_place_refusal) {
-        list.append(py::make_tuple(strategy_name(c.strategy), "in_place"));
+      for (const Swap1x1Writer writer : timed_writers(rules.geometry)) {
+        list.append(py::make_tuple(strategy_name(c.strategy), swap1x1_writer_name(writer)));
       }
     } else {
       list.append(py::make_tuple(strategy_name(c.strategy), py::none()));

@@ -18,6 +18,7 @@ from ._explain import (
     reset_served,
     served,
     strategies,
+    swap1x1_writers,
 )
 from ._kernels import _apply_environment as _apply_kernel_environment
 from ._kernels import kernels_on_host, kernels_on_host_enabled
@@ -51,6 +52,7 @@ __all__ = [
     "force_strategy",
     "forced_strategy",
     "strategies",
+    "swap1x1_writers",
     "registry",
     "served",
     "reset_served",

@@ -108,10 +108,7 @@ TEST(Swap1x1, InPlaceNeedsChannelsLastOneGroupAndNoPadding) {
   for (const ConvGeometry& refused : {contiguous, padded, grouped}) {
     EXPECT_TRUE(in_place_refusal(refused).has_value());
     EXPECT_EQ(choose_swap1x1_writer(refused).writer, Swap1x1Writer::fused);
-    // The choice carries the refusal, forced or not.
-    EXPECT_EQ(choose_swap1x1_writer(refused).in_place_refusal, in_place_refusal(refused));
-    EXPECT_EQ(choose_swap1x1_writer(refused, Swap1x1Writer::fused).in_place_refusal,
-              in_place_refusal(refused));
+    EXPECT_EQ(writer_refusal(Swap1x1Writer::in_place, refused), in_place_refusal(refused));
     // in_place forced where it cannot serve: fused, saying why; strict: throws.
     const Swap1x1Choice gave_way = choose_swap1x1_writer(refused, Swap1x1Writer::in_place);
     EXPECT_EQ(gave_way.writer, Swap1x1Writer::fused);
@@ -123,7 +120,7 @@ TEST(Swap1x1, InPlaceNeedsChannelsLastOneGroupAndNoPadding) {
   // On a GPU in_place, unless a channel row is narrower than a 32-byte sector.
   g.in_channels = g.filter_in_channels = 8;
   EXPECT_EQ(choose_swap1x1_writer(g).writer, Swap1x1Writer::in_place);
-  EXPECT_FALSE(choose_swap1x1_writer(g).in_place_refusal.has_value());
+  EXPECT_FALSE(writer_refusal(Swap1x1Writer::in_place, g).has_value());
   ConvGeometry narrow = g, half = g;
   narrow.in_channels = narrow.filter_in_channels = 7;
   half.dtype = DType::BFloat16;
@@ -263,9 +260,12 @@ TEST(Swap1x1, InPlaceWithTapsServesOnlyWhereTheTapsCoverTheirPhases) {
 }
 
 TEST(Swap1x1, WriterNamesRoundTrip) {
-  for (Swap1x1Writer writer : {Swap1x1Writer::fused, Swap1x1Writer::in_place}) {
+  std::vector<std::string> names;
+  for (Swap1x1Writer writer : kSwap1x1Writers) {
     EXPECT_EQ(parse_swap1x1_writer(swap1x1_writer_name(writer)), writer);
+    names.push_back(swap1x1_writer_name(writer));
   }
+  EXPECT_EQ(names, (std::vector<std::string>{"fused", "in_place", "epilogue"}));
   EXPECT_FALSE(parse_swap1x1_writer("inplace").has_value());
 }
 
@@ -302,6 +302,90 @@ TEST(Swap1x1, WriterIsKnownWheneverSwap1x1CanServeAndForcedOnlyWhenItDoes) {
             Swap1x1Writer::fused);
   EXPECT_THROW(make_plan(g, Strategy::swap1x1, Swap1x1Writer::in_place, /*strict=*/true),
                std::invalid_argument);
+}
+
+// The epilogue writer (csrc/hip/tap_gemm.h): 16-bit elements, one group, at
+// most 64 taps, not on ROCm; in any layout, with padding, on the CPU's host
+// grid too. Never the planner's own choice; forced where it cannot serve it
+// gives fused, or with strict throws.
+TEST(Swap1x1, EpilogueServesSixteenBitUngroupedFiltersOfAtMost64Taps) {
+  std::mt19937 rng(17);
+  ConvGeometry g = one_by_one(rng, 2);
+  g.layout = MemoryLayout::Contiguous;
+  g.dtype = DType::BFloat16;
+  g.input[0] = g.input[1] = 16;
+  g.stride[0] = g.stride[1] = 2;
+  g.filter[0] = g.filter[1] = 2;  // kernel = stride
+  g.padding[0] = 1;
+  derive_output_sizes(g);
+  EXPECT_FALSE(epilogue_refusal(g).has_value());
+  ConvGeometry fp16 = g, on_cpu = g, wide = g;
+  fp16.dtype = DType::Float16;
+  on_cpu.device = DeviceKind::CPU;
+  wide.spatial_dims = 3;
+  wide.input[2] = 16;
+  wide.stride[0] = wide.stride[1] = wide.stride[2] = 4;
+  wide.filter[0] = wide.filter[1] = wide.filter[2] = 4;  // 64 taps
+  wide.dilation[2] = 1;
+  wide.padding[0] = 0;
+  derive_output_sizes(wide);
+  for (const ConvGeometry& served : {g, fp16, on_cpu, wide}) {
+    EXPECT_FALSE(epilogue_refusal(served).has_value()) << *epilogue_refusal(served);
+    EXPECT_NE(choose_swap1x1_writer(served).writer, Swap1x1Writer::epilogue);
+    EXPECT_EQ(choose_swap1x1_writer(served, Swap1x1Writer::epilogue, true).writer,
+              Swap1x1Writer::epilogue);
+  }
+  ConvGeometry fp32 = g, grouped = g, rocm = g, too_many = wide;
+  fp32.dtype = DType::Float32;
+  grouped.in_channels = grouped.out_channels = 4;
+  grouped.groups = 2;
+  grouped.filter_in_channels = 2;
+  rocm.device = DeviceKind::HIP;
+  too_many.stride[2] = too_many.filter[2] = 5;  // 80 taps
+  derive_output_sizes(too_many);
+  for (const ConvGeometry& refused : {fp32, grouped, rocm, too_many}) {
+    ASSERT_TRUE(epilogue_refusal(refused).has_value());
+    const Swap1x1Choice gave_way = choose_swap1x1_writer(refused, Swap1x1Writer::epilogue);
+    EXPECT_EQ(gave_way.writer, Swap1x1Writer::fused);
+    EXPECT_EQ(writer_refusal(Swap1x1Writer::epilogue, refused), epilogue_refusal(refused));
+    EXPECT_NE(gave_way.reason.find("forced epilogue cannot serve it: " + *epilogue_refusal(refused)),
+              std::string::npos) << gave_way.reason;
+    EXPECT_THROW(choose_swap1x1_writer(refused, Swap1x1Writer::epilogue, /*strict=*/true),
+                 std::invalid_argument);
+  }
+}
+
+// taps_cover_dx against brute force: every dx position of every dim is some
+// s*q + t*d - p (random filters within the stride, padding, output padding).
+TEST(Swap1x1, TapsCoverDxExactlyWhereEveryPositionReceivesATap) {
+  std::mt19937 rng(23);
+  int covered = 0, holes = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    ConvGeometry g = one_by_one(rng);
+    bool brute = true;
+    for (int i = 0; i < g.spatial_dims; ++i) {
+      g.stride[i] = 1 + rng() % 4;
+      g.filter[i] = 1 + rng() % g.stride[i];
+      g.dilation[i] = g.filter[i] > 1 ? 1 + rng() % ((g.stride[i] - 1) / (g.filter[i] - 1)) : 1;
+      g.padding[i] = rng() % (g.dilated_filter(i));
+      g.input[i] = g.dilated_filter(i) + rng() % 9;
+    }
+    derive_output_sizes(g);
+    for (int i = 0; i < g.spatial_dims; ++i) {
+      std::vector<bool> hit(g.input[i], false);
+      for (int64_t q = 0; q < g.output[i]; ++q) {
+        for (int64_t t = 0; t < g.filter[i]; ++t) {
+          const int64_t x = g.stride[i] * q + t * g.dilation[i] - g.padding[i];
+          if (x >= 0 && x < g.input[i]) hit[x] = true;
+        }
+      }
+      for (const bool h : hit) brute = brute && h;
+    }
+    EXPECT_EQ(taps_cover_dx(g), brute) << trial;
+    (brute ? covered : holes) += 1;
+  }
+  EXPECT_GT(covered, 100);
+  EXPECT_GT(holes, 100);
 }
 
 }  // namespace

@@ -12,9 +12,6 @@ from bwdconv import _accuracy, _keys, _memory, _overhead, _tune
 from . import device as dev
 from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, DIRECTION_NAMES, FORWARD
 
-SWAP1X1_WRITERS = ("fused", "in_place")
-
-
 def forced_strategies(gradient):
     """The registry's strategies that compute `gradient`, but aten (timed as the baseline)."""
     return [name for name in bwdconv.strategies(gradient) if name != "aten"]
@@ -176,13 +173,15 @@ def tuned_choice(direction, x, w, args, case=None, dy=None):
 
 def forced_entries(plan, gradient, fn, strategies):
     """(name, fn, forcing) for each strategy that serves; swap1x1 once per
-    writer where both can write dx ("swap1x1[fused]", "swap1x1[in_place]")."""
+    writer worth timing where there are several ("swap1x1[fused]",
+    "swap1x1[in_place]", "swap1x1[epilogue]": the plan's "timed" writers)."""
     entries = []
     for s in strategies:
         if not plan.serves(s, gradient):
             continue
-        if s == "swap1x1" and plan.to_dict()["swap1x1"]["in_place_refusal"] is None:
-            entries += [(f"{s}[{w}]", fn, (s, w)) for w in SWAP1X1_WRITERS]
+        writers = plan.to_dict()["swap1x1"]["timed"] if s == "swap1x1" else []
+        if len(writers) > 1:
+            entries += [(f"{s}[{w}]", fn, (s, w)) for w in writers]
         else:
             entries.append((s, fn, (s, None)))
     return entries
