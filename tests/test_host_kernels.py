@@ -1,6 +1,8 @@
 """The csrc/hip kernels themselves, run on the host grid for CPU tensors
 (bwdconv.kernels_on_host): scatter, the interleave pass of phase,
-phase_stacked and swap1x1 (both writers) and splitk's kernel path (its
+phase_stacked and swap1x1 (its fused and in_place writers), swap1x1's
+epilogue writer (the tap_gemm kernel, against the fused writer's result) and
+splitk's kernel path (its
 products on ATen's batched GEMM, its reduce kernel), through the ops, on random 1-3D shapes with groups, dilation and padding, in
 every dtype, NCHW and channels_last, with more phases than one launch carries,
 on rows the staged walk takes (NCHW) or packs (channels_last), and scatter also with its 64-bit element offsets forced on.
@@ -16,7 +18,6 @@ import pytest
 import torch
 
 import bwdconv
-from bwdconv.bench.run import SWAP1X1_WRITERS
 from conftest import aten_gradients
 from test_strategies import max_error, operands, random_case
 
@@ -63,11 +64,29 @@ PADDED_ROW_CASES = [
     (((6, 11, 69, 6), (1, 11, 7, 1), [2, 1], [3, 1], [1, 1], 1), torch.float16),
     (((2, 1, 13, 4), (3, 1, 1, 1), [2, 1], [0, 2], [1, 1], 1), torch.float16),
 ]
+# Filters within the stride that swap1x1's epilogue writer serves in 16-bit
+# dtypes (one group): U-Net's kernel = stride with several row and column
+# blocks, 16 taps, a 3-D kernel = stride, a padded 1x1 (holes and cropping),
+# taps dilated apart, and output padding past the taps' reach.
+EPILOGUE_CASES = [((2, 40, 18, 16), (24, 40, 2, 2), [2, 2], [0, 0], [1, 1], 1),
+                  ((1, 6, 16, 12), (9, 6, 4, 4), [4, 4], [0, 0], [1, 1], 1),
+                  ((1, 4, 6, 8, 4), (5, 4, 2, 2, 2), [2, 2, 2], [0, 0, 0], [1, 1, 1], 1),
+                  ((2, 5, 11, 9), (7, 5, 1, 1), [2, 3], [1, 0], [1, 1], 1),
+                  ((1, 3, 13, 10), (4, 3, 2, 1), [4, 2], [1, 0], [3, 1], 1),
+                  ((2, 6, 9, 11), (3, 6, 3, 2), [3, 2], [0, 0], [1, 1], 1)]
+EPILOGUE_DTYPES = (torch.float16, torch.bfloat16)
 # (strategy, swap1x1 writer) for every input-gradient strategy that launches a
 # kernel, swap1x1 once per writer.
 INPUT_FORCINGS = [(e.name, writer) for e in bwdconv.registry()
                   if "input" in e.gradients and e.kernel
-                  for writer in (SWAP1X1_WRITERS if e.name == "swap1x1" else (None,))]
+                  for writer in (bwdconv.swap1x1_writers() if e.name == "swap1x1" else (None,))]
+
+
+def atens_writer(forcing):
+    """The forcing whose CPU path (ATen's strided copies) the kernels' result
+    is compared with: the fused writer's for the epilogue writer, which has
+    no ATen path (on the CPU its kernel runs on the host grid)."""
+    return ("swap1x1", "fused") if forcing == ("swap1x1", "epilogue") else forcing
 
 
 def channels_last(t):
@@ -135,12 +154,14 @@ def input_cases():
               (trial // 4 % 2 == 1 or case in IN_PLACE_CASES + PACKET_CASES)
               and case not in STAGED_CASES)
              for trial, case in enumerate(cases)]
-    return drawn + [(len(drawn) + i, case, dtype, False)
-                    for i, (case, dtype) in enumerate(PADDED_ROW_CASES)]
+    drawn += [(len(drawn) + i, case, dtype, False)
+              for i, (case, dtype) in enumerate(PADDED_ROW_CASES)]
+    return drawn + [(len(drawn) + i, case, EPILOGUE_DTYPES[i % 2], i % 3 == 1)
+                    for i, case in enumerate(EPILOGUE_CASES)]
 
 
 def test_data_movement_kernels_write_what_the_aten_writers_write():
-    checked, wide, many_phases, in_place, staged, packets = 0, 0, 0, 0, 0, 0
+    checked, wide, many_phases, in_place, staged, packets, epilogue = 0, 0, 0, 0, 0, 0, 0
     padded_rows = set()  # (dtype, channels_last) of checked padded stride-1 rows
     for trial, case, dtype, last in input_cases():
         (x, w, dy), (x64, w64, dy64) = case_operands(case, trial, dtype, last)
@@ -150,7 +171,7 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
         for forcing in INPUT_FORCINGS:
             where = f"trial {trial} {forcing} {case} {dtype} channels_last={last}"
             try:
-                aten_written = input_gradient(case, dy, w, x, forcing)
+                aten_written = input_gradient(case, dy, w, x, atens_writer(forcing))
             except ValueError:
                 continue  # the strategy (or writer) cannot serve this shape
             bwdconv._library._C.start_kernel_recording()
@@ -175,12 +196,14 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
             checked += 1
             many_phases += case in MANY_PHASE_CASES
             in_place += forcing[1] == "in_place"
+            epilogue += launched == ["tap_gemm"]
             staged += any(name.endswith("_staged") for name in launched)
             packets += case in PACKET_CASES and "interleave_staged" in launched
             if has_padded_stride_one_row(case):
                 padded_rows.add((dtype, last))
     assert checked >= 200 and wide >= 50
     assert many_phases >= 2 * len(MANY_PHASE_CASES) and in_place >= len(IN_PLACE_CASES)
+    assert epilogue >= len(EPILOGUE_CASES)
     assert staged >= 3 * len(STAGED_CASES)  # each shape through two strategies or more
     assert packets >= 4  # phase and phase_stacked on the 2- and 4-byte packet shapes
     assert padded_rows == {(dtype, last) for dtype in DTYPES for last in (False, True)}

@@ -3,7 +3,8 @@
     python -m bwdconv.bench.kernels [--suite seeds] [--iterations 20] [--layout channels_last]
 
 For every backward-data case and every input-gradient strategy that serves
-it (forced; swap1x1 once per writer where both serve), the device time of
+it (forced; swap1x1 once per writer that moves data through the
+interleave: fused and in_place where both serve), the device time of
 the strategy's own kernels (the scatter or interleave walks) is read from
 the profiler, and the bytes that kernel must move (every output element
 written once, every value read once) are divided by it. The fraction of the
@@ -90,6 +91,8 @@ def measure(case, iterations, copy_gbps):
     names = kernels()
     for name, fn, forced in forced_entries(explanation, "input", call, list(names)):
         strategy, writer = forced
+        if writer == "epilogue":
+            continue  # no data-movement kernel: its GEMM kernel writes dx (tap_gemm)
         kernel = names[strategy]
         with forcing(forced):
             ms = kernel_ms(fn, kernel, iterations)
