@@ -115,7 +115,7 @@ __device__ inline void load_operands(const TapGemmParams& p, const TapGemmShape&
                                      int64_t first_o, TapGemmTiles& tiles) {
   const T* weight = static_cast<const T*>(p.weight);
   const T* grad_output = static_cast<const T*>(p.grad_output);
-  for (int e = threadIdx.x; e < kRows * kDepth; e += kThreads) {
+  for (int e = threadIdx.x; e < kRows * kDepth; e += kThreads) {  // the weight's O inner
     const int r = e / kDepth, k = e % kDepth;
     const int64_t o = first_o + k;
     const int64_t at = tiles.row_weight[r];
@@ -123,8 +123,12 @@ __device__ inline void load_operands(const TapGemmParams& p, const TapGemmShape&
                         ? global_load(weight + at + o * p.weight_view.strides[0]).bits
                         : uint16_t{0};
   }
+  // Consecutive threads read consecutive elements: along the columns (NCHW),
+  // or along the channels where those are grad_output's stride-1 dim.
+  const bool channels_inner = p.grad_output_view.strides[1] == 1;
   for (int e = threadIdx.x; e < kDepth * kColumns; e += kThreads) {
-    const int k = e / kColumns, j = e % kColumns;
+    const int k = channels_inner ? e % kDepth : e / kColumns;
+    const int j = channels_inner ? e / kDepth : e % kColumns;
     const int64_t o = first_o + k;
     const int64_t at = tiles.column_grad_output[j];
     tiles.b[k][j] = at >= 0 && o < s.out_channels

@@ -176,18 +176,33 @@ void gemm_into_slots(const ConvGeometry& g, const at::Tensor& grad_output,
   }
 }
 
+// The weight [O, C, K...] stored as the epilogue GEMM's rows: (c, t)
+// row-major, O contiguous, so a block reads each row's channels in
+// consecutive elements; returned as the same [O, C, K...] view.
+at::Tensor weight_in_rows(const at::Tensor& weight) {
+  const auto transform = [] { return std::string("swap1x1 epilogue rows"); };
+  std::vector<int64_t> to_rows, to_weight(weight.dim());
+  for (int64_t d = 1; d < weight.dim(); ++d) to_rows.push_back(d);
+  to_rows.push_back(0);
+  for (int64_t d = 0; d < weight.dim(); ++d) to_weight[to_rows[d]] = d;
+  return cached_filter(weight, transform,
+                       [&] { return weight.permute(to_rows).contiguous(); })
+      .permute(to_weight);
+}
+
 // The epilogue writer (docs/DESIGN.md, "swap1x1"): one tap_gemm kernel
 // writes every product into its dx element; the holes, if the taps leave
 // any, are zeroed first. On the CPU it runs on the host grid.
 void gemm_with_epilogue(const ConvGeometry& g, const at::Tensor& grad_output,
                         const at::Tensor& weight, at::Tensor& dx) {
   if (!taps_cover_dx(g)) dx.zero_();
+  const at::Tensor rows = weight_in_rows(weight);
   hip::TapGemmParams p;
   p.grad_output = grad_output.const_data_ptr();
-  p.weight = weight.const_data_ptr();
+  p.weight = rows.const_data_ptr();
   p.dx = dx.mutable_data_ptr();
   p.grad_output_view = kernel_view(grad_output);
-  p.weight_view = kernel_view(weight);
+  p.weight_view = kernel_view(rows);
   p.dx_view = kernel_view(dx);
   for (int i = 0; i < g.spatial_dims; ++i) {
     p.stride[i] = g.stride[i];
