@@ -108,32 +108,87 @@ __device__ inline void describe_column(const TapGemmParams& p, const TapGemmShap
   tiles.column_dx[j] = n * p.dx_view.strides[0];
 }
 
-// The block's slice [first_o, first_o + kDepth) of both operands into
-// shared memory, zeros past O and outside the block's rows and columns.
+// Each thread's share of one slice of both operands, held in registers
+// between its global loads and its stores to shared memory.
+constexpr int kSliceShare = kRows * kDepth / kThreads;
+static_assert(kRows * kDepth == kDepth * kColumns, "both operands' slices are the same size");
+
+struct OperandShare {
+  uint16_t a[kSliceShare];
+  uint16_t b[kSliceShare];
+};
+
+// Which elements of a slice a thread takes: the same column of the slice
+// (`fixed`: k of the weight's, j or k of grad_output's) in every turn, the
+// other index stepping by `step` from `first`.
+struct SliceWalk {
+  int fixed, first, step;
+};
+
+// Weight slice [r][k]: k = lane % kDepth fixed, r from lane / kDepth.
+__device__ inline SliceWalk weight_walk() {
+  return {static_cast<int>(threadIdx.x) % kDepth, static_cast<int>(threadIdx.x) / kDepth,
+          kThreads / kDepth};
+}
+
+// grad_output slice [k][j]: j fixed and k stepping in NCHW (columns
+// inner), k fixed and j stepping where the channels are inner.
+__device__ inline SliceWalk grad_output_walk(bool channels_inner) {
+  const int lane = static_cast<int>(threadIdx.x);
+  return channels_inner ? SliceWalk{lane % kDepth, lane / kDepth, kThreads / kDepth}
+                        : SliceWalk{lane % kColumns, lane / kColumns, kThreads / kColumns};
+}
+
+// The block's slice [first_o, first_o + kDepth) of both operands, from
+// global memory into this thread's registers: zeros past O and outside the
+// block's rows and columns. Consecutive threads read consecutive elements:
+// the weight (in rows, O contiguous) along O; grad_output along its columns
+// (NCHW), or along the channels where those are its stride-1 dim.
 template <typename T>
-__device__ inline void load_operands(const TapGemmParams& p, const TapGemmShape& s,
-                                     int64_t first_o, TapGemmTiles& tiles) {
-  const T* weight = static_cast<const T*>(p.weight);
-  const T* grad_output = static_cast<const T*>(p.grad_output);
-  for (int e = threadIdx.x; e < kRows * kDepth; e += kThreads) {  // the weight's O inner
-    const int r = e / kDepth, k = e % kDepth;
-    const int64_t o = first_o + k;
-    const int64_t at = tiles.row_weight[r];
-    tiles.a[r][k] = at >= 0 && o < s.out_channels
-                        ? global_load(weight + at + o * p.weight_view.strides[0]).bits
-                        : uint16_t{0};
+__device__ inline void fetch_slice(const TapGemmParams& p, const TapGemmShape& s, int64_t first_o,
+                                   const TapGemmTiles& tiles, OperandShare& share) {
+  const SliceWalk a = weight_walk();
+  const int64_t a_channel = first_o + a.fixed;
+  const T* weight = static_cast<const T*>(p.weight) + a_channel * p.weight_view.strides[0];
+  for (int i = 0; i < kSliceShare; ++i) {
+    const int64_t at = tiles.row_weight[a.first + i * a.step];
+    share.a[i] = at >= 0 && a_channel < s.out_channels ? global_load(weight + at).bits
+                                                        : uint16_t{0};
   }
-  // Consecutive threads read consecutive elements: along the columns (NCHW),
-  // or along the channels where those are grad_output's stride-1 dim.
+  const T* grad_output = static_cast<const T*>(p.grad_output);
+  const int64_t channel_stride = p.grad_output_view.strides[1];
+  const SliceWalk b = grad_output_walk(channel_stride == 1);
+  if (channel_stride == 1) {  // k fixed, j stepping
+    const int64_t o = first_o + b.fixed;
+    for (int i = 0; i < kSliceShare; ++i) {
+      const int64_t at = tiles.column_grad_output[b.first + i * b.step];
+      share.b[i] = at >= 0 && o < s.out_channels ? global_load(grad_output + at + o).bits
+                                                 : uint16_t{0};
+    }
+    return;
+  }
+  const int64_t at = tiles.column_grad_output[b.fixed];  // j fixed, k stepping
+  const T* column = grad_output + at + (first_o + b.first) * channel_stride;
+  for (int i = 0; i < kSliceShare; ++i) {
+    const bool inside = at >= 0 && first_o + b.first + i * b.step < s.out_channels;
+    share.b[i] = inside ? global_load(column + i * b.step * channel_stride).bits : uint16_t{0};
+  }
+}
+
+// This thread's share of a slice into the shared tiles (fetch_slice's places).
+__device__ inline void stage_slice(const TapGemmParams& p, const OperandShare& share,
+                                   TapGemmTiles& tiles) {
+  const SliceWalk a = weight_walk();
   const bool channels_inner = p.grad_output_view.strides[1] == 1;
-  for (int e = threadIdx.x; e < kDepth * kColumns; e += kThreads) {
-    const int k = channels_inner ? e % kDepth : e / kColumns;
-    const int j = channels_inner ? e / kDepth : e % kColumns;
-    const int64_t o = first_o + k;
-    const int64_t at = tiles.column_grad_output[j];
-    tiles.b[k][j] = at >= 0 && o < s.out_channels
-                        ? global_load(grad_output + at + o * p.grad_output_view.strides[1]).bits
-                        : uint16_t{0};
+  const SliceWalk b = grad_output_walk(channels_inner);
+  for (int i = 0; i < kSliceShare; ++i) {
+    tiles.a[a.first + i * a.step][a.fixed] = share.a[i];
+    const int moving = b.first + i * b.step;
+    if (channels_inner) {
+      tiles.b[b.fixed][moving] = share.b[i];
+    } else {
+      tiles.b[moving][b.fixed] = share.b[i];
+    }
   }
 }
 
@@ -183,9 +238,14 @@ __device__ inline void tap_gemm_block(const TapGemmParams& p) {
     for (MmaAccumulator& c : row) mma_zero(c);
   }
   __syncthreads();
+  // Software pipeline: the next slice's global loads are in flight while the
+  // warps multiply the slice in shared memory.
+  OperandShare share;
+  fetch_slice<T>(p, s, 0, tiles, share);
   for (int64_t first_o = 0; first_o < s.out_channels; first_o += kDepth) {
-    load_operands<T>(p, s, first_o, tiles);
+    stage_slice(p, share, tiles);
     __syncthreads();
+    if (first_o + kDepth < s.out_channels) fetch_slice<T>(p, s, first_o + kDepth, tiles, share);
     for (int k = 0; k < kDepth; k += kMmaTile) {
       MmaA<T> a[2];
       MmaB<T> b[2];
