@@ -3,7 +3,8 @@
 gradient) in unusual autograd modes (create_graph, no_grad, inference_mode,
 forward AD, torch.func.grad and vmap, a retained graph, mismatched dtypes,
 autocast) and through the modules: with bwdconv enabled, in either scope,
-planned or with any strategy forced, its kernels on the host target or not,
+planned or with any strategy forced (swap1x1 with any of its writers), its
+kernels on the host target or not,
 each gives what PyTorch gives without it: the same exception type and
 message, or results of the same dtype, shape, strides and requires_grad,
 equal within the dtype's tolerance. A call that crashes PyTorch's own CPU
@@ -248,17 +249,19 @@ def aten_changes_its_answer(call, case, first, calls=8):
 def test_random_calls_behave_as_without_bwdconv(scope):
     rng = random.Random(f"{SEED}-{scope}")
     forced = [None, None, *bwdconv.strategies()]
+    writers = random.Random(f"{SEED}-{scope}-writers")  # apart: the calls stay as drawn before
     mismatches, modes, raising, crashing, unstable = [], set(), 0, 0, 0
     bwdconv.reset_served()
     for case in range(CASES):
         call = random_call(rng)
         strategy = rng.choice(forced)
+        writer = writers.choice(bwdconv.swap1x1_writers()) if strategy == "swap1x1" else None
         on_host = rng.random() < 0.5  # bwdconv's own kernels, else ATen's copies
         if may_crash_aten(call) and not survives_in_a_child(lambda: outcome(call, case)):
             crashing += 1
             continue
         expected = outcome(call, case)
-        with bwdconv.enabled(scope), bwdconv.force_strategy(strategy), \
+        with bwdconv.enabled(scope), bwdconv.force_strategy(strategy, swap1x1_writer=writer), \
                 (bwdconv.kernels_on_host() if on_host else contextlib.nullcontext()):
             got = outcome(call, case)
         found = differences(call, got, expected)
@@ -266,7 +269,8 @@ def test_random_calls_behave_as_without_bwdconv(scope):
                 and aten_changes_its_answer(call, case, expected):
             unstable += 1
             continue
-        mismatches += [f"{call} forced {strategy}{' on the host target' * on_host}: {d}"
+        mismatches += [f"{call} forced {strategy}{f'[{writer}]' * bool(writer)}"
+                       f"{' on the host target' * on_host}: {d}"
                        for d in found]
         modes.add(call.mode)
         raising += raised(expected)
