@@ -342,4 +342,7 @@ def test_the_tuner_and_the_bench_time_the_epilogue_writer_only_off_the_cpu():
     assert cpu["timed"] == ["fused"] and cpu["refusals"]["epilogue"] is None
     rocm = bwdconv.explain(*sizes, dtype=torch.bfloat16, device="hip").to_dict()["swap1x1"]
     assert "ROCm" in rocm["refusals"]["epilogue"] and "epilogue" not in rocm["timed"]
+    text = str(bwdconv.explain(*sizes, dtype=torch.float32, device="cuda"))
+    assert "    epilogue: refused: its warp matrix products take float16 and bfloat16" in text
+    assert "    in_place: refused: dx is not channels_last" in text
     assert bwdconv.swap1x1_writers() == ["fused", "in_place", "epilogue"]

@@ -128,6 +128,8 @@ class Explanation:
         if "swap1x1" in p:
             writer = p["swap1x1"]
             lines.append(f"  swap1x1 writes dx: {writer['writer']} ({writer['reason']})")
+            lines += [f"    {name}: refused: {why}" for name, why in writer["refusals"].items()
+                      if why is not None]
         if p.get("strict_forcing_refusal"):
             lines.append(f"  strict forcing: backward raises: {p['strict_forcing_refusal']}")
         phases = p["phases"]
