@@ -136,14 +136,14 @@ def test_swap1x1_writers_on_gpu(writer, dtype):
     assert torch.equal(captured, expected)
 
 
-def test_interleave_beyond_two_to_the_31_elements():
-    """A dx of more than 2^31 elements takes the kernels' 64-bit index path:
-    swap1x1 (fused, NCHW) against its definition, dx[:, :, ::2, ::2] = W^T dy
-    and zeros in every other position."""
+def expect_swap1x1_past_two_to_the_31(writer):
+    """swap1x1 with `writer` on a dx of more than 2^31 elements (1x1 stride 2,
+    NCHW) against its definition: dx[:, :, ::2, ::2] = W^T dy and zeros in
+    every other position."""
     h, w = 32768, 32770
     dy = torch.randn(1, 2, h // 2, (w + 1) // 2, device="cuda", dtype=torch.bfloat16)
     weight = torch.randn(2, 2, 1, 1, device="cuda", dtype=torch.bfloat16)
-    with bwdconv.force_strategy("swap1x1", swap1x1_writer="fused"):
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer=writer, strict=True):
         dx = torch.ops.bwdconv.convolution_backward_input(dy, weight, [1, 2, h, w], [2, 2], [0, 0],
                                                           [1, 1], 1)
     assert dx.numel() > 2**31
@@ -151,6 +151,12 @@ def test_interleave_beyond_two_to_the_31_elements():
     torch.testing.assert_close(dx[:, :, ::2, ::2].float(), slots, rtol=1e-2, atol=1e-2)
     assert dx[:, :, 1::2, :].abs().max().item() == 0
     assert dx[:, :, ::2, 1::2].abs().max().item() == 0
+
+
+def test_interleave_beyond_two_to_the_31_elements():
+    """A dx of more than 2^31 elements takes the kernels' 64-bit index path:
+    swap1x1's fused writer (the interleave kernel)."""
+    expect_swap1x1_past_two_to_the_31("fused")
 
 
 # Filters within the stride, one group, for swap1x1's epilogue writer: U-Net's
@@ -203,19 +209,8 @@ def test_epilogue_writer_on_gpu(dtype, channels_last):
 @pytest.mark.skipif(torch.cuda.is_available() and torch.version.hip is not None,
                     reason="the epilogue writer has no ROCm kernel yet")
 def test_epilogue_writer_beyond_two_to_the_31_elements():
-    """The epilogue writer's 64-bit offsets: a dx of more than 2^31 elements
-    (1x1 stride 2, so the holes are zeroed first) against its definition."""
-    h, w = 32768, 32770
-    dy = torch.randn(1, 2, h // 2, (w + 1) // 2, device="cuda", dtype=torch.bfloat16)
-    weight = torch.randn(2, 2, 1, 1, device="cuda", dtype=torch.bfloat16)
-    with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True):
-        dx = torch.ops.bwdconv.convolution_backward_input(dy, weight, [1, 2, h, w], [2, 2], [0, 0],
-                                                          [1, 1], 1)
-    assert dx.numel() > 2**31
-    slots = torch.einsum("nkhw,kc->nchw", dy.float(), weight[:, :, 0, 0].float())
-    torch.testing.assert_close(dx[:, :, ::2, ::2].float(), slots, rtol=1e-2, atol=1e-2)
-    assert dx[:, :, 1::2, :].abs().max().item() == 0
-    assert dx[:, :, ::2, 1::2].abs().max().item() == 0
+    """The epilogue writer's 64-bit offsets (tap_gemm; the holes zeroed first)."""
+    expect_swap1x1_past_two_to_the_31("epilogue")
 
 
 @pytest.mark.parametrize("entry", [e for e in bwdconv.registry() if e.deterministic["gpu"]],
