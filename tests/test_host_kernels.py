@@ -1,7 +1,8 @@
 """The csrc/hip kernels themselves, run on the host grid for CPU tensors
 (bwdconv.kernels_on_host): scatter, the interleave pass of phase,
 phase_stacked and swap1x1 (its fused and in_place writers), swap1x1's
-epilogue writer (the tap_gemm kernel, against the fused writer's result) and
+epilogue writer (the tap_gemm kernel, against its ATen path, the fused
+writer's) and
 splitk's kernel path (its
 products on ATen's batched GEMM, its reduce kernel), through the ops, on random 1-3D shapes with groups, dilation and padding, in
 every dtype, NCHW and channels_last, with more phases than one launch carries,
@@ -81,12 +82,6 @@ INPUT_FORCINGS = [(e.name, writer) for e in bwdconv.registry()
                   if "input" in e.gradients and e.kernel
                   for writer in (bwdconv.swap1x1_writers() if e.name == "swap1x1" else (None,))]
 
-
-def atens_writer(forcing):
-    """The forcing whose CPU path (ATen's strided copies) the kernels' result
-    is compared with: the fused writer's for the epilogue writer, which has
-    no ATen path (on the CPU its kernel runs on the host grid)."""
-    return ("swap1x1", "fused") if forcing == ("swap1x1", "epilogue") else forcing
 
 
 def channels_last(t):
@@ -171,7 +166,7 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
         for forcing in INPUT_FORCINGS:
             where = f"trial {trial} {forcing} {case} {dtype} channels_last={last}"
             try:
-                aten_written = input_gradient(case, dy, w, x, atens_writer(forcing))
+                aten_written = input_gradient(case, dy, w, x, forcing)
             except ValueError:
                 continue  # the strategy (or writer) cannot serve this shape
             bwdconv._library._C.start_kernel_recording()

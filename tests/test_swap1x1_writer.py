@@ -1,8 +1,9 @@
 """swap1x1's ways of writing dx, forced: `fused` (one interleave pass from
 the small GEMM result), `in_place` (a batched GEMM into dx's strided slots,
 then only the holes zeroed) and `epilogue` (one tap_gemm kernel whose
-epilogue writes each product into its dx element; 16-bit only, on the CPU on
-the host grid), against aten and float64 math."""
+epilogue writes each product into its dx element; 16-bit only; for CPU
+tensors on the host grid under kernels_on_host, else ATen's fused path),
+against aten and float64 math."""
 
 import os
 import random
@@ -276,7 +277,8 @@ def test_epilogue_writer_on_random_shapes(dtype):
         reference = aten_gradients(dy64, x64, w64, s, p, d, 1)[0]
         theirs = aten_gradients(dy, x, w, s, p, d, 1)[0]
         bwdconv._library._C.start_kernel_recording()
-        with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True):
+        with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True), \
+                bwdconv.kernels_on_host():
             ours = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x_size), s, p, d, 1)
         launched = [launch["kernel"] for launch in
                     bwdconv._library._C.stop_kernel_recording()["launches"]]
@@ -290,9 +292,10 @@ def test_epilogue_writer_on_random_shapes(dtype):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_epilogue_writer_transposed_forward_kernel_equal_to_stride(dtype):
     """U-Net's ConvTranspose2d k2 s2 in NCHW through F.conv_transpose2d with
-    the epilogue writer forced: one tap_gemm launch writes the whole output
-    (kernel = stride leaves no hole to zero), in aten's layout, within the
-    accuracy rule."""
+    the epilogue writer forced: under kernels_on_host one tap_gemm launch
+    writes the whole output (kernel = stride leaves no hole to zero), in
+    aten's layout, within the accuracy rule; without it ATen's path (the
+    fused writer's) gives the same values and launches nothing."""
     g = torch.Generator().manual_seed(6)
     x64 = torch.randn(2, 32, 9, 7, generator=g, dtype=torch.float64)
     w64 = torch.randn(32, 20, 2, 2, generator=g, dtype=torch.float64)
@@ -301,11 +304,18 @@ def test_epilogue_writer_transposed_forward_kernel_equal_to_stride(dtype):
     theirs = torch.nn.functional.conv_transpose2d(x, w, stride=2)
     bwdconv.enable()
     bwdconv._library._C.start_kernel_recording()
-    with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True):
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True), \
+            bwdconv.kernels_on_host():
         ours = torch.nn.functional.conv_transpose2d(x, w, stride=2)
     launched = [launch["kernel"] for launch in
                 bwdconv._library._C.stop_kernel_recording()["launches"]]
     assert launched == ["tap_gemm"]
+    # Without the host grid the CPU takes ATen's path: no kernel runs.
+    bwdconv._library._C.start_kernel_recording()
+    with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True):
+        atens = torch.nn.functional.conv_transpose2d(x, w, stride=2)
+    assert bwdconv._library._C.stop_kernel_recording()["launches"] == []
+    torch.testing.assert_close(atens, ours)
     assert ours.dtype == dtype and ours.stride() == theirs.stride()
     error = lambda t: (t.double() - reference).abs().max().item()  # noqa: E731
     assert error(ours) <= 2 * error(theirs) + 1e-5 * reference.abs().max().item()

@@ -50,8 +50,9 @@ int64_t in_place_batch_stride(const ConvGeometry& geometry);
 // Why the epilogue writer's kernel (csrc/hip/tap_gemm.h) cannot serve, or
 // nothing when it can: 16-bit elements (its warp matrix products), one
 // group, at most 64 taps (a block's rows are whole channels), and not on
-// ROCm (no matrix-core products written for it yet). It runs on the CPU's
-// host grid too (forced only: the planner never picks it there).
+// ROCm (no matrix-core products written for it yet). On the CPU its work is
+// ATen's (the fused writer's CPU path), or its kernel on the host grid where
+// the kernels run for CPU tensors (forced only: never the planner's choice).
 std::optional<std::string> epilogue_refusal(const ConvGeometry& geometry);
 
 // Whether the taps' products reach every dx element, so that a writer of
@@ -66,9 +67,9 @@ bool taps_cover_dx(const ConvGeometry& geometry);
 std::optional<std::string> writer_refusal(Swap1x1Writer writer, const ConvGeometry& geometry);
 
 // The writers worth timing for the geometry (the tuner's and the bench's):
-// those that can serve, but not the epilogue writer on the CPU, where its
-// kernel runs only on the host grid, which proves it rather than runs it
-// fast.
+// those that can serve, but not the epilogue writer on the CPU, where it is
+// the fused writer's ATen path or its kernel on the host grid, which proves
+// the kernel rather than runs it fast.
 std::vector<Swap1x1Writer> timed_writers(const ConvGeometry& geometry);
 
 struct Swap1x1Choice {

@@ -192,7 +192,7 @@ at::Tensor weight_in_rows(const at::Tensor& weight) {
 
 // The epilogue writer (docs/DESIGN.md, "swap1x1"): one tap_gemm kernel
 // writes every product into its dx element; the holes, if the taps leave
-// any, are zeroed first. On the CPU it runs on the host grid.
+// any, are zeroed first. For CPU tensors it runs on the host grid.
 void gemm_with_epilogue(const ConvGeometry& g, const at::Tensor& grad_output,
                         const at::Tensor& weight, at::Tensor& dx) {
   if (!taps_cover_dx(g)) dx.zero_();
@@ -222,7 +222,10 @@ at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
   const ConvGeometry& g = plan.geometry;
   at::Tensor dx = empty_input_gradient(plan, grad_output, format);
   std::vector<PhaseInput> inputs(plan.phases.size());
-  if (plan.swap1x1->writer == Swap1x1Writer::epilogue) {
+  // The epilogue writer's kernel, where kernels run; on the CPU by default
+  // its work is ATen's GEMM and strided copies, the fused writer's CPU path
+  // below (docs/DESIGN.md, "swap1x1").
+  if (plan.swap1x1->writer == Swap1x1Writer::epilogue && runs_kernels(dx)) {
     gemm_with_epilogue(g, grad_output, weight, dx);
     return dx;
   }
