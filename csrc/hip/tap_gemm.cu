@@ -147,12 +147,15 @@ __device__ inline SliceWalk grad_output_walk(bool channels_inner) {
 template <typename T>
 __device__ inline void fetch_slice(const TapGemmParams& p, const TapGemmShape& s, int64_t first_o,
                                    const TapGemmTiles& tiles, OperandShare& share) {
+  // Offsets, not pointers, until an element is read: a row or column
+  // outside the tensors has no address.
   const SliceWalk a = weight_walk();
   const int64_t a_channel = first_o + a.fixed;
-  const T* weight = static_cast<const T*>(p.weight) + a_channel * p.weight_view.strides[0];
+  const T* weight = static_cast<const T*>(p.weight);
+  const int64_t a_offset = a_channel * p.weight_view.strides[0];
   for (int i = 0; i < kSliceShare; ++i) {
     const int64_t at = tiles.row_weight[a.first + i * a.step];
-    share.a[i] = at >= 0 && a_channel < s.out_channels ? global_load(weight + at).bits
+    share.a[i] = at >= 0 && a_channel < s.out_channels ? global_load(weight + a_offset + at).bits
                                                         : uint16_t{0};
   }
   const T* grad_output = static_cast<const T*>(p.grad_output);
@@ -168,10 +171,11 @@ __device__ inline void fetch_slice(const TapGemmParams& p, const TapGemmShape& s
     return;
   }
   const int64_t at = tiles.column_grad_output[b.fixed];  // j fixed, k stepping
-  const T* column = grad_output + at + (first_o + b.first) * channel_stride;
+  const int64_t column = at + (first_o + b.first) * channel_stride;
   for (int i = 0; i < kSliceShare; ++i) {
     const bool inside = at >= 0 && first_o + b.first + i * b.step < s.out_channels;
-    share.b[i] = inside ? global_load(column + i * b.step * channel_stride).bits : uint16_t{0};
+    share.b[i] = inside ? global_load(grad_output + column + i * b.step * channel_stride).bits
+                        : uint16_t{0};
   }
 }
 
