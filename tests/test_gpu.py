@@ -209,7 +209,7 @@ def test_epilogue_writer_on_gpu(dtype, channels_last):
 @pytest.mark.skipif(torch.cuda.is_available() and torch.version.hip is not None,
                     reason="the epilogue writer has no ROCm kernel yet")
 def test_epilogue_writer_beyond_two_to_the_31_elements():
-    """The epilogue writer's 64-bit offsets (tap_gemm; the holes zeroed first)."""
+    """The epilogue writer's 64-bit offsets (tap_gemm, its cells holding the holes too)."""
     expect_swap1x1_past_two_to_the_31("epilogue")
 
 

@@ -293,7 +293,7 @@ def test_epilogue_writer_on_random_shapes(dtype):
 def test_epilogue_writer_transposed_forward_kernel_equal_to_stride(dtype):
     """U-Net's ConvTranspose2d k2 s2 in NCHW through F.conv_transpose2d with
     the epilogue writer forced: under kernels_on_host one tap_gemm launch
-    writes the whole output (kernel = stride leaves no hole to zero), in
+    writes the whole output (its cells, products and holes alike), in
     aten's layout, within the accuracy rule; without it ATen's path (the
     fused writer's) gives the same values and launches nothing."""
     g = torch.Generator().manual_seed(6)

@@ -71,18 +71,19 @@ std::optional<std::string> epilogue_refusal(const ConvGeometry& g) {
   for (int i = 0; i < g.spatial_dims; ++i) taps *= g.filter[i];
   // csrc/hip/tap_gemm.h, kTapGemmMaxTaps: a block's 64 rows hold whole channels.
   if (taps > 64) return std::to_string(taps) + " taps: a block's 64 rows hold at most 64";
+  int64_t cell = 1;
+  for (int i = 0; i < g.spatial_dims; ++i) cell *= g.stride[i];
+  // csrc/hip/tap_gemm.h, kTapGemmMaxCell: a block's cells stay below 2^31 elements.
+  if (cell > (int64_t{1} << 16)) {
+    return "strides whose product is " + std::to_string(cell) + ": a cell holds at most 2^16";
+  }
   if (g.device == DeviceKind::HIP) return "not written for ROCm's matrix cores yet";
   return std::nullopt;
 }
 
-bool taps_cover_dx(const ConvGeometry& g) {
+bool cells_cover_dx(const ConvGeometry& g) {
   for (int i = 0; i < g.spatial_dims; ++i) {
-    // x = s*q + r - p with residue r = t*d (taps within the stride: t is r/d).
-    for (int64_t x = 0; x < g.input[i]; ++x) {
-      const int64_t q = (x + g.padding[i]) / g.stride[i], r = (x + g.padding[i]) % g.stride[i];
-      const bool a_tap = r % g.dilation[i] == 0 && r / g.dilation[i] < g.filter[i];
-      if (!a_tap || q >= g.output[i]) return false;
-    }
+    if (g.stride[i] * g.output[i] - g.padding[i] < g.input[i]) return false;
   }
   return true;
 }

@@ -49,18 +49,19 @@ int64_t in_place_batch_stride(const ConvGeometry& geometry);
 
 // Why the epilogue writer's kernel (csrc/hip/tap_gemm.h) cannot serve, or
 // nothing when it can: 16-bit elements (its warp matrix products), one
-// group, at most 64 taps (a block's rows are whole channels), and not on
+// group, at most 64 taps (a block's rows are whole channels), strides whose
+// product is at most 2^16 (a block's cells), and not on
 // ROCm (no matrix-core products written for it yet). On the CPU its work is
 // ATen's (the fused writer's CPU path), or its kernel on the host grid where
 // the kernels run for CPU tensors (forced only: never the planner's choice).
 std::optional<std::string> epilogue_refusal(const ConvGeometry& geometry);
 
-// Whether the taps' products reach every dx element, so that a writer of
-// products alone leaves no hole: every position x of each dim is
-// s*q + t*d - p for some tap t < K and q < O (docs/DESIGN.md, "swap1x1";
-// with the taps within the stride, t is the residue of x + p over d). Kernel
-// = stride without output padding always is.
-bool taps_cover_dx(const ConvGeometry& geometry);
+// Whether the cells of grad_output's positions cover dx, so that the
+// epilogue writer (which writes whole cells: dx positions s*q - p + r,
+// 0 <= r < s, products and holes) leaves nothing unwritten: in every dim
+// s*O - p >= I (the cells run from -p to s*O - p without a gap; output
+// padding past them is the tail that needs zeroing; docs/DESIGN.md, "swap1x1").
+bool cells_cover_dx(const ConvGeometry& geometry);
 
 // Why `writer` cannot serve the geometry (in_place_refusal,
 // epilogue_refusal; fused always can).

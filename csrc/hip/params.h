@@ -174,9 +174,10 @@ struct SplitKParams {
 
 // tap_gemm (docs/DESIGN.md, "swap1x1", the epilogue writer): for a filter
 // within the stride, dx[n, c, s*q + t*d - p] = sum_o w[o, c, t] dy[n, o, q]
-// for every tap t and position q, as one GEMM whose epilogue writes each
-// product into its dx element (positions outside dx are dropped; the holes,
-// dx elements no tap reaches, are left as they are). Views in logical order:
+// for every tap t and position q, as one GEMM whose epilogue writes the
+// cell of each q: dx positions s*q - p + r, 0 <= r < s per dim, its products
+// at r = t*d and zeros at the other offsets (positions outside dx are
+// dropped; positions in no cell, past s*O - p, are left as they are). Views in logical order:
 // grad_output [N, O, Q...], weight [O, C, K...], dx [N, C, I...]; 16-bit
 // elements only (`element`: ElementType Float16 or BFloat16), fp32 sums.
 // Offsets are 64-bit.

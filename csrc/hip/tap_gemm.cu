@@ -62,7 +62,6 @@ struct TapGemmTiles {
   alignas(32) float sums[kRows][kColumns + kPad];
   int64_t row_weight[kRows];  // offset of w[0, c, t]; -1: the row is empty
   int64_t row_dx[kRows];      // offset of dx[0, c, 0...]
-  int32_t row_tap[kRows][kMaxSpatialDims];  // t_i * d_i
   int64_t column_grad_output[kColumns];     // offset of dy[n, 0, q]; -1: no column
   int64_t column_dx[kColumns];              // offset of dx[n, 0, 0...]
   int32_t column_first[kMaxSpatialDims][kColumns];  // s_i * q_i - p_i
@@ -82,7 +81,6 @@ __device__ inline void describe_row(const TapGemmParams& p, const TapGemmShape& 
     const int64_t k = p.weight_view.sizes[2 + i], tap = t % k;
     t /= k;
     weight += tap * p.weight_view.strides[2 + i];
-    tiles.row_tap[r][i] = static_cast<int32_t>(tap * p.dilation[i]);
   }
   tiles.row_weight[r] = weight;
   tiles.row_dx[r] = c * p.dx_view.strides[1];
@@ -196,29 +194,58 @@ __device__ inline void stage_slice(const TapGemmParams& p, const OperandShare& s
   }
 }
 
-// The epilogue: sums[r][j] is dx[n, c, s*q + t*d - p] (docs/DESIGN.md,
-// "swap1x1"), written where that lies inside dx. Consecutive threads take
-// a row group's last-dim taps, then its columns: in NCHW, with kernel =
-// stride, they write consecutive elements of a dx row.
+// The tap a dx position at offset r of its cell reaches in one dim (r = t*d),
+// or -1 where none does (a hole).
+__device__ inline int tap_at(int r, int dilation, int taps) {
+  if (r % dilation != 0) return -1;
+  return r / dilation < taps ? r / dilation : -1;
+}
+
+// The epilogue writes whole cells: the cell of grad_output position q is
+// dx's positions s*q - p + r, 0 <= r < s per dim, and holds q's products,
+// dx[n, c, s*q + t*d - p] = sums[(c, t)][(n, q)] at r = t*d (docs/DESIGN.md,
+// "swap1x1"; the taps lie within the stride), and zeros at its other
+// offsets, the holes. The cells of all q cover dx but for a tail past
+// s*O - p (cells_cover_dx), so dx needs no zeroing pass otherwise.
+// Consecutive threads take a cell row's offsets, then the next column's:
+// in NCHW they write consecutive elements of a dx row.
 template <typename T>
-__device__ inline void write_products(const TapGemmParams& p, const TapGemmShape& s,
-                                      const TapGemmTiles& tiles) {
+__device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s,
+                                   const TapGemmTiles& tiles) {
   T* dx = static_cast<T*>(p.dx);
-  // At most kRows * kColumns elements: 32-bit arithmetic.
-  const int rows = static_cast<int>(s.channels_per_block * s.taps);
-  const int last_taps = static_cast<int>(s.last_taps);
-  for (int e = threadIdx.x; e < rows * kColumns; e += kThreads) {
-    const int last_tap = e % last_taps, rest = e / last_taps;
-    const int j = rest % kColumns, r = (rest / kColumns) * last_taps + last_tap;
-    if (tiles.row_weight[r] < 0 || tiles.column_grad_output[j] < 0) continue;
-    int64_t offset = tiles.column_dx[j] + tiles.row_dx[r];
-    bool inside = true;
-    for (int i = 0; i < s.spatial_dims; ++i) {
-      const int64_t x = int64_t{tiles.column_first[i][j]} + tiles.row_tap[r][i];
+  const int last = s.spatial_dims - 1;
+  int cell_outer = 1;  // offsets of the outer dims' cells
+  for (int i = 0; i < last; ++i) cell_outer *= static_cast<int>(p.stride[i]);
+  const int stride_last = static_cast<int>(p.stride[last]);
+  const int channels = static_cast<int>(s.channels_per_block);
+  // At most 64 * 64 * kTapGemmMaxCell elements: 32-bit arithmetic.
+  const int elements = channels * cell_outer * kColumns * stride_last;
+  for (int e = threadIdx.x; e < elements; e += kThreads) {
+    int rest = e / stride_last;
+    const int j = rest % kColumns;
+    rest /= kColumns;
+    const int channel = rest / cell_outer;
+    int outer = rest % cell_outer, tap = 0, taps_before = 1;
+    const int first_row = channel * static_cast<int>(s.taps);
+    if (tiles.row_weight[first_row] < 0 || tiles.column_grad_output[j] < 0) continue;
+    int64_t offset = tiles.column_dx[j] + tiles.row_dx[first_row];
+    bool inside = true, a_tap = true;
+    for (int i = last; i >= 0; --i) {
+      const int stride = static_cast<int>(p.stride[i]);
+      const int r = i == last ? e % stride_last : outer % stride;
+      if (i != last) outer /= stride;
+      const int64_t x = int64_t{tiles.column_first[i][j]} + r;
       inside = inside && x >= 0 && x < p.dx_view.sizes[2 + i];
       offset += x * p.dx_view.strides[2 + i];
+      const int taps = static_cast<int>(p.weight_view.sizes[2 + i]);
+      const int t = tap_at(r, static_cast<int>(p.dilation[i]), taps);
+      a_tap = a_tap && t >= 0;
+      tap += t * taps_before;  // row-major over the taps, the last dim fastest
+      taps_before *= taps;
     }
-    if (inside) global_store(dx + offset, FromAccumulator<T>::convert(tiles.sums[r][j]));
+    if (!inside) continue;
+    const float value = a_tap ? tiles.sums[first_row + tap][j] : 0.0f;
+    global_store(dx + offset, FromAccumulator<T>::convert(value));
   }
 }
 
@@ -270,7 +297,7 @@ __device__ inline void tap_gemm_block(const TapGemmParams& p) {
     }
   }
   __syncthreads();
-  write_products<T>(p, s, tiles);
+  write_cells<T>(p, s, tiles);
 }
 
 #endif  // BWDCONV_WARP_MMA
@@ -320,7 +347,11 @@ LaunchError launch_tap_gemm(const TapGemmParams& params, NativeStream stream) {
   }
   int64_t taps = 1;
   for (int i = 2; i < params.weight_view.dims; ++i) taps *= params.weight_view.sizes[i];
-  if (taps < 1 || taps > kTapGemmMaxTaps || params.dx_view.dims < 3) return kInvalidLaunch;
+  int64_t cell = 1;  // dx positions a grad_output position's cell holds
+  for (int i = 0; i + 2 < params.dx_view.dims; ++i) cell *= params.stride[i];
+  if (taps < 1 || taps > kTapGemmMaxTaps || cell > kTapGemmMaxCell || params.dx_view.dims < 3) {
+    return kInvalidLaunch;
+  }
   switch (static_cast<ElementType>(params.element)) {
     case ElementType::Float16: return launch_for<Half>(params, stream);
     case ElementType::BFloat16: return launch_for<BFloat16>(params, stream);

@@ -191,11 +191,12 @@ at::Tensor weight_in_rows(const at::Tensor& weight) {
 }
 
 // The epilogue writer (docs/DESIGN.md, "swap1x1"): one tap_gemm kernel
-// writes every product into its dx element; the holes, if the taps leave
-// any, are zeroed first. For CPU tensors it runs on the host grid.
+// writes every grad_output position's cell of dx, its products and holes;
+// a tail past the cells (output padding) is zeroed first. For CPU tensors
+// it runs on the host grid.
 void gemm_with_epilogue(const ConvGeometry& g, const at::Tensor& grad_output,
                         const at::Tensor& weight, at::Tensor& dx) {
-  if (!taps_cover_dx(g)) dx.zero_();
+  if (!cells_cover_dx(g)) dx.zero_();
   const at::Tensor rows = weight_in_rows(weight);
   hip::TapGemmParams p;
   p.grad_output = grad_output.const_data_ptr();

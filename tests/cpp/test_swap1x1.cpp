@@ -308,7 +308,7 @@ TEST(Swap1x1, WriterIsKnownWheneverSwap1x1CanServeAndForcedOnlyWhenItDoes) {
 }
 
 // The epilogue writer (csrc/hip/tap_gemm.h): 16-bit elements, one group, at
-// most 64 taps, not on ROCm; in any layout, with padding, on the CPU's host
+// most 64 taps, cells of at most 2^16 positions, not on ROCm; in any layout, with padding, on the CPU's host
 // grid too. Never the planner's own choice; forced where it cannot serve it
 // gives fused, or with strict throws.
 TEST(Swap1x1, EpilogueServesSixteenBitUngroupedFiltersOfAtMost64Taps) {
@@ -346,7 +346,11 @@ TEST(Swap1x1, EpilogueServesSixteenBitUngroupedFiltersOfAtMost64Taps) {
   rocm.device = DeviceKind::HIP;
   too_many.stride[2] = too_many.filter[2] = 5;  // 80 taps
   derive_output_sizes(too_many);
-  for (const ConvGeometry& refused : {fp32, grouped, rocm, too_many}) {
+  ConvGeometry wide_cells = g;  // strides 300 x 300: cells of 90000 positions
+  wide_cells.stride[0] = wide_cells.stride[1] = 300;
+  wide_cells.input[0] = wide_cells.input[1] = 600;
+  derive_output_sizes(wide_cells);
+  for (const ConvGeometry& refused : {fp32, grouped, rocm, too_many, wide_cells}) {
     ASSERT_TRUE(epilogue_refusal(refused).has_value());
     const Swap1x1Choice gave_way = choose_swap1x1_writer(refused, Swap1x1Writer::epilogue);
     EXPECT_EQ(gave_way.writer, Swap1x1Writer::fused);
@@ -358,11 +362,12 @@ TEST(Swap1x1, EpilogueServesSixteenBitUngroupedFiltersOfAtMost64Taps) {
   }
 }
 
-// taps_cover_dx against brute force: every dx position of every dim is some
-// s*q + t*d - p (random filters within the stride, padding, output padding).
-TEST(Swap1x1, TapsCoverDxExactlyWhereEveryPositionReceivesATap) {
+// cells_cover_dx against brute force: every dx position of every dim lies
+// in some cell [s*q - p, s*q - p + s), q < O (random filters within the
+// stride, padding, output padding).
+TEST(Swap1x1, CellsCoverDxExactlyWhereEveryPositionLiesInACell) {
   std::mt19937 rng(23);
-  int covered = 0, holes = 0;
+  int covered = 0, tails = 0;
   for (int trial = 0; trial < 3000; ++trial) {
     ConvGeometry g = one_by_one(rng);
     bool brute = true;
@@ -375,20 +380,20 @@ TEST(Swap1x1, TapsCoverDxExactlyWhereEveryPositionReceivesATap) {
     }
     derive_output_sizes(g);
     for (int i = 0; i < g.spatial_dims; ++i) {
-      std::vector<bool> hit(g.input[i], false);
+      std::vector<bool> in_a_cell(g.input[i], false);
       for (int64_t q = 0; q < g.output[i]; ++q) {
-        for (int64_t t = 0; t < g.filter[i]; ++t) {
-          const int64_t x = g.stride[i] * q + t * g.dilation[i] - g.padding[i];
-          if (x >= 0 && x < g.input[i]) hit[x] = true;
+        for (int64_t r = 0; r < g.stride[i]; ++r) {
+          const int64_t x = g.stride[i] * q + r - g.padding[i];
+          if (x >= 0 && x < g.input[i]) in_a_cell[x] = true;
         }
       }
-      for (const bool h : hit) brute = brute && h;
+      for (const bool in : in_a_cell) brute = brute && in;
     }
-    EXPECT_EQ(taps_cover_dx(g), brute) << trial;
-    (brute ? covered : holes) += 1;
+    EXPECT_EQ(cells_cover_dx(g), brute) << trial;
+    (brute ? covered : tails) += 1;
   }
   EXPECT_GT(covered, 100);
-  EXPECT_GT(holes, 100);
+  EXPECT_GT(tails, 100);
 }
 
 }  // namespace

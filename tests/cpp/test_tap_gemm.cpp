@@ -1,10 +1,11 @@
 // swap1x1's epilogue writer, the tap_gemm kernel, on the host grid
 // (portability.h, "host target"; warp_mma.h's host products), against a
 // reference written with plain loops: dx[n, c, s*q + t*d - p] = sum_o
-// w[o, c, t] dy[n, o, q] for each tap t and position q inside dx. Values are
-// small integers (|sum| < 256), so every sum is exact in float16 and
-// bfloat16 and results must be equal; dx elements no tap reaches keep what
-// they held. The sanitizer builds (CMakeLists.txt) run this file too.
+// w[o, c, t] dy[n, o, q] for each tap t and position q inside dx, zero at
+// the cell's other positions s*q - p + r (0 <= r < s), and dx elements in no
+// cell keep what they held. Values are small integers (|sum| < 256), so
+// every sum is exact in float16 and bfloat16 and results must be equal. The
+// sanitizer builds (CMakeLists.txt) run this file too.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -140,6 +141,19 @@ void expect_reference(const TapGemmCase& c, ElementType element, std::mt19937& r
   ASSERT_EQ(launch_tap_gemm<Target::host>(p, nullptr), nullptr) << describe(c);
 
   std::vector<float> expected(dx.size(), value_of(sentinel));
+  // Each position q's cell: zeros, then the products over them.
+  std::vector<int64_t> cell_sizes{c.batch, c.channels};
+  cell_sizes.insert(cell_sizes.end(), q.begin(), q.end());
+  cell_sizes.insert(cell_sizes.end(), c.stride.begin(), c.stride.end());
+  for_each_index(cell_sizes, [&](const std::vector<int64_t>& at) {  // n, c, q..., r...
+    std::vector<int64_t> at_dx{at[0], at[1]};
+    for (int i = 0; i < dims; ++i) {
+      const int64_t x = c.stride[i] * at[2 + i] + at[2 + dims + i] - c.padding[i];
+      if (x < 0 || x >= c.input[i]) return;
+      at_dx.push_back(x);
+    }
+    expected[offset(p.dx_view, at_dx)] = 0.0f;
+  });
   for_each_index(dy_sizes, [&](const std::vector<int64_t>& at_dy) {  // n, o, q...
     if (at_dy[1] != 0) return;
     for_each_index(w_sizes, [&](const std::vector<int64_t>& at_w) {  // o, c, t...
