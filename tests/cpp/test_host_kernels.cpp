@@ -21,46 +21,15 @@
 #include "hip/layout.h"
 #include "hip/scatter.h"
 #include "block_reverse.h"
+#include "dense_views.h"
 #include "hip/splitk.h"
 
 namespace bwdconv::hip {
 namespace {
 
-// Strides of `sizes` ([N, C, spatial...]), channels innermost when
-// `channels_last`: dense, or with `gap` unused elements after each run of the
-// fastest dim.
-std::vector<int64_t> dense_strides(const std::vector<int64_t>& sizes, bool channels_last,
-                                   int64_t gap = 0) {
-  std::vector<int> order;  // fastest first
-  if (channels_last) order.push_back(1);
-  for (int d = static_cast<int>(sizes.size()) - 1; d >= 0; --d) {
-    if (!(channels_last && d == 1)) order.push_back(d);
-  }
-  std::vector<int64_t> strides(sizes.size());
-  int64_t stride = 1;
-  for (const int d : order) {
-    strides[d] = stride;
-    stride *= sizes[d] + (d == order.front() ? gap : 0);
-  }
-  return strides;
-}
-
-TensorView view_of(const std::vector<int64_t>& sizes, bool channels_last, int64_t gap = 0) {
-  TensorView view;
-  view.dims = static_cast<int>(sizes.size());
-  const std::vector<int64_t> strides = dense_strides(sizes, channels_last, gap);
-  for (int d = 0; d < view.dims; ++d) {
-    view.sizes[d] = sizes[d];
-    view.strides[d] = strides[d];
-  }
-  return view;
-}
-
-int64_t offset_of(const TensorView& view, const std::vector<int64_t>& coords) {
-  int64_t offset = 0;
-  for (int d = 0; d < view.dims; ++d) offset += coords[d] * view.strides[d];
-  return offset;
-}
+using test_views::dense_strides;
+using test_views::offset_of;
+using test_views::view_of;
 
 int64_t element_count_of(const std::vector<int64_t>& sizes) {
   int64_t count = 1;

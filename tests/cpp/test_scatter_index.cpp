@@ -5,6 +5,7 @@
 
 #include "hip/layout.h"
 #include "hip/scatter_index.h"
+#include "dense_views.h"
 
 namespace bwdconv::hip {
 namespace {
@@ -69,28 +70,13 @@ TEST(ScatterIndex, RowCursorAdvancesLikeDivision) {
   }
 }
 
-TensorView dense_view(const std::vector<int64_t>& sizes, bool channels_last) {
-  TensorView view;
-  view.dims = static_cast<int>(sizes.size());
-  std::vector<int> fastest_first;
-  if (channels_last) fastest_first.push_back(1);
-  for (int d = view.dims - 1; d >= 0; --d) {
-    if (!(channels_last && d == 1)) fastest_first.push_back(d);
-  }
-  int64_t stride = 1;
-  for (const int d : fastest_first) {
-    view.sizes[d] = sizes[d];
-    view.strides[d] = stride;
-    stride *= sizes[d];
-  }
-  return view;
-}
+using test_views::view_of;
 
 TEST(ScatterWalk, NchwMergesBatchAndChannelsAndWalksRowsOfW) {
   // src [2, 3, 4, 5] -> buffer [2, 3, 9, 11] (stride 2, lead 1), bfloat16
   const int64_t stride[2] = {2, 2}, lead[2] = {1, 1};
   ScatterParams p;
-  ASSERT_TRUE(make_scatter_walk(dense_view({2, 3, 4, 5}, false), dense_view({2, 3, 9, 11}, false),
+  ASSERT_TRUE(make_scatter_walk(view_of({2, 3, 4, 5}, false), view_of({2, 3, 9, 11}, false),
                                 stride, lead, 2, &p));
   EXPECT_EQ(p.outer_dims, 2);  // [N*C, H]
   EXPECT_EQ(p.outer[0].size.value, 6u);
@@ -106,7 +92,7 @@ TEST(ScatterWalk, NchwMergesBatchAndChannelsAndWalksRowsOfW) {
 TEST(ScatterWalk, ChannelsLastWalksRowsOfChannels) {
   const int64_t stride[2] = {2, 2}, lead[2] = {1, 1};
   ScatterParams p;
-  ASSERT_TRUE(make_scatter_walk(dense_view({2, 64, 4, 5}, true), dense_view({2, 64, 9, 11}, true),
+  ASSERT_TRUE(make_scatter_walk(view_of({2, 64, 4, 5}, true), view_of({2, 64, 9, 11}, true),
                                 stride, lead, 4, &p));
   EXPECT_EQ(p.outer_dims, 3);  // [N, H, W]
   EXPECT_EQ(p.row.size.value, 64u);
@@ -122,7 +108,7 @@ TEST(ScatterWalk, ChannelsLastWalksRowsOfChannels) {
 TEST(ScatterWalk, PutsAOneToOneDimFirstWhereTheOutermostIsStepped) {
   const int64_t stride[2] = {2, 2}, lead[2] = {1, 1};
   ScatterParams p;
-  ASSERT_TRUE(make_scatter_walk(dense_view({1, 1, 4, 5}, false), dense_view({1, 1, 9, 11}, false),
+  ASSERT_TRUE(make_scatter_walk(view_of({1, 1, 4, 5}, false), view_of({1, 1, 9, 11}, false),
                                 stride, lead, 2, &p));
   EXPECT_EQ(p.outer_dims, 2);  // [1, H]
   EXPECT_EQ(p.outer[0].size.value, 1u);
@@ -139,7 +125,7 @@ TEST(ScatterWalk, KeepsASizeOneDimThatHoldsNoSource) {
   // W: buffer size 1, lead 1: position 0 is a zero, so the whole buffer is.
   const int64_t stride[2] = {1, 1}, lead[2] = {0, 1};
   ScatterParams p;
-  ASSERT_TRUE(make_scatter_walk(dense_view({1, 8, 3, 1}, true), dense_view({1, 8, 3, 1}, true),
+  ASSERT_TRUE(make_scatter_walk(view_of({1, 8, 3, 1}, true), view_of({1, 8, 3, 1}, true),
                                 stride, lead, 2, &p));
   EXPECT_EQ(p.outer_dims, 2);  // H, and the size-1 W; the size-1 batch dropped
 }
@@ -147,8 +133,8 @@ TEST(ScatterWalk, KeepsASizeOneDimThatHoldsNoSource) {
 TEST(ScatterWalk, RefusesPositionsPast2To31) {
   const int64_t stride[1] = {2}, lead[1] = {0};
   ScatterParams p;
-  EXPECT_FALSE(make_scatter_walk(dense_view({1, 1, int64_t{1} << 31}, false),
-                                 dense_view({1, 1, int64_t{1} << 32}, false), stride, lead, 2, &p));
+  EXPECT_FALSE(make_scatter_walk(view_of({1, 1, int64_t{1} << 31}, false),
+                                 view_of({1, 1, int64_t{1} << 32}, false), stride, lead, 2, &p));
 }
 
 }  // namespace

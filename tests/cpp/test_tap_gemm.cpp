@@ -15,6 +15,7 @@
 
 #include "hip/element.h"
 #include "hip/tap_gemm.h"
+#include "dense_views.h"
 
 namespace bwdconv::hip {
 namespace {
@@ -40,36 +41,13 @@ std::string describe(const TapGemmCase& c) {
   return text;
 }
 
-// Dense strides of `sizes` ([N, C, spatial...]), channels innermost when
-// `channels_last`.
-TensorView view_of(const std::vector<int64_t>& sizes, bool channels_last) {
-  std::vector<int> order;  // fastest first
-  if (channels_last) order.push_back(1);
-  for (int d = static_cast<int>(sizes.size()) - 1; d >= 0; --d) {
-    if (!(channels_last && d == 1)) order.push_back(d);
-  }
-  TensorView view;
-  view.dims = static_cast<int>(sizes.size());
-  int64_t stride = 1;
-  for (const int d : order) {
-    view.sizes[d] = sizes[d];
-    view.strides[d] = stride;
-    stride *= sizes[d];
-  }
-  return view;
-}
+using test_views::offset_of;
+using test_views::view_of;
 
 int64_t elements(const TensorView& v) {
   int64_t n = 1;
   for (int d = 0; d < v.dims; ++d) n *= v.sizes[d];
   return n;
-}
-
-// Element offset of the coordinates `coords` (all dims) in `v`.
-int64_t offset(const TensorView& v, const std::vector<int64_t>& coords) {
-  int64_t at = 0;
-  for (int d = 0; d < v.dims; ++d) at += coords[d] * v.strides[d];
-  return at;
 }
 
 // Calls f(coords) for every coordinate vector of `sizes`, row-major.
@@ -152,7 +130,7 @@ void expect_reference(const TapGemmCase& c, ElementType element, std::mt19937& r
       if (x < 0 || x >= c.input[i]) return;
       at_dx.push_back(x);
     }
-    expected[offset(p.dx_view, at_dx)] = 0.0f;
+    expected[offset_of(p.dx_view, at_dx)] = 0.0f;
   });
   for_each_index(dy_sizes, [&](const std::vector<int64_t>& at_dy) {  // n, o, q...
     if (at_dy[1] != 0) return;
@@ -169,10 +147,10 @@ void expect_reference(const TapGemmCase& c, ElementType element, std::mt19937& r
         std::vector<int64_t> dy_at = at_dy, w_at = at_w;
         dy_at[1] = o;
         w_at[0] = o;
-        sum += value_of(dy[offset(p.grad_output_view, dy_at)]) *
-               value_of(w[offset(p.weight_view, w_at)]);
+        sum += value_of(dy[offset_of(p.grad_output_view, dy_at)]) *
+               value_of(w[offset_of(p.weight_view, w_at)]);
       }
-      expected[offset(p.dx_view, at_dx)] = sum;
+      expected[offset_of(p.dx_view, at_dx)] = sum;
     });
   });
   for (size_t e = 0; e < dx.size(); ++e) {
