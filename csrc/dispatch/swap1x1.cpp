@@ -54,6 +54,14 @@ const char* swap1x1_writer_name(Swap1x1Writer writer) {
   return "?";
 }
 
+std::string known_swap1x1_writer_names() {
+  std::string names;
+  for (const Swap1x1Writer writer : kSwap1x1Writers) {
+    names += std::string(names.empty() ? "" : ", ") + swap1x1_writer_name(writer);
+  }
+  return names;
+}
+
 std::optional<Swap1x1Writer> parse_swap1x1_writer(const std::string& name) {
   for (const Swap1x1Writer writer : kSwap1x1Writers) {
     if (name == swap1x1_writer_name(writer)) return writer;

@@ -31,6 +31,8 @@ std::optional<std::string> swap1x1_refusal(const ConvGeometry& geometry,
                                            const std::vector<Phase>& phases);
 
 const char* swap1x1_writer_name(Swap1x1Writer writer);
+// Every writer's name, in kSwap1x1Writers' order, comma-separated (for errors).
+std::string known_swap1x1_writer_names();
 std::optional<Swap1x1Writer> parse_swap1x1_writer(const std::string& name);
 
 // Why the GEMM cannot write into dx's slots, or nothing when it can: the

@@ -17,7 +17,6 @@ constexpr int kThreads = 128;
 struct TapGemmShape {
   int spatial_dims;
   int64_t taps;          // T = prod(K)
-  int64_t last_taps;     // K of the last spatial dim
   int64_t channels;      // C (dx's)
   int64_t out_channels;  // O (grad_output's)
   int64_t positions;     // Q = prod(grad_output's spatial sizes)
@@ -35,7 +34,6 @@ BWDCONV_HOST_DEVICE inline TapGemmShape shape_of(const TapGemmParams& p) {
     s.taps *= p.weight_view.sizes[2 + i];
     s.positions *= p.grad_output_view.sizes[2 + i];
   }
-  s.last_taps = p.weight_view.sizes[1 + s.spatial_dims];
   s.channels = p.dx_view.sizes[1];
   s.out_channels = p.grad_output_view.sizes[1];
   s.columns = p.grad_output_view.sizes[0] * s.positions;

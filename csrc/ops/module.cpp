@@ -39,11 +39,8 @@ Strategy strategy_named(const std::string& name) {
 Swap1x1Writer swap1x1_writer_named(const std::string& name) {
   const auto writer = parse_swap1x1_writer(name);
   if (!writer) {
-    std::string known;
-    for (const Swap1x1Writer w : kSwap1x1Writers) {
-      known += std::string(known.empty() ? "" : ", ") + swap1x1_writer_name(w);
-    }
-    throw pybind11::value_error("unknown swap1x1 writer '" + name + "'; known: " + known);
+    throw pybind11::value_error("unknown swap1x1 writer '" + name +
+                                "'; known: " + known_swap1x1_writer_names());
   }
   return *writer;
 }

@@ -269,6 +269,7 @@ TEST(Swap1x1, WriterNamesRoundTrip) {
     names.push_back(swap1x1_writer_name(writer));
   }
   EXPECT_EQ(names, (std::vector<std::string>{"fused", "in_place", "epilogue"}));
+  EXPECT_EQ(known_swap1x1_writer_names(), "fused, in_place, epilogue");
   EXPECT_FALSE(parse_swap1x1_writer("inplace").has_value());
 }
 
