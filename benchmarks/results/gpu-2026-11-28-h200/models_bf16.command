@@ -1,0 +1,1 @@
+python3 -m bwdconv.bench.models --dtype bfloat16
