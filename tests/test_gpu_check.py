@@ -75,6 +75,10 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "--suite seeds --check --iter 20 --cudnn-benchmark on" in report
     assert "gpu_random_cases.py --cases 10000" in report
     assert "gpu_memory_probe.py --json" in report
+    # Racecheck instruments bwdconv's kernels alone, memcheck every kernel.
+    racecheck = (out / "sanitizer_racecheck.command").read_text()
+    assert "--tool racecheck --own-kernels-only" in racecheck
+    assert "--own-kernels-only" not in (out / "sanitizer_memcheck.command").read_text()
     summary = run.stdout.strip().splitlines()
     assert summary[-1].startswith("models_bf16") and "outside this run's steps" in summary[-1]
 
@@ -269,13 +273,18 @@ def test_the_application_failing_fails_the_step_and_unknown_findings_too():
 
 
 def stand_in_sanitizer(tmp_path, reported, body='"$@" || exit $?\ncat {log}'):
-    """A stand-in compute-sanitizer: drops its `--tool NAME`, then runs `body`
-    (by default the command, then printing `reported`, as the real one prints
-    its findings after the program's output)."""
+    """A stand-in compute-sanitizer: writes its arguments to
+    tmp_path/sanitizer-arguments.txt, one a line, drops its own options
+    (`--tool NAME`, `--kernel-name FILTER`), then runs `body` (by default the
+    command, then printing `reported`, as the real one prints its findings
+    after the program's output)."""
     log = tmp_path / "sanitizer-output.txt"
     log.write_text(reported)
+    arguments = tmp_path / "sanitizer-arguments.txt"
     sanitizer = tmp_path / "compute-sanitizer"
-    sanitizer.write_text("#!/usr/bin/env bash\nshift 2\n" + body.format(log=log) + "\n")
+    sanitizer.write_text(f"#!/usr/bin/env bash\nprintf '%s\\n' \"$@\" > {arguments}\n"
+                         'while [ "${1#--}" != "$1" ]; do shift 2; done\n'
+                         + body.format(log=log) + "\n")
     sanitizer.chmod(0o755)
     return sanitizer
 
@@ -293,6 +302,55 @@ def test_sanitizer_run_judges_a_stand_in_sanitizers_output(tmp_path):
         assert run.returncode == expected, run.stdout + run.stderr
         assert summary.read_text().startswith("- racecheck: " +
                                               ("passed" if expected == 0 else "FAILED"))
+
+
+def sanitizer_command(*options):
+    args = gpu_sanitizer.parse_arguments(["run", "--tool", "racecheck", *options, "--",
+                                          "python", "small_cases.py", "--mismatches-pass"])
+    return gpu_sanitizer.sanitizer_command("compute-sanitizer", args)
+
+
+def test_own_kernels_only_puts_the_kernel_filter_between_the_tool_and_the_program():
+    assert sanitizer_command("--own-kernels-only") == [
+        "compute-sanitizer", "--tool", "racecheck", "--kernel-name", "kns=bwdconv",
+        "python", "small_cases.py", "--mismatches-pass"]
+    assert sanitizer_command("--own-kernels-only", "--sanitizer-args=--print-limit=5") == [
+        "compute-sanitizer", "--tool", "racecheck", "--kernel-name", "kns=bwdconv",
+        "--print-limit=5", "python", "small_cases.py", "--mismatches-pass"]
+    # Without it every kernel is instrumented: no filter anywhere.
+    assert sanitizer_command() == ["compute-sanitizer", "--tool", "racecheck", "python",
+                                   "small_cases.py", "--mismatches-pass"]
+
+
+def test_a_summary_of_own_kernels_only_says_the_vendors_went_unchecked():
+    clean = gpu_sanitizer.parse("========= RACECHECK SUMMARY: 0 hazards displayed\n", OWN_NAMES)
+    text, failed = gpu_sanitizer.summary("racecheck", clean, own_kernels_only=True)
+    assert not failed
+    assert "- instrumented: only bwdconv's kernels (--kernel-name kns=bwdconv)" in text
+    assert "- in vendor kernels: not checked by racecheck in this run" in text
+    assert "vendor kernels (not failures): 0" not in text
+    # Every kernel instrumented: the vendors' count stands, no restriction named.
+    text, _ = gpu_sanitizer.summary("racecheck", clean)
+    assert "- in vendor kernels (not failures): 0 report(s)" in text
+    assert "instrumented: only" not in text and "not checked" not in text
+
+
+def test_a_run_of_own_kernels_only_filters_the_sanitizer_and_says_so(tmp_path):
+    """`run --own-kernels-only` under a stand-in compute-sanitizer: the filter
+    reaches the sanitizer before the program, the summary names it; a race in
+    bwdconv's kernel still fails."""
+    for text, expected in (("========= RACECHECK SUMMARY: 0 hazards displayed\n", 0),
+                           (OWN_RACE, 1)):
+        sanitizer = stand_in_sanitizer(tmp_path, text)
+        summary = tmp_path / "summary.md"
+        run = subprocess.run(
+            [sys.executable, str(SCRIPTS / "gpu_sanitizer.py"), "run", "--tool", "racecheck",
+             "--own-kernels-only", "--sanitizer", str(sanitizer), "--summary", str(summary),
+             "--", "true"], capture_output=True, text=True, timeout=60)
+        assert run.returncode == expected, run.stdout + run.stderr
+        arguments = (tmp_path / "sanitizer-arguments.txt").read_text().split()
+        assert arguments == ["--tool", "racecheck", "--kernel-name", "kns=bwdconv", "true"]
+        assert "only bwdconv's kernels" in summary.read_text()
 
 
 # ---- the accuracy rule (bwdconv/_accuracy.py) ------------------------------
