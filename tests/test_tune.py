@@ -554,3 +554,108 @@ def test_call_costs_are_measured_on_the_calling_thread_whatever_its_state():
         assert all(0 <= seconds < 1e-3 for seconds in costs.values()), costs
     assert not _C.tuning_on_this_thread()
     assert all(n == 0 for counts in bwdconv.served().values() for n in counts.values())
+
+
+def test_calls_per_sample_fill_a_millisecond_from_the_fastest_candidate():
+    """The GPU sample's call count (_tune.calls_per_sample): enough calls that
+    the fastest candidate's sample lasts SAMPLE_SECONDS, one count for all,
+    at least 1, at most MAX_CALLS_PER_SAMPLE, and no more than lets
+    MIN_ROUNDS rounds fit in the key's cap."""
+    count = _tune.calls_per_sample
+    assert _tune.SAMPLE_SECONDS == 1e-3 and _tune.MAX_CALLS_PER_SAMPLE == 32
+    # U-Net's ConvTranspose2d k2 s2 bfloat16 on an H200: aten, phase,
+    # phase_stacked, relayout, swap1x1[epilogue], swap1x1[fused] (us).
+    unet = [215.5e-6, 248.5e-6, 212.5e-6, 413.3e-6, 849.0e-6, 179.0e-6]
+    assert count(unet, cap=2.0) == 6        # ceil(1000 / 179): not 1 from the slowest
+    assert count([150e-6, 200e-6], cap=2.0) == 7
+    assert count([250e-6], cap=2.0) == 4
+    assert count([1e-3, 2e-3], cap=2.0) == 1  # a call already lasts 1 ms
+    assert count([5e-3], cap=2.0) == 1
+    assert count([5e-6, 300e-6], cap=2.0) == 32  # capped
+    assert count([0.0, 0.0], cap=2.0) == 32      # a clock too coarse: capped, no division by 0
+    # The key's cap: 5 rounds of 4 x 100 us (2 ms a call each) in 10 ms: 5 calls, not 10.
+    assert count([100e-6] * 4, cap=0.01) == 5
+    assert count([100e-6, 0.5], cap=0.1) == 1     # never below one call
+
+
+class _FakeGpu:
+    """torch.cuda.Event on a fake clock that candidates advance: records which
+    calls ran between each start and end event."""
+
+    def __init__(self):
+        self.now, self.ran, self.spans = 0.0, [], []
+        gpu = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                assert enable_timing
+                self.at = None
+
+            def record(self):
+                self.at = gpu.now
+                self.mark = len(gpu.ran)
+
+            def synchronize(self):
+                pass
+
+            def elapsed_time(self, end):  # milliseconds, as CUDA's
+                gpu.spans.append(gpu.ran[self.mark:end.mark])
+                return (end.at - self.at) * 1e3
+        self.Event = Event
+
+    def candidate(self, label, seconds):
+        def fn():
+            self.now += seconds
+            self.ran.append(label)
+        return fn
+
+
+@pytest.mark.parametrize("injected", [False, True])
+def test_gpu_samples_time_several_back_to_back_calls(injected, monkeypatch):
+    """On a GPU each sample times calls_per_sample calls of one candidate
+    between one pair of events, the same count for every candidate, chosen
+    after the warm-up from one timed call each, and divides by the count; an
+    injected timer still replaces each sample."""
+    gpu = _FakeGpu()
+    monkeypatch.setattr(torch.cuda, "Event", gpu.Event)
+    _tune._state.call_cost = 0.0
+    if injected:
+        _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})
+    times = {"aten": 215e-6, "phase": 179e-6, "scatter": 849e-6}
+    fns = {label: gpu.candidate(label, seconds) for label, seconds in times.items()}
+    samples, calls = _tune._time("input", fns, torch.device("cuda"), cap=2.0)
+    assert calls == 6  # ceil(1 ms / 179 us)
+    # The warm-up (untimed), then one timed call each that chose the count.
+    assert gpu.ran[:3] == list(times)
+    probes, batched = gpu.spans[:3], gpu.spans[3:]
+    assert probes == [[label] for label in times]
+    assert len(batched) == sum(len(s) for s in samples.values()) >= 3 * _tune.MIN_ROUNDS
+    assert all(len(span) == calls and len(set(span)) == 1 for span in batched), batched
+    for label, s in samples.items():
+        expected = {"aten": 2e-3, "phase": 1e-3}.get(label, 1.0) if injected else times[label]
+        assert s == pytest.approx([expected] * len(s))
+
+
+def test_cpu_samples_time_one_call(monkeypatch):
+    """On the CPU a sample is one call on the monotonic clock: each candidate
+    runs once for the warm-up and once per sample, with no count to choose."""
+    _tune._state.call_cost = 0.0
+    ran = {"aten": 0, "phase": 0}
+
+    def candidate(label):
+        def fn():
+            ran[label] += 1
+        return fn
+    samples, calls = _tune._time("input", {label: candidate(label) for label in ran},
+                                 torch.device("cpu"), cap=0.05)
+    assert calls == 1
+    assert all(ran[label] == 1 + len(s) for label, s in samples.items()), (ran, samples)
+
+
+def test_the_decision_records_its_calls_per_sample():
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})
+    with bwdconv.autotuning():
+        input_gradient(STRIDED, x, w, dy)
+    _, entry = only_entry()
+    assert entry["gradients"]["input"]["calls_per_sample"] == 1  # the CPU times one call

@@ -15,7 +15,12 @@ on the call's real operands:
 2. Timing: a warm-up call each, then rounds that time every candidate once, in
    an order that rotates, until each median is stable (spread / sqrt(rounds)
    below 1%) or the key's time cap is spent; CUDA/HIP events on a GPU, a
-   monotonic clock on the CPU. A candidate's spread is twice the median
+   monotonic clock on the CPU. On the CPU a sample times one call; on a GPU
+   it times calls_per_sample back-to-back calls between one pair of events
+   and divides by their count, the same count for every candidate of the
+   decision (one call each, timed after the warm-up, sets it), so that a
+   sample is not one call from an idle GPU with the launch latency in it.
+   A candidate's spread is twice the median
    absolute deviation of its times over their median (the relative
    interquartile range of a symmetric distribution, robust to outliers).
    A transposed forward that autograd records is timed with aten's backward
@@ -68,6 +73,8 @@ STABLE = 0.01            # spread / sqrt(rounds) below which a median is stable
 MIN_ROUNDS = 5
 MAX_ROUNDS = 50
 KEY_SECONDS = float(os.environ.get("BWDCONV_AUTOTUNE_KEY_SECONDS", "2"))
+SAMPLE_SECONDS = 1e-3    # a GPU sample lasts at least about this long (calls_per_sample)
+MAX_CALLS_PER_SAMPLE = 32
 BUDGET_SECONDS = float(os.environ.get("BWDCONV_AUTOTUNE_BUDGET", "300"))
 
 
@@ -246,23 +253,49 @@ def _accuracy_check(aten, run, terms):
 
 
 def _timer_for(device):
-    """A function timing one call: CUDA/HIP events on a GPU, a monotonic
-    clock on the CPU."""
+    """A function timing `calls` back-to-back calls of fn and giving the
+    seconds per call: CUDA/HIP events around all of them on a GPU (the calls
+    queue on the stream as in a training loop, one synchronize at the end),
+    a monotonic clock on the CPU (where _time asks for one call)."""
     if device.type == "cuda":
-        def timed(fn):
+        def timed(fn, calls=1):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            fn()
+            for _ in range(calls):
+                fn()
             end.record()
             end.synchronize()
-            return start.elapsed_time(end) / 1e3
+            return start.elapsed_time(end) / 1e3 / calls
         return timed
 
-    def timed(fn):
+    def timed(fn, calls=1):
         started = time.perf_counter()
-        fn()
-        return time.perf_counter() - started
+        for _ in range(calls):
+            fn()
+        return (time.perf_counter() - started) / calls
     return timed
+
+
+def calls_per_sample(warm_seconds, cap):
+    """How many back-to-back calls one GPU timing sample times, given one
+    call's seconds of each candidate after its warm-up; the same count for
+    every candidate of a decision, so that their times compare (the same
+    share of launch latency and of pipelining in each).
+
+    Enough calls that the fastest candidate's sample lasts SAMPLE_SECONDS,
+    so that every sample lasts at least that: the fastest and aten are what
+    the noise rule compares, while the slowest is often far from both (the
+    epilogue writer at 4x aten in U-Net's ConvTranspose2d k2 s2 on an H200)
+    and would leave the count at 1 where batching matters. At least 1, at
+    most MAX_CALLS_PER_SAMPLE, and no more than lets MIN_ROUNDS rounds of
+    every candidate fit in `cap` seconds, so that a slow candidate repeated
+    does not take the tuner past the key's time cap when one call of each
+    did not."""
+    fastest, total = min(warm_seconds), sum(warm_seconds)
+    calls = MAX_CALLS_PER_SAMPLE if fastest <= 0 else math.ceil(SAMPLE_SECONDS / fastest)
+    if total > 0:
+        calls = min(calls, math.floor(cap / (MIN_ROUNDS * total)))
+    return max(1, min(calls, MAX_CALLS_PER_SAMPLE))
 
 
 def _relative_spread(samples):
@@ -282,10 +315,12 @@ def call_cost():
 
 
 def _time(gradient, fns, device, cap):
-    """{label: [seconds, ...]}: warm-up, then rounds in a rotating order until
-    every median is stable or `cap` seconds are spent; every label but aten
-    with the per-call cost of bwdconv's op added (step 3 of the module
-    docstring)."""
+    """({label: [seconds per call, ...]}, calls per sample): warm-up, then
+    rounds in a rotating order until every median is stable or `cap` seconds
+    are spent; every label but aten with the per-call cost of bwdconv's op
+    added (step 3 of the module docstring). On a GPU each sample times
+    calls_per_sample back-to-back calls, chosen once from one call of each
+    candidate after the warm-up; on the CPU one call."""
     timed = _timer_for(device)
     injected = _state.timer
     for fn in fns.values():
@@ -293,10 +328,13 @@ def _time(gradient, fns, device, cap):
     labels = list(fns)
     samples = {label: [] for label in labels}
     started = time.perf_counter()
+    calls = 1
+    if device.type == "cuda":
+        calls = calls_per_sample([timed(fns[label]) for label in labels], cap)
     for round_index in range(MAX_ROUNDS):
         shift = round_index % len(labels)
         for label in labels[shift:] + labels[:shift]:
-            seconds = timed(fns[label])
+            seconds = timed(fns[label], calls)
             samples[label].append(injected(gradient, label) if injected else seconds)
         rounds = round_index + 1
         stable = all(_relative_spread(s) / math.sqrt(rounds) < STABLE for s in samples.values())
@@ -304,7 +342,7 @@ def _time(gradient, fns, device, cap):
             break
     cost = call_cost()
     return {label: s if label == "aten" else [t + cost for t in s]
-            for label, s in samples.items()}
+            for label, s in samples.items()}, calls
 
 
 def _verified(gradient, candidates, run, shape, dtype, terms):
@@ -436,7 +474,7 @@ def _measure(request, key, then_backward):
             grad = torch.randn(sizes, dtype=dy.dtype, device=dy.device)  # dense, as a model's
             fns = {label: _then_backward(fn, request, args, grad) for label, fn in fns.items()}
             entry["timed"] = "the transposed forward, then aten's backward of it"
-        samples = _time(gradient, fns, dy.device, KEY_SECONDS / len(wanted))
+        samples, calls = _time(gradient, fns, dy.device, KEY_SECONDS / len(wanted))
         label, speedup, noise, why = decide(samples)
         choice = next(c for c in kept if _label(c) == label)
         entry["gradients"][gradient] = {
@@ -444,7 +482,7 @@ def _measure(request, key, then_backward):
             "noise": round(noise, 4), "rules": request["rules"][gradient],
             "reason": f"measured on this device {measured_at}: {why}",
             "times": {label: _summary(s) for label, s in samples.items()},
-            "peak_bytes": peaks, "memory_budget_bytes": budget,
+            "calls_per_sample": calls, "peak_bytes": peaks, "memory_budget_bytes": budget,
             "excluded": excluded,
         }
     if len(wanted) == 2 and any(d["choice"] != "aten" for d in entry["gradients"].values()):
@@ -465,12 +503,12 @@ def _pair_against_aten(request, entry, args):
         return functools.partial(_C.gradients_with, input_strategy, writer, weight_strategy, dy,
                                  x, w, *args)
 
-    samples = _time("both", {"aten": both("aten", None, "aten"),
+    samples, calls = _time("both", {"aten": both("aten", None, "aten"),
                              pair: both(gi["choice"], gi["writer"], gw["choice"])},
                     dy.device, KEY_SECONDS / 2)
     label, speedup, noise, why = decide(samples)
     entry["both"] = {"times": {lb: _summary(s) for lb, s in samples.items()},
-                     "speedup": round(speedup, 3), "noise": round(noise, 4)}
+                     "calls_per_sample": calls, "speedup": round(speedup, 3), "noise": round(noise, 4)}
     if label == "aten":
         for decided in (gi, gw):
             if decided["choice"] != "aten":
