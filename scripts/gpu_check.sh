@@ -251,7 +251,9 @@ compiler = os.environ.get("CXX") or "c++"
 version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
 print(f"- C++ compiler: {compiler} ({version.splitlines()[0] if version else 'unknown'})")
 PY
-  echo "- git revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  # The checkout's .git can lag the files a GPU machine was sent; where the
+  # prebuilt wheel fits, its stamp (the sources' digest matched) names them.
+  echo "- git revision of the checkout: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "- bwdconv: $(grep -hE '^(== (installed|built here|no prebuilt|the prebuilt)|the wheel (fits|does not fit))' "$OUT/build.log" 2>/dev/null | tr '\n' ' ' || true)"
   echo "- budget: $BUDGET s, $SECONDS s used; steps of this run: ${SELECTED# }"
   echo

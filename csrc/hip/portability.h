@@ -222,15 +222,11 @@ inline void launch_kernel(const KernelLabel&, void (*kernel)(Params...), dim3 gr
 
 #endif  // BWDCONV_HOST_TARGET
 
-// Keeps the next loop rolled on GPUs, or unrolls it whole (a loop over
-// kMaxSpatialDims whose per-dim arrays then stay in registers); host
-// compilers decide for themselves.
+// Keeps the next loop rolled on GPUs (host compilers decide for themselves).
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define BWDCONV_NO_UNROLL _Pragma("unroll 1")
-#define BWDCONV_UNROLL _Pragma("unroll")
 #else
 #define BWDCONV_NO_UNROLL
-#define BWDCONV_UNROLL
 #endif
 
 // Functions shared by kernels and their CPU unit tests.

@@ -192,34 +192,11 @@ __device__ inline void stage_slice(const TapGemmParams& p, const OperandShare& s
   }
 }
 
-// One offset r of a cell, stepped through the cell in row-major order (the
-// last dim fastest) without a division: per dim r_i = t_i * d_i + m_i, so r_i
-// holds tap t_i's product where m_i = 0 and t_i < K_i, a hole elsewhere; and
-// the dx elements r lies past the cell's first position.
-struct CellOffset {
-  int r[kMaxSpatialDims] = {};
-  int t[kMaxSpatialDims] = {};
-  int m[kMaxSpatialDims] = {};
-  int64_t dx = 0;
-};
-
-// The next offset of the cell (after the last: the first again).
-__device__ inline void step(const TapGemmParams& p, int dims, CellOffset& at) {
-BWDCONV_UNROLL
-  for (int i = kMaxSpatialDims - 1; i >= 0; --i) {
-    if (i >= dims) continue;
-    const int64_t dx_stride = p.dx_view.strides[2 + i];
-    if (++at.r[i] < p.stride[i]) {
-      at.dx += dx_stride;
-      if (++at.m[i] == p.dilation[i]) {
-        at.m[i] = 0;
-        ++at.t[i];
-      }
-      return;
-    }
-    at.dx -= (p.stride[i] - 1) * dx_stride;
-    at.r[i] = at.t[i] = at.m[i] = 0;
-  }
+// The tap a dx position at offset r of its cell reaches in one dim (r = t*d),
+// or -1 where none does (a hole).
+__device__ inline int tap_at(int r, int dilation, int taps) {
+  if (r % dilation != 0) return -1;
+  return r / dilation < taps ? r / dilation : -1;
 }
 
 // The epilogue writes whole cells: the cell of grad_output position q is
@@ -228,53 +205,45 @@ BWDCONV_UNROLL
 // "swap1x1"; the taps lie within the stride), and zeros at its other
 // offsets, the holes. The cells of all q cover dx but for a tail past
 // s*O - p (cells_cover_dx), so dx needs no zeroing pass otherwise.
-// Each thread keeps one column j (lanes take consecutive columns: in NCHW
-// their cells lie side by side in a dx row) and walks the offsets of its
-// cells, every (kThreads / kColumns)-th, for each channel of the block: the
-// index arithmetic per element is a step of CellOffset, not divisions.
+// Consecutive threads take a cell row's offsets, then the next column's:
+// in NCHW they write consecutive elements of a dx row.
 template <typename T>
 __device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s,
                                    const TapGemmTiles& tiles) {
-  constexpr int kGroups = kThreads / kColumns;
-  const int j = static_cast<int>(threadIdx.x) % kColumns;
-  const int group = static_cast<int>(threadIdx.x) / kColumns;
-  if (tiles.column_grad_output[j] < 0) return;
-  const int dims = s.spatial_dims;
-  int64_t first[kMaxSpatialDims] = {}, column_dx = tiles.column_dx[j];
-  int64_t cell = 1, taps_after = 1, tap_stride[kMaxSpatialDims] = {};
-BWDCONV_UNROLL
-  for (int i = kMaxSpatialDims - 1; i >= 0; --i) {
-    if (i >= dims) continue;
-    first[i] = tiles.column_first[i][j];
-    column_dx += first[i] * p.dx_view.strides[2 + i];
-    tap_stride[i] = taps_after;  // row-major over the taps, the last dim fastest
-    taps_after *= p.weight_view.sizes[2 + i];
-    cell *= p.stride[i];
-  }
   T* dx = static_cast<T*>(p.dx);
-  for (int channel = 0; channel < s.channels_per_block; ++channel) {
+  const int last = s.spatial_dims - 1;
+  int cell_outer = 1;  // offsets of the outer dims' cells
+  for (int i = 0; i < last; ++i) cell_outer *= static_cast<int>(p.stride[i]);
+  const int stride_last = static_cast<int>(p.stride[last]);
+  const int channels = static_cast<int>(s.channels_per_block);
+  // At most 64 * 64 * kTapGemmMaxCell elements: 32-bit arithmetic.
+  const int elements = channels * cell_outer * kColumns * stride_last;
+  for (int e = threadIdx.x; e < elements; e += kThreads) {
+    int rest = e / stride_last;
+    const int j = rest % kColumns;
+    rest /= kColumns;
+    const int channel = rest / cell_outer;
+    int outer = rest % cell_outer, tap = 0, taps_before = 1;
     const int first_row = channel * static_cast<int>(s.taps);
-    if (tiles.row_weight[first_row] < 0) return;  // the channels past C: the block's last
-    const int64_t channel_dx = column_dx + tiles.row_dx[first_row];
-    CellOffset at;
-    for (int g = 0; g < group; ++g) step(p, dims, at);
-    for (int64_t offset = group; offset < cell; offset += kGroups) {
-      bool inside = true, a_tap = true;
-      int64_t tap = 0;
-BWDCONV_UNROLL
-      for (int i = 0; i < kMaxSpatialDims; ++i) {
-        if (i >= dims) continue;
-        const int64_t x = first[i] + at.r[i];
-        inside = inside && x >= 0 && x < p.dx_view.sizes[2 + i];
-        a_tap = a_tap && at.m[i] == 0 && at.t[i] < p.weight_view.sizes[2 + i];
-        tap += at.t[i] * tap_stride[i];
-      }
-      if (inside) {
-        const float value = a_tap ? tiles.sums[first_row + tap][j] : 0.0f;
-        global_store(dx + channel_dx + at.dx, FromAccumulator<T>::convert(value));
-      }
-      for (int g = 0; g < kGroups; ++g) step(p, dims, at);
+    if (tiles.row_weight[first_row] < 0 || tiles.column_grad_output[j] < 0) continue;
+    int64_t offset = tiles.column_dx[j] + tiles.row_dx[first_row];
+    bool inside = true, a_tap = true;
+    for (int i = last; i >= 0; --i) {
+      const int stride = static_cast<int>(p.stride[i]);
+      const int r = i == last ? e % stride_last : outer % stride;
+      if (i != last) outer /= stride;
+      const int64_t x = int64_t{tiles.column_first[i][j]} + r;
+      inside = inside && x >= 0 && x < p.dx_view.sizes[2 + i];
+      offset += x * p.dx_view.strides[2 + i];
+      const int taps = static_cast<int>(p.weight_view.sizes[2 + i]);
+      const int t = tap_at(r, static_cast<int>(p.dilation[i]), taps);
+      a_tap = a_tap && t >= 0;
+      tap += t * taps_before;  // row-major over the taps, the last dim fastest
+      taps_before *= taps;
     }
+    if (!inside) continue;
+    const float value = a_tap ? tiles.sums[first_row + tap][j] : 0.0f;
+    global_store(dx + offset, FromAccumulator<T>::convert(value));
   }
 }
 

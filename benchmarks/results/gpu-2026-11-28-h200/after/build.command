@@ -1,0 +1,1 @@
+bash -c install_or_build

@@ -1,0 +1,1 @@
+python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_errors.py

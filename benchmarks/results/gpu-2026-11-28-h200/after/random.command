@@ -1,0 +1,1 @@
+python3 scripts/gpu_random_cases.py --cases 10000 --seconds 70 --require-served --json benchmarks/results/gpu-2026-11-28-h200-after/random.json --report benchmarks/results/gpu-2026-11-28-h200-after/random.md

@@ -1,0 +1,1 @@
+python3 scripts/gpu_sanitizer.py run --tool racecheck --own-kernels-only --summary benchmarks/results/gpu-2026-11-28-h200-after/sanitizer_racecheck.md -- python3 scripts/gpu_small_cases.py --mismatches-pass
