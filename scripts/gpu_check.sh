@@ -67,7 +67,7 @@ esac
 # about 160 s of an H200's 335).
 declare -A STEP_SECONDS=(
   [build]=240 [gpu_tests]=70 [random]=90 [sanitizer_memcheck]=40 [sanitizer_racecheck]=40
-  [memory]=25 [bench_transposed]=80 [bench]=80 [bench_channels_last]=60 [bound]=30 [overhead]=60
+  [memory]=25 [bench_transposed]=80 [bench]=80 [bench_channels_last]=60 [bound]=30 [overhead]=90
   [tune]=60 [kernels]=40 [kernels_channels_last]=40 [models]=60 [models_bf16]=60)
 RANDOM_SECONDS="${BWDCONV_GPU_RANDOM_SECONDS:-70}"
 RANDOM_CASES="${BWDCONV_GPU_RANDOM_CASES:-10000}"
