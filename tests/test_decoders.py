@@ -165,5 +165,6 @@ def test_the_models_bench_times_the_decoders(capsys):
         assert "inference aten" in line and "tuned" in line, line
         assert re.search(r"backward peak aten [\d.]+ MB bwdconv [\d.]+ MB tuned [\d.]+ MB", line)
     for side in ("bwdconv", "tuned"):  # two sides compared with aten, intervals included
-        assert len(re.findall(rf"backward, aten / {side}: [\d.]+ \[[\d.]+-[\d.]+\] paired "
-                              rf"[\d.]+ \[[\d.]+-[\d.]+\]", out)) == 2, out
+        for what in ("backward", "inference"):
+            assert len(re.findall(rf"{what}, aten / {side}: [\d.]+ \[[\d.]+-[\d.]+\] paired "
+                                  rf"[\d.]+ \[[\d.]+-[\d.]+\]", out)) == 2, out

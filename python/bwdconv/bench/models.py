@@ -11,8 +11,9 @@ bwdconv.reuse_weight_transforms, as an inference loop would run), measured
 alternately in the same process: aten, bwdconv with the planner's rules, and bwdconv tuned
 (autotuning on; the first, untimed round tunes every convolution, with a
 decisions cache of its own unless --tuning-cache DIR|user names one), in an order drawn at random for each
-round. Each side's backward is compared with aten's by the ratio of medians
-and by the paired ratio, each with a 90% bootstrap interval
+round. Each side's backward and inference forward are compared with aten's
+by the ratio of medians and by the paired ratio, each with a 90% bootstrap
+interval
 (bench.ratios); --fixed-heap fixes glibc's malloc thresholds first, as for
 bench.overhead. ResNets and R3D-18 come from
 torchvision; the U-Net and the DCGAN generator, whose upsampling is
@@ -131,7 +132,9 @@ def measure(name, make, shape, device, dtype, steps):
                                   for side in ("bwdconv", "tuned")},
             "backward_peak_bytes": peaks,
             "inference_ms": inference, "inference_speedup": {
-                side: inference["aten"] / inference[side] for side in ("bwdconv", "tuned")}}
+                side: inference["aten"] / inference[side] for side in ("bwdconv", "tuned")},
+            "inference_compared": {side: ratios.compare(forwards["aten"], forwards[side])
+                                   for side in ("bwdconv", "tuned")}}
 
 
 @contextlib.contextmanager
@@ -199,8 +202,9 @@ def _run(args, decisions):
               f"{_memory.megabytes(r['backward_peak_bytes']['bwdconv'])} tuned "
               f"{_memory.megabytes(r['backward_peak_bytes']['tuned'])} | "
               f"rules: {_counts(r['served'])} | tuned: {_counts(r['tuned_served'])}")
-        for side, cell in r["backward_compared"].items():
-            print(f"{'':9s} backward, aten / {side}: {ratios.format_cell(cell)}")
+        for what in ("backward", "inference"):
+            for side, cell in r[f"{what}_compared"].items():
+                print(f"{'':9s} {what}, aten / {side}: {ratios.format_cell(cell)}")
     return 0
 
 
