@@ -69,7 +69,7 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "Ran: build gpu_tests random sanitizer_memcheck sanitizer_racecheck memory " \
            "bench_transposed." in report
     assert "Not in this run: bench_channels_last bound overhead tune kernels " \
-           "kernels_channels_last models models_bf16." in report
+           "kernels_channels_last models models_bf16 profile." in report
     # Every step's command is in the record, cudnn.benchmark on for both suites.
     assert "--suite transposed --check --iter 20 --cudnn-benchmark on" in report
     assert "--suite seeds --check --iter 20 --cudnn-benchmark on" in report
@@ -80,7 +80,7 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "--tool racecheck --own-kernels-only" in racecheck
     assert "--own-kernels-only" not in (out / "sanitizer_memcheck.command").read_text()
     summary = run.stdout.strip().splitlines()
-    assert summary[-1].startswith("models_bf16") and "outside this run's steps" in summary[-1]
+    assert summary[-1].startswith("profile") and "outside this run's steps" in summary[-1]
 
 
 def test_steps_of_an_earlier_run_are_marked_as_such(tmp_path):
@@ -582,3 +582,27 @@ def test_the_random_step_tells_a_wrong_aten_from_a_rounding_one():
     assert far_off(garbage.to(torch.bfloat16)).startswith("out is wrong (error 1e+30")
     garbage[1, 3] = float("nan")
     assert "out is wrong" in far_off(garbage.to(torch.bfloat16))
+
+
+# ---- the profile step's driver (scripts/gpu_profile.py), on the CPU ----
+
+import gpu_profile  # noqa: E402
+
+
+def test_the_profile_driver_times_a_forced_layer_it_checked(capsys):
+    assert gpu_profile.main(["--device", "cpu", "--scale", "16", "--calls", "2",
+                             "--writer", "fused"]) == 0
+    assert "swap1x1[fused] NCHW (1, 128, 8, 8): median" in capsys.readouterr().out
+
+
+def test_the_profile_driver_refuses_a_wrong_result(capsys):
+    """What a profiler times must be a correct call: a strategy whose result
+    is off stops the driver before any timing."""
+    from bwdconv._library import _C
+    _C._set_corrupted_strategy("swap1x1")
+    try:
+        assert gpu_profile.main(["--device", "cpu", "--scale", "16", "--calls", "2",
+                                 "--writer", "fused"]) == 1
+    finally:
+        _C._set_corrupted_strategy(None)
+    assert "max error" in capsys.readouterr().out
