@@ -17,7 +17,6 @@ on a GPU), which a profiler's replay lengthens.
 import argparse
 import statistics
 import sys
-import time
 
 import torch
 
@@ -33,24 +32,6 @@ def layer(scale, channels_last, device, dtype):
     return x, w
 
 
-def timed_calls(call, calls, device):
-    """Seconds per call, one sample per call."""
-    seconds = []
-    for _ in range(calls):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            call()
-            end.record()
-            end.synchronize()
-            seconds.append(start.elapsed_time(end) / 1e3)
-        else:
-            started = time.perf_counter()
-            call()
-            seconds.append(time.perf_counter() - started)
-    return seconds
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--strategy", default="swap1x1")
@@ -61,6 +42,7 @@ def main(argv=None):
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     import bwdconv
+    from bwdconv.bench import device as dev
 
     device = torch.device(args.device)
     x, w = layer(args.scale, args.channels_last, device, torch.bfloat16)
@@ -76,10 +58,10 @@ def main(argv=None):
     if not error <= 0.02 * scale:
         print(f"{args.strategy}: max error {error:.3g} against aten's result (largest {scale:.3g})")
         return 1
-    seconds = timed_calls(call, args.calls, device)
+    milliseconds = dev.time_ms(call, device, warmup=0, iterations=args.calls)
     print(f"{args.strategy}{f'[{args.writer}]' if args.writer else ''} "
           f"{'channels_last' if args.channels_last else 'NCHW'} {tuple(x.shape)}: "
-          f"median {statistics.median(seconds) * 1e3:.3f} ms over {args.calls} calls "
+          f"median {statistics.median(milliseconds):.3f} ms over {args.calls} calls "
           f"(max error {error:.3g}, largest {scale:.3g})")
     return 0
 
