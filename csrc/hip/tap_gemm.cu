@@ -1,5 +1,9 @@
 #include "tap_gemm.h"
 
+#include <cstdint>
+#include <type_traits>
+
+#include "bits.h"
 #include "element.h"
 #include "warp_mma.h"
 
@@ -13,6 +17,11 @@ namespace {
 constexpr int kRows = 64;
 constexpr int kColumns = 64;
 constexpr int kThreads = 128;
+// 16-bit elements per 16-byte load or store.
+constexpr int kVector = 8;
+// Blocks an SM keeps resident, asked of the compiler (at most 128
+// registers a thread; 22 KB of shared memory a block).
+constexpr int kBlocksPerMultiprocessor = 4;
 
 struct TapGemmShape {
   int spatial_dims;
@@ -31,7 +40,7 @@ BWDCONV_HOST_DEVICE inline TapGemmShape shape_of(const TapGemmParams& p) {
   s.taps = 1;
   s.positions = 1;
   for (int i = 0; i < s.spatial_dims; ++i) {
-    s.taps *= p.weight_view.sizes[2 + i];
+    s.taps *= p.filter[i];
     s.positions *= p.grad_output_view.sizes[2 + i];
   }
   s.channels = p.dx_view.sizes[1];
@@ -42,6 +51,13 @@ BWDCONV_HOST_DEVICE inline TapGemmShape shape_of(const TapGemmParams& p) {
   return s;
 }
 
+// How a block reads its slices of grad_output, chosen per call from its
+// strides (walk_of): 16-byte loads of 8 consecutive columns (positions dense
+// and row-major, Q a multiple of 8: NCHW) or of 8 consecutive channels
+// (channels_last, O a multiple of 8), else one element per load. The filter's
+// rows are always read 16 bytes at a time (TapGemmParams).
+enum class GradOutputWalk { columns, channels, elements };
+
 #if defined(BWDCONV_WARP_MMA)
 
 constexpr int kDepth = 32;
@@ -50,39 +66,31 @@ constexpr int kWarpColumns = 32;
 // Row padding of the shared tiles (elements): rows of a fragment fall in
 // different banks, and each row stays 16-byte aligned.
 constexpr int kPad = 8;
+constexpr int kDepthStride = kDepth + kPad;
+constexpr int kColumnStride = kColumns + kPad;
 
-// What a block computes once and every stage of it reads: for each of its
-// rows (channel c, tap t) and columns (n, q), where in the weight, grad_output
-// and dx they lie.
+// The operands of one depth step. a: the filter's rows [r][k]. b: grad_output
+// as [k][j] (row-major), or as [j][k] (column-major) where the channels
+// walk reads 8 consecutive k of one column.
+// Every fragment's tile starts 32-byte aligned (warp_mma.h).
+struct TapGemmStage {
+  alignas(32) uint16_t a[kRows][kDepthStride];
+  alignas(32) uint16_t b[kColumns * kDepthStride];  // = kDepth * kColumnStride
+};
+static_assert(kColumns * kDepthStride >= kDepth * kColumnStride, "b holds either layout");
+
+// What a block's stages and epilogue share: two stages (one multiplied while
+// the next is stored), whose space the sums take once the products are done;
+// and where each of its columns (n, q) lies in grad_output and dx.
 struct TapGemmTiles {
-  alignas(32) uint16_t a[kRows][kDepth + kPad];     // taps' filter: [c, t] x o
-  alignas(32) uint16_t b[kDepth][kColumns + kPad];  // grad_output: o x [n, q]
-  alignas(32) float sums[kRows][kColumns + kPad];
-  int64_t row_weight[kRows];  // offset of w[0, c, t]; -1: the row is empty
-  int64_t row_dx[kRows];      // offset of dx[0, c, 0...]
-  int64_t column_grad_output[kColumns];     // offset of dy[n, 0, q]; -1: no column
-  int64_t column_dx[kColumns];              // offset of dx[n, 0, 0...]
+  union {
+    TapGemmStage stages[2];
+    float sums[kRows][kColumnStride];
+  };
+  int64_t column_grad_output[kColumns];  // offset of dy[n, 0, q]; -1: no column
+  int64_t column_dx[kColumns];           // offset of dx[n, 0, 0...]
   int32_t column_first[kMaxSpatialDims][kColumns];  // s_i * q_i - p_i
 };
-
-// Row r of the block: channel c = first + r / T, tap t = r % T (row-major
-// over the filter, the last dim's taps adjacent).
-__device__ inline void describe_row(const TapGemmParams& p, const TapGemmShape& s,
-                                    int64_t first_channel, int r, TapGemmTiles& tiles) {
-  const int64_t c = first_channel + r / s.taps;
-  if (r >= s.channels_per_block * s.taps || c >= s.channels) {
-    tiles.row_weight[r] = -1;
-    return;
-  }
-  int64_t t = r % s.taps, weight = c * p.weight_view.strides[1];
-  for (int i = s.spatial_dims - 1; i >= 0; --i) {
-    const int64_t k = p.weight_view.sizes[2 + i], tap = t % k;
-    t /= k;
-    weight += tap * p.weight_view.strides[2 + i];
-  }
-  tiles.row_weight[r] = weight;
-  tiles.row_dx[r] = c * p.dx_view.strides[1];
-}
 
 // Column j of the block: grad_output position (n, q), q row-major.
 __device__ inline void describe_column(const TapGemmParams& p, const TapGemmShape& s,
@@ -104,90 +112,138 @@ __device__ inline void describe_column(const TapGemmParams& p, const TapGemmShap
   tiles.column_dx[j] = n * p.dx_view.strides[0];
 }
 
-// Each thread's share of one slice of both operands, held in registers
-// between its global loads and its stores to shared memory.
-constexpr int kSliceShare = kRows * kDepth / kThreads;
-static_assert(kRows * kDepth == kDepth * kColumns, "both operands' slices are the same size");
+// A depth step's loads: 64 x 32 elements of each operand, 256 16-byte
+// vectors, two per thread; one element at a time, 16 per thread.
+constexpr int kVectorShare = kRows * kDepth / kVector / kThreads;
+constexpr int kElementShare = kDepth * kColumns / kThreads;
+static_assert(kRows * kDepth == kDepth * kColumns, "both operands' steps are the same size");
 
-struct OperandShare {
-  uint16_t a[kSliceShare];
-  uint16_t b[kSliceShare];
+template <GradOutputWalk walk>
+struct GradOutputShare {
+  Bits128 vectors[kVectorShare];
+};
+template <>
+struct GradOutputShare<GradOutputWalk::elements> {
+  uint16_t elements[kElementShare];
 };
 
-// Which elements of a slice a thread takes: the same column of the slice
-// (`fixed`: k of the weight's, j or k of grad_output's) in every turn, the
-// other index stepping by `step` from `first`.
-struct SliceWalk {
-  int fixed, first, step;
+// This thread's share of a depth step, held in registers between its global
+// loads and its stores to shared memory.
+template <GradOutputWalk walk>
+struct StepShare {
+  Bits128 a[kVectorShare];
+  GradOutputShare<walk> b;
 };
 
-// Weight slice [r][k]: k = lane % kDepth fixed, r from lane / kDepth.
-__device__ inline SliceWalk weight_walk() {
-  return {static_cast<int>(threadIdx.x) % kDepth, static_cast<int>(threadIdx.x) / kDepth,
-          kThreads / kDepth};
+// Vector v of a step (v = thread + i * kThreads) as (line, part): `parts`
+// vectors per line of the tile, consecutive threads along a line.
+struct VectorPlace {
+  int line, part;
+};
+__device__ inline VectorPlace vector_place(int i, int parts) {
+  const int v = static_cast<int>(threadIdx.x) + i * kThreads;
+  return {v / parts, v % parts};
 }
 
-// grad_output slice [k][j]: j fixed and k stepping in NCHW (columns
-// inner), k fixed and j stepping where the channels are inner.
-__device__ inline SliceWalk grad_output_walk(bool channels_inner) {
-  const int lane = static_cast<int>(threadIdx.x);
-  return channels_inner ? SliceWalk{lane % kDepth, lane / kDepth, kThreads / kDepth}
-                        : SliceWalk{lane % kColumns, lane / kColumns, kThreads / kColumns};
-}
-
-// The block's slice [first_o, first_o + kDepth) of both operands, from
-// global memory into this thread's registers: zeros past O and outside the
-// block's rows and columns. Consecutive threads read consecutive elements:
-// the weight (in rows, O contiguous) along O; grad_output along its columns
-// (NCHW), or along the channels where those are its stride-1 dim.
-template <typename T>
-__device__ inline void fetch_slice(const TapGemmParams& p, const TapGemmShape& s, int64_t first_o,
-                                   const TapGemmTiles& tiles, OperandShare& share) {
-  // Offsets, not pointers, until an element is read: a row or column
-  // outside the tensors has no address.
-  const SliceWalk a = weight_walk();
-  const int64_t a_channel = first_o + a.fixed;
-  const T* weight = static_cast<const T*>(p.weight);
-  const int64_t a_offset = a_channel * p.weight_view.strides[0];
-  for (int i = 0; i < kSliceShare; ++i) {
-    const int64_t at = tiles.row_weight[a.first + i * a.step];
-    share.a[i] = at >= 0 && a_channel < s.out_channels ? global_load(weight + a_offset + at).bits
-                                                        : uint16_t{0};
+// The filter's rows of the block [first_row, first_row + kRows) at depth
+// [first_o, first_o + kDepth): zeros for rows past the block's channels and
+// past the matrix's row_elements (TapGemmParams: O rounded up to 8).
+template <GradOutputWalk walk>
+__device__ inline void fetch_rows(const TapGemmParams& p, const TapGemmShape& s, int64_t first_channel,
+                                  int64_t first_o, StepShare<walk>& share) {
+  const uint16_t* rows = static_cast<const uint16_t*>(p.rows);
+  const int block_rows = static_cast<int>(s.channels_per_block * s.taps);
+  const int64_t first_row = first_channel * s.taps, all_rows = s.channels * s.taps;
+  for (int i = 0; i < kVectorShare; ++i) {
+    const VectorPlace at = vector_place(i, kDepth / kVector);
+    const int64_t row = first_row + at.line, o = first_o + at.part * kVector;
+    const bool inside = at.line < block_rows && row < all_rows && o < p.row_elements;
+    share.a[i] = inside ? global_load(reinterpret_cast<const Bits128*>(rows + row * p.row_elements + o))
+                        : Bits128{0, 0};
   }
-  const T* grad_output = static_cast<const T*>(p.grad_output);
+}
+
+// grad_output's slice of the block's columns at depth [first_o, first_o +
+// kDepth), as `walk` reads it; zeros past O and past the last column.
+template <typename T, GradOutputWalk walk>
+__device__ inline void fetch_grad_output(const TapGemmParams& p, const TapGemmShape& s,
+                                         int64_t first_o, const TapGemmTiles& tiles,
+                                         StepShare<walk>& share) {
+  const uint16_t* grad_output = static_cast<const uint16_t*>(p.grad_output);
   const int64_t channel_stride = p.grad_output_view.strides[1];
-  const SliceWalk b = grad_output_walk(channel_stride == 1);
-  if (channel_stride == 1) {  // k fixed, j stepping
-    const int64_t o = first_o + b.fixed;
-    for (int i = 0; i < kSliceShare; ++i) {
-      const int64_t at = tiles.column_grad_output[b.first + i * b.step];
-      share.b[i] = at >= 0 && o < s.out_channels ? global_load(grad_output + at + o).bits
-                                                 : uint16_t{0};
+  if constexpr (walk == GradOutputWalk::elements) {
+    // Column j = thread % 64 fixed, k stepping: consecutive threads read
+    // consecutive columns. Offsets, not pointers, until an element is read:
+    // a column outside the tensor has no address.
+    const int j = static_cast<int>(threadIdx.x) % kColumns;
+    const int first_k = static_cast<int>(threadIdx.x) / kColumns;
+    const int64_t at = tiles.column_grad_output[j];
+    for (int i = 0; i < kElementShare; ++i) {
+      const int64_t o = first_o + first_k + i * (kThreads / kColumns);
+      share.b.elements[i] =
+          at >= 0 && o < s.out_channels ? global_load(grad_output + at + o * channel_stride) : 0;
     }
-    return;
-  }
-  const int64_t at = tiles.column_grad_output[b.fixed];  // j fixed, k stepping
-  const int64_t column = at + (first_o + b.first) * channel_stride;
-  for (int i = 0; i < kSliceShare; ++i) {
-    const bool inside = at >= 0 && first_o + b.first + i * b.step < s.out_channels;
-    share.b[i] = inside ? global_load(grad_output + column + i * b.step * channel_stride).bits
-                        : uint16_t{0};
+  } else {
+    constexpr bool columns = walk == GradOutputWalk::columns;
+    for (int i = 0; i < kVectorShare; ++i) {
+      // columns: line k, 8 columns per part; channels: line j, 8 k per part.
+      const VectorPlace v = vector_place(i, columns ? kColumns / kVector : kDepth / kVector);
+      const int j = columns ? v.part * kVector : v.line;
+      const int64_t o = first_o + (columns ? v.line : v.part * kVector);
+      const int64_t at = tiles.column_grad_output[j];
+      share.b.vectors[i] =
+          at >= 0 && o < s.out_channels
+              ? global_load(reinterpret_cast<const Bits128*>(grad_output + at + o * channel_stride))
+              : Bits128{0, 0};
+    }
   }
 }
 
-// This thread's share of a slice into the shared tiles (fetch_slice's places).
-__device__ inline void stage_slice(const TapGemmParams& p, const OperandShare& share,
-                                   TapGemmTiles& tiles) {
-  const SliceWalk a = weight_walk();
-  const bool channels_inner = p.grad_output_view.strides[1] == 1;
-  const SliceWalk b = grad_output_walk(channels_inner);
-  for (int i = 0; i < kSliceShare; ++i) {
-    tiles.a[a.first + i * a.step][a.fixed] = share.a[i];
-    const int moving = b.first + i * b.step;
-    if (channels_inner) {
-      tiles.b[b.fixed][moving] = share.b[i];
-    } else {
-      tiles.b[moving][b.fixed] = share.b[i];
+template <GradOutputWalk walk>
+__device__ inline void stage_step(const StepShare<walk>& share, TapGemmStage& stage) {
+  for (int i = 0; i < kVectorShare; ++i) {
+    const VectorPlace at = vector_place(i, kDepth / kVector);
+    *reinterpret_cast<Bits128*>(&stage.a[at.line][at.part * kVector]) = share.a[i];
+  }
+  if constexpr (walk == GradOutputWalk::elements) {
+    const int j = static_cast<int>(threadIdx.x) % kColumns;
+    const int first_k = static_cast<int>(threadIdx.x) / kColumns;
+    for (int i = 0; i < kElementShare; ++i) {
+      stage.b[(first_k + i * (kThreads / kColumns)) * kColumnStride + j] = share.b.elements[i];
+    }
+  } else {
+    constexpr bool columns = walk == GradOutputWalk::columns;
+    for (int i = 0; i < kVectorShare; ++i) {
+      const VectorPlace at = vector_place(i, columns ? kColumns / kVector : kDepth / kVector);
+      const int line_stride = columns ? kColumnStride : kDepthStride;
+      *reinterpret_cast<Bits128*>(&stage.b[at.line * line_stride + at.part * kVector]) =
+          share.b.vectors[i];
+    }
+  }
+}
+
+// The warp's 32x32 corner of the stage's product, added to its sums.
+template <typename T, GradOutputWalk walk>
+__device__ inline void multiply_step(const TapGemmStage& stage, int warp_row, int warp_column,
+                                     MmaAccumulator (&sums)[2][2]) {
+  constexpr bool column_major = walk == GradOutputWalk::channels;
+  using Layout = std::conditional_t<column_major, ColumnMajor, RowMajor>;
+  for (int k = 0; k < kDepth; k += kMmaTile) {
+    MmaA<T> a[2];
+    MmaB<T, Layout> b[2];
+    for (int i = 0; i < 2; ++i) {
+      mma_load<T>(a[i], &stage.a[warp_row + i * kMmaTile][k], kDepthStride);
+    }
+    for (int j = 0; j < 2; ++j) {
+      const int column = warp_column + j * kMmaTile;
+      if constexpr (column_major) {
+        mma_load<T>(b[j], &stage.b[column * kDepthStride + k], kDepthStride);
+      } else {
+        mma_load<T>(b[j], &stage.b[k * kColumnStride + column], kColumnStride);
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 2; ++j) mma<T>(sums[i][j], a[i], b[j]);
     }
   }
 }
@@ -199,55 +255,93 @@ __device__ inline int tap_at(int r, int dilation, int taps) {
   return r / dilation < taps ? r / dilation : -1;
 }
 
-// The epilogue writes whole cells: the cell of grad_output position q is
-// dx's positions s*q - p + r, 0 <= r < s per dim, and holds q's products,
+// One run of a cell: channel ch of the block, column j, offsets `outer` in
+// the cell's outer dims (row-major over their strides), every offset r of
+// the last dim. The cell of grad_output position q is dx's positions
+// s*q - p + r, 0 <= r < s per dim, and holds q's products,
 // dx[n, c, s*q + t*d - p] = sums[(c, t)][(n, q)] at r = t*d (docs/DESIGN.md,
 // "swap1x1"; the taps lie within the stride), and zeros at its other
 // offsets, the holes. The cells of all q cover dx but for a tail past
 // s*O - p (cells_cover_dx), so dx needs no zeroing pass otherwise.
-// Consecutive threads take a cell row's offsets, then the next column's:
-// in NCHW they write consecutive elements of a dx row.
 template <typename T>
-__device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s,
-                                   const TapGemmTiles& tiles) {
-  T* dx = static_cast<T*>(p.dx);
+__device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
+                                 const TapGemmTiles& tiles, int64_t first_channel, int ch,
+                                 int outer, int j) {
+  const int64_t c = first_channel + ch;
+  if (c >= s.channels || tiles.column_grad_output[j] < 0) return;
   const int last = s.spatial_dims - 1;
-  int cell_outer = 1;  // offsets of the outer dims' cells
-  for (int i = 0; i < last; ++i) cell_outer *= static_cast<int>(p.stride[i]);
-  const int stride_last = static_cast<int>(p.stride[last]);
-  const int channels = static_cast<int>(s.channels_per_block);
-  // At most 64 * 64 * kTapGemmMaxCell elements: 32-bit arithmetic.
-  const int elements = channels * cell_outer * kColumns * stride_last;
-  for (int e = threadIdx.x; e < elements; e += kThreads) {
-    int rest = e / stride_last;
-    const int j = rest % kColumns;
-    rest /= kColumns;
-    const int channel = rest / cell_outer;
-    int outer = rest % cell_outer, tap = 0, taps_before = 1;
-    const int first_row = channel * static_cast<int>(s.taps);
-    if (tiles.row_weight[first_row] < 0 || tiles.column_grad_output[j] < 0) continue;
-    int64_t offset = tiles.column_dx[j] + tiles.row_dx[first_row];
-    bool inside = true, a_tap = true;
-    for (int i = last; i >= 0; --i) {
-      const int stride = static_cast<int>(p.stride[i]);
-      const int r = i == last ? e % stride_last : outer % stride;
-      if (i != last) outer /= stride;
-      const int64_t x = int64_t{tiles.column_first[i][j]} + r;
-      inside = inside && x >= 0 && x < p.dx_view.sizes[2 + i];
-      offset += x * p.dx_view.strides[2 + i];
-      const int taps = static_cast<int>(p.weight_view.sizes[2 + i]);
-      const int t = tap_at(r, static_cast<int>(p.dilation[i]), taps);
-      a_tap = a_tap && t >= 0;
-      tap += t * taps_before;  // row-major over the taps, the last dim fastest
-      taps_before *= taps;
+  int64_t offset = tiles.column_dx[j] + c * p.dx_view.strides[1];
+  // The outer dims' taps, row-major over the filter with the last dim's
+  // taps fastest: the run's rows are ch*T + tap + t_last.
+  int tap = 0, taps_after = static_cast<int>(p.filter[last]);
+  bool a_tap = true;
+  for (int i = last - 1; i >= 0; --i) {
+    // Below the outermost dim `outer` is what remains after dividing out
+    // the inner dims' offsets: dim 0's offset itself (no division in 2D).
+    const int stride = static_cast<int>(p.stride[i]), r = i == 0 ? outer : outer % stride;
+    if (i != 0) outer /= stride;
+    const int64_t x = int64_t{tiles.column_first[i][j]} + r;
+    if (x < 0 || x >= p.dx_view.sizes[2 + i]) return;
+    offset += x * p.dx_view.strides[2 + i];
+    const int t = tap_at(r, static_cast<int>(p.dilation[i]), static_cast<int>(p.filter[i]));
+    a_tap = a_tap && t >= 0;
+    tap += t * taps_after;
+    taps_after *= static_cast<int>(p.filter[i]);
+  }
+  const int row = ch * static_cast<int>(s.taps) + tap;
+  const int stride = static_cast<int>(p.stride[last]), dilation = static_cast<int>(p.dilation[last]);
+  const int taps = static_cast<int>(p.filter[last]);
+  const int64_t first_x = tiles.column_first[last][j], size = p.dx_view.sizes[2 + last];
+  const int64_t step = p.dx_view.strides[2 + last];
+  T* dx = static_cast<T*>(p.dx);
+  // The last dim's taps at r = 0, d, 2d, ...: counted, not divided.
+  for (int r = 0, t = 0, next_tap = 0; r < stride; ++r) {
+    float value = 0.0f;
+    if (r == next_tap && t < taps) {
+      if (a_tap) value = tiles.sums[row + t][j];
+      ++t;
+      next_tap += dilation;
     }
-    if (!inside) continue;
-    const float value = a_tap ? tiles.sums[first_row + tap][j] : 0.0f;
-    global_store(dx + offset, FromAccumulator<T>::convert(value));
+    const int64_t x = first_x + r;
+    if (x >= 0 && x < size) global_store(dx + offset + x * step, FromAccumulator<T>::convert(value));
   }
 }
 
+// Every run of the block's cells: (channel, outer offsets, column) items.
+// Where dx's positions are its inner dims (NCHW), consecutive threads take
+// consecutive columns, and so store consecutive elements of a dx row; each
+// thread keeps its column and steps through (channel, outer offsets) pairs
+// by counting. Where the channels are (channels_last), consecutive threads
+// take consecutive channels.
 template <typename T>
+__device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s,
+                                   const TapGemmTiles& tiles, int64_t first_channel) {
+  int cell_outer = 1;  // offsets of the outer dims' cells
+  for (int i = 0; i + 1 < s.spatial_dims; ++i) cell_outer *= static_cast<int>(p.stride[i]);
+  const int channels = static_cast<int>(s.channels_per_block);
+  if (p.dx_view.strides[1] == 1 && s.channels > 1) {
+    // At most 64 * kTapGemmMaxCell * 64 items: 32-bit arithmetic.
+    const int items = channels * cell_outer * kColumns;
+    for (int e = threadIdx.x; e < items; e += kThreads) {
+      const int rest = e / channels;
+      write_run<T>(p, s, tiles, first_channel, e % channels, rest / kColumns, rest % kColumns);
+    }
+    return;
+  }
+  const int j = static_cast<int>(threadIdx.x) % kColumns;
+  int ch = static_cast<int>(threadIdx.x) / kColumns, outer = 0;
+  const auto carry = [&] {
+    while (ch >= channels) {
+      ch -= channels;
+      ++outer;
+    }
+  };
+  for (carry(); outer < cell_outer; ch += kThreads / kColumns, carry()) {
+    write_run<T>(p, s, tiles, first_channel, ch, outer, j);
+  }
+}
+
+template <typename T, GradOutputWalk walk>
 __device__ inline void tap_gemm_block(const TapGemmParams& p) {
   __shared__ TapGemmTiles tiles;
   const TapGemmShape s = shape_of(p);
@@ -256,7 +350,6 @@ __device__ inline void tap_gemm_block(const TapGemmParams& p) {
   const int64_t block = blockIdx.x;
   const int64_t first_channel = (block % s.row_blocks) * s.channels_per_block;
   const int64_t first_column = (block / s.row_blocks) * kColumns;
-  for (int r = threadIdx.x; r < kRows; r += kThreads) describe_row(p, s, first_channel, r, tiles);
   for (int j = threadIdx.x; j < kColumns; j += kThreads) {
     describe_column(p, s, first_column, j, tiles);
   }
@@ -266,46 +359,44 @@ __device__ inline void tap_gemm_block(const TapGemmParams& p) {
   for (auto& row : sums) {
     for (MmaAccumulator& c : row) mma_zero(c);
   }
+  StepShare<walk> share;
+  fetch_rows(p, s, first_channel, 0, share);
+  __syncthreads();  // the columns described
+  fetch_grad_output<T>(p, s, 0, tiles, share);
+  stage_step(share, tiles.stages[0]);
   __syncthreads();
-  // Software pipeline: the next slice's global loads are in flight while the
-  // warps multiply the slice in shared memory.
-  OperandShare share;
-  fetch_slice<T>(p, s, 0, tiles, share);
-  for (int64_t first_o = 0; first_o < s.out_channels; first_o += kDepth) {
-    stage_slice(p, share, tiles);
-    __syncthreads();
-    if (first_o + kDepth < s.out_channels) fetch_slice<T>(p, s, first_o + kDepth, tiles, share);
-    for (int k = 0; k < kDepth; k += kMmaTile) {
-      MmaA<T> a[2];
-      MmaB<T> b[2];
-      for (int i = 0; i < 2; ++i) mma_load<T>(a[i], &tiles.a[warp_row + i * kMmaTile][k], kDepth + kPad);
-      for (int j = 0; j < 2; ++j) {
-        mma_load<T>(b[j], &tiles.b[k][warp_column + j * kMmaTile], kColumns + kPad);
-      }
-      for (int i = 0; i < 2; ++i) {
-        for (int j = 0; j < 2; ++j) mma<T>(sums[i][j], a[i], b[j]);
-      }
+  // Software pipeline: the next step's global loads are in flight while the
+  // warps multiply this one; they go to the other stage, and one barrier
+  // per step both publishes them and frees the stage just read.
+  const int64_t steps = (s.out_channels + kDepth - 1) / kDepth;
+  for (int64_t k = 0; k < steps; ++k) {
+    const bool next = k + 1 < steps;
+    if (next) {
+      fetch_rows(p, s, first_channel, (k + 1) * kDepth, share);
+      fetch_grad_output<T>(p, s, (k + 1) * kDepth, tiles, share);
     }
+    multiply_step<T, walk>(tiles.stages[k % 2], warp_row, warp_column, sums);
+    if (next) stage_step(share, tiles.stages[(k + 1) % 2]);
     __syncthreads();
   }
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 2; ++j) {
       mma_store(&tiles.sums[warp_row + i * kMmaTile][warp_column + j * kMmaTile], sums[i][j],
-                kColumns + kPad);
+                kColumnStride);
     }
   }
   __syncthreads();
-  write_cells<T>(p, s, tiles);
+  write_cells<T>(p, s, tiles, first_channel);
 }
 
 #endif  // BWDCONV_WARP_MMA
 
 // Empty where this compilation has no warp matrix products (its launcher
 // refuses before launching).
-template <typename T>
-__global__ void __launch_bounds__(kThreads) tap_gemm_kernel(TapGemmParams p) {
+template <typename T, GradOutputWalk walk>
+__global__ void __launch_bounds__(kThreads, kBlocksPerMultiprocessor) tap_gemm_kernel(TapGemmParams p) {
 #if defined(BWDCONV_WARP_MMA)
-  tap_gemm_block<T>(p);
+  tap_gemm_block<T, walk>(p);
 #endif
 }
 
@@ -325,15 +416,60 @@ bool has_warp_mma() {
 bool has_warp_mma() { return false; }
 #endif
 
+bool aligned_vectors(const void* address) {
+  return reinterpret_cast<uintptr_t>(address) % (kVector * sizeof(uint16_t)) == 0;
+}
+
+// Whether every dim of grad_output but `skip` steps by whole vectors (dims
+// of one element take no steps).
+bool strides_in_vectors(const TensorView& v, int skip) {
+  for (int d = 0; d < v.dims; ++d) {
+    if (d != skip && v.sizes[d] > 1 && v.strides[d] % kVector != 0) return false;
+  }
+  return true;
+}
+
+// GradOutputWalk's conditions: 8 consecutive columns (positions dense and
+// row-major, never crossing a batch row) or 8 consecutive channels are 16
+// aligned bytes.
+GradOutputWalk walk_of(const TapGemmParams& p, const TapGemmShape& s) {
+  const TensorView& v = p.grad_output_view;
+  if (!aligned_vectors(p.grad_output)) return GradOutputWalk::elements;
+  if (v.strides[1] == 1 && s.out_channels % kVector == 0 && strides_in_vectors(v, 1)) {
+    return GradOutputWalk::channels;
+  }
+  bool dense = s.positions % kVector == 0;
+  int64_t step = 1;
+  for (int d = v.dims - 1; d >= 2; --d) {
+    dense = dense && (v.sizes[d] == 1 || v.strides[d] == step);
+    step *= v.sizes[d];
+  }
+  if (dense && (v.sizes[0] == 1 || v.strides[0] % kVector == 0) &&
+      (v.sizes[1] == 1 || v.strides[1] % kVector == 0)) {
+    return GradOutputWalk::columns;
+  }
+  return GradOutputWalk::elements;
+}
+
+template <typename T, GradOutputWalk walk>
+LaunchError launch_walk(const TapGemmParams& p, const TapGemmShape& s, NativeStream stream) {
+  const int64_t blocks = s.row_blocks * ((s.columns + kColumns - 1) / kColumns);
+  if (blocks > 0x7fffffff) return kInvalidLaunch;
+  launch_kernel({"tap_gemm", Lanes::synchronized}, tap_gemm_kernel<T, walk>,
+                static_cast<unsigned>(blocks), kThreads, stream, p);
+  return last_launch_error();
+}
+
 template <typename T>
 LaunchError launch_for(const TapGemmParams& p, NativeStream stream) {
   const TapGemmShape s = shape_of(p);
   if (s.columns == 0 || s.channels == 0) return nullptr;
-  const int64_t blocks = s.row_blocks * ((s.columns + kColumns - 1) / kColumns);
-  if (blocks > 0x7fffffff) return kInvalidLaunch;
-  launch_kernel({"tap_gemm", Lanes::synchronized}, tap_gemm_kernel<T>,
-                static_cast<unsigned>(blocks), kThreads, stream, p);
-  return last_launch_error();
+  switch (walk_of(p, s)) {
+    case GradOutputWalk::columns: return launch_walk<T, GradOutputWalk::columns>(p, s, stream);
+    case GradOutputWalk::channels: return launch_walk<T, GradOutputWalk::channels>(p, s, stream);
+    case GradOutputWalk::elements: return launch_walk<T, GradOutputWalk::elements>(p, s, stream);
+  }
+  return kInvalidLaunch;
 }
 
 }  // namespace
@@ -344,10 +480,14 @@ LaunchError launch_tap_gemm(const TapGemmParams& params, NativeStream stream) {
     return "tap_gemm needs warp matrix products (CUDA sm_80 or later; not written for ROCm)";
   }
   int64_t taps = 1;
-  for (int i = 2; i < params.weight_view.dims; ++i) taps *= params.weight_view.sizes[i];
+  for (int i = 0; i + 2 < params.dx_view.dims; ++i) taps *= params.filter[i];
   int64_t cell = 1;  // dx positions a grad_output position's cell holds
   for (int i = 0; i + 2 < params.dx_view.dims; ++i) cell *= params.stride[i];
-  if (taps < 1 || taps > kTapGemmMaxTaps || cell > kTapGemmMaxCell || params.dx_view.dims < 3) {
+  const int64_t out_channels = params.grad_output_view.sizes[1];
+  const bool rows_as_stated = params.row_elements >= out_channels &&
+                              params.row_elements % kVector == 0 && aligned_vectors(params.rows);
+  if (taps < 1 || taps > kTapGemmMaxTaps || cell > kTapGemmMaxCell || params.dx_view.dims < 3 ||
+      !rows_as_stated) {
     return kInvalidLaunch;
   }
   switch (static_cast<ElementType>(params.element)) {

@@ -8,9 +8,10 @@
 //     skip them), so a kernel's tiles, barriers and epilogue run as written.
 //   - ROCm: none yet (BWDCONV_WARP_MMA undefined; a kernel that needs it
 //     refuses at launch). AMD's matrix cores would be a third definition here.
-// Operands are tiles in shared memory: A row-major [16 x 16] and B row-major
-// [16 x 16] as the elements' bits (uint16_t), `ld` elements between rows; the
-// accumulator is stored row-major as floats. On CUDA `ld` is a multiple of 8
+// Operands are tiles in shared memory: A row-major [16 x 16] and B [16 x 16]
+// row-major or column-major (its Layout: RowMajor, ColumnMajor), as the
+// elements' bits (uint16_t), `ld` elements between rows (between columns for
+// a column-major B); the accumulator is stored row-major as floats. On CUDA `ld` is a multiple of 8
 // (of 4 for the accumulator) and every tile starts 32-byte aligned.
 #pragma once
 
@@ -43,28 +44,42 @@ inline float element_value<Half>(uint16_t bits) { return half_to_float(bits); }
 template <>
 inline float element_value<BFloat16>(uint16_t bits) { return bfloat16_to_float(bits); }
 
+struct RowMajor {};
+struct ColumnMajor {};
+
 struct MmaTileValues {
   float v[kMmaTile][kMmaTile];
 };
 template <typename T>
 struct MmaA : MmaTileValues {};
-template <typename T>
+template <typename T, typename Layout = RowMajor>
 struct MmaB : MmaTileValues {};
 struct MmaAccumulator : MmaTileValues {};
 
 inline bool acts_for_warp() { return threadIdx.x % kWarpLanes == 0; }
 
+// Element (i, j) of the tile at tile[i * row_step + j * column_step].
 template <typename T>
-inline void mma_load_tile(MmaTileValues& f, const uint16_t* tile, int ld) {
+inline void mma_load_tile(MmaTileValues& f, const uint16_t* tile, int row_step, int column_step) {
   if (!acts_for_warp()) return;
   for (int i = 0; i < kMmaTile; ++i) {
-    for (int j = 0; j < kMmaTile; ++j) f.v[i][j] = element_value<T>(tile[i * ld + j]);
+    for (int j = 0; j < kMmaTile; ++j) {
+      f.v[i][j] = element_value<T>(tile[i * row_step + j * column_step]);
+    }
   }
 }
 template <typename T>
-inline void mma_load(MmaA<T>& f, const uint16_t* tile, int ld) { mma_load_tile<T>(f, tile, ld); }
+inline void mma_load(MmaA<T>& f, const uint16_t* tile, int ld) {
+  mma_load_tile<T>(f, tile, ld, 1);
+}
 template <typename T>
-inline void mma_load(MmaB<T>& f, const uint16_t* tile, int ld) { mma_load_tile<T>(f, tile, ld); }
+inline void mma_load(MmaB<T, RowMajor>& f, const uint16_t* tile, int ld) {
+  mma_load_tile<T>(f, tile, ld, 1);
+}
+template <typename T>
+inline void mma_load(MmaB<T, ColumnMajor>& f, const uint16_t* tile, int ld) {
+  mma_load_tile<T>(f, tile, 1, ld);
+}
 
 inline void mma_zero(MmaAccumulator& c) {
   if (!acts_for_warp()) return;
@@ -74,8 +89,8 @@ inline void mma_zero(MmaAccumulator& c) {
 }
 
 // c += a b
-template <typename T>
-inline void mma(MmaAccumulator& c, const MmaA<T>& a, const MmaB<T>& b) {
+template <typename T, typename Layout>
+inline void mma(MmaAccumulator& c, const MmaA<T>& a, const MmaB<T, Layout>& b) {
   if (!acts_for_warp()) return;
   for (int i = 0; i < kMmaTile; ++i) {
     for (int k = 0; k < kMmaTile; ++k) {
@@ -104,12 +119,15 @@ struct MmaElement<BFloat16> {
   using type = __nv_bfloat16;
 };
 
+using RowMajor = nvcuda::wmma::row_major;
+using ColumnMajor = nvcuda::wmma::col_major;
+
 template <typename T>
 using MmaA = nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, kMmaTile, kMmaTile, kMmaTile,
-                                    typename MmaElement<T>::type, nvcuda::wmma::row_major>;
-template <typename T>
+                                    typename MmaElement<T>::type, RowMajor>;
+template <typename T, typename Layout = RowMajor>
 using MmaB = nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, kMmaTile, kMmaTile, kMmaTile,
-                                    typename MmaElement<T>::type, nvcuda::wmma::row_major>;
+                                    typename MmaElement<T>::type, Layout>;
 using MmaAccumulator =
     nvcuda::wmma::fragment<nvcuda::wmma::accumulator, kMmaTile, kMmaTile, kMmaTile, float>;
 
@@ -118,14 +136,14 @@ __device__ inline void mma_load(MmaA<T>& f, const uint16_t* tile, int ld) {
   nvcuda::wmma::load_matrix_sync(f, reinterpret_cast<const typename MmaElement<T>::type*>(tile),
                                  ld);
 }
-template <typename T>
-__device__ inline void mma_load(MmaB<T>& f, const uint16_t* tile, int ld) {
+template <typename T, typename Layout>
+__device__ inline void mma_load(MmaB<T, Layout>& f, const uint16_t* tile, int ld) {
   nvcuda::wmma::load_matrix_sync(f, reinterpret_cast<const typename MmaElement<T>::type*>(tile),
                                  ld);
 }
 __device__ inline void mma_zero(MmaAccumulator& c) { nvcuda::wmma::fill_fragment(c, 0.0f); }
-template <typename T>
-__device__ inline void mma(MmaAccumulator& c, const MmaA<T>& a, const MmaB<T>& b) {
+template <typename T, typename Layout>
+__device__ inline void mma(MmaAccumulator& c, const MmaA<T>& a, const MmaB<T, Layout>& b) {
   nvcuda::wmma::mma_sync(c, a, b, c);
 }
 __device__ inline void mma_store(float* tile, const MmaAccumulator& c, int ld) {

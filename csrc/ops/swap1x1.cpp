@@ -176,18 +176,18 @@ void gemm_into_slots(const ConvGeometry& g, const at::Tensor& grad_output,
   }
 }
 
-// The weight [O, C, K...] stored as the epilogue GEMM's rows: (c, t)
-// row-major, O contiguous, so a block reads each row's channels in
-// consecutive elements; returned as the same [O, C, K...] view.
+// The filter as tap_gemm's rows (csrc/hip/params.h, TapGemmParams): row
+// c*T + t is w[:, c, t], padded with zeros to a multiple of 8 elements so
+// that a block reads it 16 bytes at a time; [C*T, row_elements], built once
+// per weight version (weight_cache.h).
 at::Tensor weight_in_rows(const at::Tensor& weight) {
   const auto transform = [] { return std::string("swap1x1 epilogue rows"); };
-  std::vector<int64_t> to_rows, to_weight(weight.dim());
-  for (int64_t d = 1; d < weight.dim(); ++d) to_rows.push_back(d);
-  to_rows.push_back(0);
-  for (int64_t d = 0; d < weight.dim(); ++d) to_weight[to_rows[d]] = d;
-  return cached_filter(weight, transform,
-                       [&] { return weight.permute(to_rows).contiguous(); })
-      .permute(to_weight);
+  return cached_filter(weight, transform, [&] {
+    const int64_t out_channels = weight.size(0);
+    const at::Tensor rows = weight.reshape({out_channels, -1}).t();
+    const int64_t padding = (8 - out_channels % 8) % 8;
+    return at::constant_pad_nd(rows, {0, padding}).contiguous();
+  });
 }
 
 // The epilogue writer (docs/DESIGN.md, "swap1x1"): one tap_gemm kernel
@@ -200,12 +200,13 @@ void gemm_with_epilogue(const ConvGeometry& g, const at::Tensor& grad_output,
   const at::Tensor rows = weight_in_rows(weight);
   hip::TapGemmParams p;
   p.grad_output = grad_output.const_data_ptr();
-  p.weight = rows.const_data_ptr();
+  p.rows = rows.const_data_ptr();
   p.dx = dx.mutable_data_ptr();
   p.grad_output_view = kernel_view(grad_output);
-  p.weight_view = kernel_view(rows);
   p.dx_view = kernel_view(dx);
+  p.row_elements = rows.size(1);
   for (int i = 0; i < g.spatial_dims; ++i) {
+    p.filter[i] = g.filter[i];
     p.stride[i] = g.stride[i];
     p.padding[i] = g.padding[i];
     p.dilation[i] = g.dilation[i];

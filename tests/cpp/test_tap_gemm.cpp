@@ -98,19 +98,30 @@ void expect_reference(const TapGemmCase& c, ElementType element, std::mt19937& r
   dx_sizes.insert(dx_sizes.end(), c.input.begin(), c.input.end());
   TapGemmParams p;
   p.grad_output_view = view_of(dy_sizes, c.channels_last);
-  p.weight_view = view_of(w_sizes, false);
+  const TensorView w_view = view_of(w_sizes, false);
   p.dx_view = view_of(dx_sizes, c.channels_last);
   std::uniform_int_distribution<int> small(-2, 2);
-  std::vector<T> dy(elements(p.grad_output_view)), w(elements(p.weight_view));
+  std::vector<T> dy(elements(p.grad_output_view)), w(elements(w_view));
   for (T& v : dy) v = element_of<T>(small(rng));
   for (T& v : w) v = element_of<T>(small(rng));
   const T sentinel = element_of<T>(1000);
   std::vector<T> dx(elements(p.dx_view), sentinel);
+  // The rows operand (TapGemmParams): row c*T + t = w[:, c, t], zeros to a
+  // multiple of 8; a nonzero past O would show in the sums.
+  const int64_t taps = elements(w_view) / (c.out_channels * c.channels);
+  p.row_elements = (c.out_channels + 7) / 8 * 8;
+  std::vector<T> rows(c.channels * taps * p.row_elements, element_of<T>(0));
+  for (int64_t o = 0; o < c.out_channels; ++o) {
+    for (int64_t ct = 0; ct < c.channels * taps; ++ct) {
+      rows[ct * p.row_elements + o] = w[o * c.channels * taps + ct];
+    }
+  }
   p.grad_output = dy.data();
-  p.weight = w.data();
+  p.rows = rows.data();
   p.dx = dx.data();
   const int dims = static_cast<int>(c.input.size());
   for (int i = 0; i < dims; ++i) {
+    p.filter[i] = c.filter[i];
     p.stride[i] = c.stride[i];
     p.padding[i] = c.padding[i];
     p.dilation[i] = c.dilation[i];
@@ -148,7 +159,7 @@ void expect_reference(const TapGemmCase& c, ElementType element, std::mt19937& r
         dy_at[1] = o;
         w_at[0] = o;
         sum += value_of(dy[offset_of(p.grad_output_view, dy_at)]) *
-               value_of(w[offset_of(p.weight_view, w_at)]);
+               value_of(w[offset_of(w_view, w_at)]);
       }
       expected[offset_of(p.dx_view, at_dx)] = sum;
     });
@@ -204,22 +215,53 @@ TEST(HostTapGemm, RandomShapesBFloat16) {
 }
 
 // U-Net's kernel = stride, NCHW, several row and column blocks (C*T = 96
-// rows over two blocks, N*Q = 200 columns over four, O past one depth step).
+// rows over two blocks, N*Q = 128 columns over two, O past one depth step):
+// Q = 64 positions, so the block reads grad_output 8 columns at a time.
 TEST(HostTapGemm, KernelEqualsStrideFillsDx) {
   std::mt19937 rng(2);
-  const TapGemmCase c{2, 24, 40, {20, 20}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false};
+  const TapGemmCase c{2, 24, 40, {16, 16}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false};
   expect_reference<BFloat16>(c, ElementType::BFloat16, rng);
 }
 
-TEST(HostTapGemm, RefusesOtherElementsAndTooManyTaps) {
+// The same in channels_last, O = 40: grad_output read 8 channels at a time.
+TEST(HostTapGemm, KernelEqualsStrideChannelsLast) {
+  std::mt19937 rng(3);
+  const TapGemmCase c{2, 24, 40, {16, 16}, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true};
+  expect_reference<Half>(c, ElementType::Float16, rng);
+}
+
+// Each of grad_output's walks with padding, dilation, a 3D cell and holes:
+// Q a multiple of 8 in NCHW (8 columns per load), O a multiple of 8 in
+// channels_last (8 channels per load), and neither (one element per load).
+TEST(HostTapGemm, EveryGradOutputWalk) {
+  std::mt19937 rng(5);
+  const std::vector<TapGemmCase> cases{
+      {2, 5, 24, {10, 14}, {1, 2}, {3, 2}, {0, 1}, {2, 1}, false},         // columns: Q = 4x8
+      {1, 7, 16, {8, 6, 8}, {2, 1, 2}, {2, 3, 2}, {1, 0, 0}, {1, 1, 1}, true},  // channels
+      {3, 9, 13, {11, 7}, {1, 2}, {3, 3}, {0, 1}, {1, 1}, false},         // elements
+      {2, 3, 12, {7, 9}, {2, 2}, {3, 4}, {1, 0}, {1, 2}, true},           // elements (O % 8)
+  };
+  for (const TapGemmCase& c : cases) expect_reference<BFloat16>(c, ElementType::BFloat16, rng);
+}
+
+TEST(HostTapGemm, RefusesOtherElementsTooManyTapsAndUnpaddedRows) {
   TapGemmParams p;
+  std::vector<uint16_t> rows(64, 0);
+  p.rows = rows.data();
+  p.row_elements = 8;
   p.dx_view = view_of({1, 1, 4}, false);
   p.grad_output_view = view_of({1, 1, 2}, false);
-  p.weight_view = view_of({1, 1, 2}, false);
+  p.filter[0] = 2;
+  p.stride[0] = 2;
   p.element = static_cast<int>(ElementType::Float32);
   EXPECT_STREQ(launch_tap_gemm<Target::host>(p, nullptr), kInvalidLaunch);
   p.element = static_cast<int>(ElementType::Float16);
-  p.weight_view = view_of({1, 1, 5, 5, 3}, false);  // 75 taps
+  p.row_elements = 4;  // not a multiple of 8
+  EXPECT_STREQ(launch_tap_gemm<Target::host>(p, nullptr), kInvalidLaunch);
+  p.row_elements = 8;
+  p.filter[0] = 5;  // 5x5x3: 75 taps
+  p.filter[1] = 5;
+  p.filter[2] = 3;
   p.dx_view = view_of({1, 1, 5, 5, 3}, false);
   p.grad_output_view = view_of({1, 1, 1, 1, 1}, false);
   EXPECT_STREQ(launch_tap_gemm<Target::host>(p, nullptr), kInvalidLaunch);
