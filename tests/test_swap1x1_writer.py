@@ -237,10 +237,13 @@ def test_environment_variable_forces_a_writer():
     assert bad.returncode != 0 and "unknown swap1x1 writer 'scattered'" in bad.stderr
 
 
-def random_epilogue_case(rng):
+def random_epilogue_case(rng, vectors=False):
     """A 1-3D convolution with taps within the stride (a 1x1 filter, kernel =
     stride, or taps dilated apart), one group, padding below the dilated
-    filter, and up to s-1 rows of dx past the taps' reach (output padding)."""
+    filter, and up to s-1 rows of dx past the taps' reach (output padding).
+    With `vectors`, grad_output's last dim and channels are multiples of 8,
+    so that tap_gemm reads it 16 bytes at a time in either layout (8
+    columns in NCHW, 8 channels in channels_last)."""
     dims = rng.randint(1, 3)
     s = [rng.randint(1, 4) for _ in range(dims)]
     k = [rng.randint(1, si) for si in s]
@@ -248,22 +251,28 @@ def random_epilogue_case(rng):
     extent = [di * (ki - 1) + 1 for di, ki in zip(d, k)]
     p = [rng.randint(0, e - 1) for e in extent]
     q = [rng.randint(1, 4 if dims == 3 else 8) for _ in range(dims)]
+    if vectors:
+        q[-1] = 8 * rng.randint(1, 2)
     size = [max(1, si * (qi - 1) + e - 2 * pi) + rng.randint(0, si - 1)
             for si, qi, e, pi in zip(s, q, extent, p)]
     c, o, n = rng.randint(1, 24), rng.randint(1, 40), rng.randint(1, 3)
+    if vectors:
+        o = 8 * rng.randint(1, 5)
     return (n, c, *size), (o, c, *k), s, p, d
 
 
+@pytest.mark.parametrize("vectors", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_epilogue_writer_on_random_shapes(dtype):
+def test_epilogue_writer_on_random_shapes(dtype, vectors):
     """The epilogue writer's dx (tap_gemm on the host grid) on random shapes
     in both layouts: aten's strides, and within the accuracy rule (twice
     aten's error against float64 math, plus 1e-5 of the reference's
-    magnitude); the kernel is what ran."""
-    rng = random.Random(4040 + (dtype == torch.bfloat16))
+    magnitude); the kernel is what ran. With `vectors` the shapes let it
+    read grad_output 16 bytes at a time."""
+    rng = random.Random(4040 + (dtype == torch.bfloat16) + 2 * vectors)
     bwdconv.reset_served()
     for trial in range(30):
-        x_size, w_size, s, p, d = random_epilogue_case(rng)
+        x_size, w_size, s, p, d = random_epilogue_case(rng, vectors)
         g = torch.Generator().manual_seed(trial)
         x64 = torch.randn(x_size, generator=g, dtype=torch.float64)
         w64 = torch.randn(w_size, generator=g, dtype=torch.float64)
