@@ -294,16 +294,31 @@ __device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
   const int64_t first_x = tiles.column_first[last][j], size = p.dx_view.sizes[2 + last];
   const int64_t step = p.dx_view.strides[2 + last];
   T* dx = static_cast<T*>(p.dx);
-  // The last dim's taps at r = 0, d, 2d, ...: counted, not divided.
-  for (int r = 0, t = 0, next_tap = 0; r < stride; ++r) {
-    float value = 0.0f;
-    if (r == next_tap && t < taps) {
-      if (a_tap) value = tiles.sums[row + t][j];
-      ++t;
-      next_tap += dilation;
+  // The last dim's taps at r = 0, d, 2d, ...: counted, not divided; the
+  // value of offset r, visited in order.
+  int t = 0, next_tap = 0;
+  const auto value_at = [&](int r) {
+    if (r != next_tap || t >= taps) return 0.0f;
+    const float value = a_tap ? tiles.sums[row + t][j] : 0.0f;
+    ++t;
+    next_tap += dilation;
+    return value;
+  };
+  // Where dx's last dim is contiguous, two neighbours inside dx at an even
+  // offset go out in one 4-byte store.
+  const bool pairs = step == 1 && reinterpret_cast<uintptr_t>(dx) % sizeof(uint32_t) == 0;
+  for (int r = 0; r < stride;) {
+    const int64_t x = first_x + r, at = offset + x * step;
+    if (pairs && r + 1 < stride && x >= 0 && x + 1 < size && at % 2 == 0) {
+      const uint16_t low = FromAccumulator<T>::convert(value_at(r)).bits;
+      const uint16_t high = FromAccumulator<T>::convert(value_at(r + 1)).bits;
+      global_store(reinterpret_cast<uint32_t*>(dx + at), uint32_t{low} | uint32_t{high} << 16);
+      r += 2;
+      continue;
     }
-    const int64_t x = first_x + r;
-    if (x >= 0 && x < size) global_store(dx + offset + x * step, FromAccumulator<T>::convert(value));
+    const float value = value_at(r);
+    if (x >= 0 && x < size) global_store(dx + at, FromAccumulator<T>::convert(value));
+    ++r;
   }
 }
 
