@@ -175,7 +175,7 @@ KNOWN_CASES = [
     (transposed((6, 1, 35, 8), (1, 11, 7, 1), [2, 1], [3, 1]), torch.float16),
     (conv((2, 1, 13, 4), (3, 1, 1, 1), [2, 1], [0, 2]), torch.float16),
     # found on the host target after issue 40: phase_stacked's sub-convolution
-    # in PyTorch's wrong CPU bfloat16 channels_last_3d path (docs/limitations.md)
+    # in PyTorch's CPU bfloat16 conv3d, wrong on some calls (docs/limitations.md)
     (conv((1, 8, 1, 3, 5), (2, 4, 5, 1, 5), [4, 1, 4], [2, 3, 0], g=2), torch.bfloat16),
 ]
 

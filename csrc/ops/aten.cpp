@@ -116,13 +116,13 @@ at::Tensor aten_weight_gradient(const at::Tensor& grad_output, const at::Tensor&
 
 namespace {
 
-// PyTorch 2.11's CPU bfloat16 convolution in channels_last_3d (oneDNN) comes
-// out wrong on some shapes where the NCDHW one is right: about 1 in 12
-// random stride-1 conv3d shapes with size-1 dims (docs/limitations.md).
-bool cpu_bfloat16_channels_last_3d(const at::Tensor& input, const at::Tensor& weight) {
-  constexpr auto last = at::MemoryFormat::ChannelsLast3d;
-  return input.is_cpu() && input.dim() == 5 && input.scalar_type() == at::kBFloat16 &&
-         (input.suggest_memory_format() == last || weight.suggest_memory_format() == last);
+// PyTorch 2.11's CPU bfloat16 conv3d (oneDNN) reads memory it never wrote
+// on some shapes with a spatial dim of size 1, in NCDHW and channels_last_3d
+// alike: values far off or NaN, changing from call to call; and it crashes
+// (segfault) on others with dilation. Float32 and float16 are right on the
+// same shapes, as are bfloat16's 1D and 2D (docs/limitations.md).
+bool cpu_bfloat16_3d(const at::Tensor& input) {
+  return input.is_cpu() && input.dim() == 5 && input.scalar_type() == at::kBFloat16;
 }
 
 }  // namespace
@@ -137,9 +137,13 @@ at::Tensor stride1_convolution(const at::Tensor& input, const at::Tensor& weight
     return at::convolution(in, filter, std::nullopt, ones, padding, dilation,
                            /*transposed=*/false, zeros, groups);
   };
-  if (cpu_bfloat16_channels_last_3d(input, weight)) {  // in NCDHW, laid out as aten's would be
-    return convolve(input.contiguous(), weight.contiguous())
-        .contiguous(at::MemoryFormat::ChannelsLast3d);
+  if (cpu_bfloat16_3d(input)) {  // in float32, rounded once, laid out as aten's would be
+    constexpr auto last = at::MemoryFormat::ChannelsLast3d;
+    const bool channels_last =
+        input.suggest_memory_format() == last || weight.suggest_memory_format() == last;
+    return convolve(input.to(at::kFloat).contiguous(), weight.to(at::kFloat).contiguous())
+        .to(at::kBFloat16, /*non_blocking=*/false, /*copy=*/false,
+            channels_last ? last : at::MemoryFormat::Contiguous);
   }
   return convolve(input, weight);
 }
