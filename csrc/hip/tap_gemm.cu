@@ -20,7 +20,7 @@ constexpr int kThreads = 128;
 // 16-bit elements per 16-byte load or store.
 constexpr int kVector = 8;
 // Blocks an SM keeps resident, asked of the compiler (at most 128
-// registers a thread; 22 KB of shared memory a block).
+// registers (nvcc unrolls the loops of constant count).a thread; 22 KB of shared memory a block).
 constexpr int kBlocksPerMultiprocessor = 4;
 
 struct TapGemmShape {
@@ -251,8 +251,30 @@ __device__ inline void multiply_step(const TapGemmStage& stage, int warp_row, in
 // The tap a dx position at offset r of its cell reaches in one dim (r = t*d),
 // or -1 where none does (a hole).
 __device__ inline int tap_at(int r, int dilation, int taps) {
+  if (dilation == 1) return r < taps ? r : -1;
   if (r % dilation != 0) return -1;
   return r / dilation < taps ? r / dilation : -1;
+}
+
+// Column j of the block as its runs need it, read from shared memory once
+// per thread where a thread keeps its column. Its dims are indexed in loops
+// of constant count, which nvcc unrolls, so that it stays in registers.
+struct RunColumn {
+  int j;
+  bool exists;
+  int64_t dx;                       // offset of dx[n, 0, 0...]
+  int32_t first[kMaxSpatialDims];   // s_i * q_i - p_i
+
+  __device__ int32_t first_of(int dim) const {
+    return dim == 0 ? first[0] : dim == 1 ? first[1] : first[2];
+  }
+};
+static_assert(kMaxSpatialDims == 3, "RunColumn::first_of names each dim");
+
+__device__ inline RunColumn run_column(const TapGemmTiles& tiles, int j) {
+  RunColumn column{j, tiles.column_grad_output[j] >= 0, tiles.column_dx[j], {}};
+  for (int i = 0; i < kMaxSpatialDims; ++i) column.first[i] = tiles.column_first[i][j];
+  return column;
 }
 
 // One run of a cell: channel ch of the block, column j, offsets `outer` in
@@ -266,21 +288,22 @@ __device__ inline int tap_at(int r, int dilation, int taps) {
 template <typename T>
 __device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
                                  const TapGemmTiles& tiles, int64_t first_channel, int ch,
-                                 int outer, int j) {
+                                 int outer, const RunColumn& column) {
   const int64_t c = first_channel + ch;
-  if (c >= s.channels || tiles.column_grad_output[j] < 0) return;
-  const int last = s.spatial_dims - 1;
-  int64_t offset = tiles.column_dx[j] + c * p.dx_view.strides[1];
+  if (c >= s.channels || !column.exists) return;
+  const int last = s.spatial_dims - 1, j = column.j;
+  int64_t offset = column.dx + c * p.dx_view.strides[1];
   // The outer dims' taps, row-major over the filter with the last dim's
   // taps fastest: the run's rows are ch*T + tap + t_last.
   int tap = 0, taps_after = static_cast<int>(p.filter[last]);
   bool a_tap = true;
-  for (int i = last - 1; i >= 0; --i) {
+  for (int i = kMaxSpatialDims - 2; i >= 0; --i) {
+    if (i >= last) continue;
     // Below the outermost dim `outer` is what remains after dividing out
     // the inner dims' offsets: dim 0's offset itself (no division in 2D).
     const int stride = static_cast<int>(p.stride[i]), r = i == 0 ? outer : outer % stride;
     if (i != 0) outer /= stride;
-    const int64_t x = int64_t{tiles.column_first[i][j]} + r;
+    const int64_t x = int64_t{column.first[i]} + r;
     if (x < 0 || x >= p.dx_view.sizes[2 + i]) return;
     offset += x * p.dx_view.strides[2 + i];
     const int t = tap_at(r, static_cast<int>(p.dilation[i]), static_cast<int>(p.filter[i]));
@@ -291,7 +314,7 @@ __device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
   const int row = ch * static_cast<int>(s.taps) + tap;
   const int stride = static_cast<int>(p.stride[last]), dilation = static_cast<int>(p.dilation[last]);
   const int taps = static_cast<int>(p.filter[last]);
-  const int64_t first_x = tiles.column_first[last][j], size = p.dx_view.sizes[2 + last];
+  const int64_t first_x = column.first_of(last), size = p.dx_view.sizes[2 + last];
   const int64_t step = p.dx_view.strides[2 + last];
   T* dx = static_cast<T*>(p.dx);
   // The last dim's taps at r = 0, d, 2d, ...: counted, not divided; the
@@ -339,11 +362,12 @@ __device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s
     const int items = channels * cell_outer * kColumns;
     for (int e = threadIdx.x; e < items; e += kThreads) {
       const int rest = e / channels;
-      write_run<T>(p, s, tiles, first_channel, e % channels, rest / kColumns, rest % kColumns);
+      const RunColumn column = run_column(tiles, rest % kColumns);
+      write_run<T>(p, s, tiles, first_channel, e % channels, rest / kColumns, column);
     }
     return;
   }
-  const int j = static_cast<int>(threadIdx.x) % kColumns;
+  const RunColumn column = run_column(tiles, static_cast<int>(threadIdx.x) % kColumns);
   int ch = static_cast<int>(threadIdx.x) / kColumns, outer = 0;
   const auto carry = [&] {
     while (ch >= channels) {
@@ -352,7 +376,7 @@ __device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s
     }
   };
   for (carry(); outer < cell_outer; ch += kThreads / kColumns, carry()) {
-    write_run<T>(p, s, tiles, first_channel, ch, outer, j);
+    write_run<T>(p, s, tiles, first_channel, ch, outer, column);
   }
 }
 
