@@ -160,10 +160,13 @@ def test_interleave_beyond_two_to_the_31_elements():
 
 
 # Filters within the stride, one group, for swap1x1's epilogue writer: U-Net's
-# kernel = stride (several row and column blocks), a padded 1x1 with holes,
-# 16 taps, 3-D kernel = stride, dilated taps with output padding.
+# kernel = stride (several row and column blocks; Q = 1155 and 1024, so
+# grad_output read an element at a time and 8 columns at a time in NCHW, 8
+# channels at a time in channels_last), a padded 1x1 with holes, 16 taps,
+# 3-D kernel = stride, dilated taps with output padding.
 EPILOGUE_CASES = [
     ((2, 64, 66, 70), (96, 64, 2, 2), [2, 2], [0, 0], [1, 1], 1),
+    ((2, 64, 64, 64), (96, 64, 2, 2), [2, 2], [0, 0], [1, 1], 1),
     ((2, 16, 33, 31), (32, 16, 1, 1), [2, 2], [1, 0], [1, 1], 1),
     ((1, 24, 40, 36), (40, 24, 4, 4), [4, 4], [0, 0], [1, 1], 1),
     ((2, 8, 12, 10, 14), (12, 8, 2, 2, 2), [2, 2, 2], [0, 0, 0], [1, 1, 1], 1),
