@@ -208,3 +208,45 @@ def test_compiled_transposed_calls_bwdconv_does_not_plan_are_atens(name, grad):
         with bwdconv.enabled(), bwdconv.force_strategy(strategy):
             got = torch.compile(step, fullgraph=not grad)(x)
         assert_all_close(got, expected)
+
+
+@pytest.mark.parametrize("strides", [(24, 1, 8, 1), (24, 24, 8, 1)])
+def test_gradient_layout_ignores_the_stride_a_size_1_dim_leaves_free(strides):
+    """A grad_output dense in the default layout whose one channel leaves its
+    stride free: the weight gradient is contiguous, from the fake kernel and
+    the real one alike, whichever stride the channel dim has (torch.compile
+    traced one and ran the other)."""
+    grad_output = torch.randn(3 * 3 * 8).as_strided((3, 1, 3, 8), strides)
+    x = torch.randn(3, 2, 5, 8)
+    args = ([1, 2, 1, 3], [2, 1], [0, 1], [1, 1], 1)
+    real = torch.ops.bwdconv.convolution_backward_weight(grad_output, x, *args)
+    with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
+        fake = torch.ops.bwdconv.convolution_backward_weight(
+            mode.from_tensor(grad_output), mode.from_tensor(x), *args)
+    assert real.stride() == fake.stride() == (6, 3, 3, 1)
+
+
+def test_compiled_weight_gradient_of_a_one_channel_output_with_a_channels_last_weight():
+    """Inductor's compiled conv2d with one output channel and a channels_last
+    weight, only the weight requiring a gradient, relayout forced, and a
+    contiguous gradient for its output (which it traced with the output's
+    channels_last strides): the weight gradient aten gives, without a stride
+    assertion failing (the fake kernel once predicted channels_last from the
+    traced strides, the real one gave contiguous from the gradient's)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 2, 5, 8)
+    weight = torch.randn(1, 2, 1, 3).contiguous(memory_format=torch.channels_last)
+    bias = torch.randn(1)
+    grad_output = torch.randn(3, 1, 3, 8)
+
+    def forward(w):
+        return torch.nn.functional.conv2d(x, w, bias, stride=[2, 1], padding=[0, 1])
+
+    w = weight.clone().requires_grad_(True)
+    expected, = torch.autograd.grad(forward(w), w, grad_output)
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True), bwdconv.enabled("functional"), \
+            bwdconv.force_strategy("relayout"):
+        ours, = torch.autograd.grad(torch.compile(forward, fullgraph=True)(w), w, grad_output)
+    torch._dynamo.reset()
+    torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-5)

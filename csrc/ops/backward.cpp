@@ -260,13 +260,13 @@ at::Tensor compute(Gradient gradient, const Plan& plan, const at::Tensor& grad_o
 at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
                               const at::Tensor& weight) {
   return compute(Gradient::input, plan, grad_output, weight, nullptr,
-                 gradient_memory_format(grad_output, weight));
+                 op_gradient_memory_format(grad_output, weight));
 }
 
 at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& input) {
   return compute(Gradient::weight, plan, grad_output, input, nullptr,
-                 gradient_memory_format(input, grad_output));
+                 op_gradient_memory_format(input, grad_output));
 }
 
 at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
@@ -281,7 +281,9 @@ at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
     return at::native::convolution(input, weight, bias, p.stride, p.padding, p.dilation,
                                    /*transposed=*/true, output_padding, p.groups);
   }
-  at::Tensor output = compute_grad_input(plan, input, weight);
+  // Laid out by PyTorch's rule, as aten.convolution's fake lays it out.
+  at::Tensor output = compute(Gradient::input, plan, input, weight, nullptr,
+                              gradient_memory_format(input, weight));
   if (bias && bias->defined()) {
     std::vector<int64_t> per_channel(output.dim(), 1);
     per_channel[1] = -1;
@@ -296,17 +298,17 @@ std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tens
     // Each gradient alone, aten's (planned, or where a strategy runs out of
     // memory) from the call's real operands.
     at::Tensor grad_input = compute(Gradient::input, plan, grad_output, weight, &input,
-                                    gradient_memory_format(grad_output, weight));
+                                    op_gradient_memory_format(grad_output, weight));
     return {std::move(grad_input),
             compute(Gradient::weight, plan, grad_output, input, &weight,
-                    gradient_memory_format(input, grad_output))};
+                    op_gradient_memory_format(input, grad_output))};
   }
   count_served(Gradient::input, plan.input);
   count_served(Gradient::weight, plan.weight);
   auto [grad_input, grad_weight] =
       aten_grads(grad_output, input, weight, geometry_params(plan.geometry));
-  return {in_layout(grad_input, gradient_memory_format(grad_output, weight)),
-          in_layout(grad_weight, gradient_memory_format(input, grad_output))};
+  return {in_layout(grad_input, op_gradient_memory_format(grad_output, weight)),
+          in_layout(grad_weight, op_gradient_memory_format(input, grad_output))};
 }
 
 }  // namespace bwdconv::ops

@@ -270,6 +270,14 @@ at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b
   return at::MemoryFormat::Contiguous;
 }
 
+at::MemoryFormat op_gradient_memory_format(const at::Tensor& a, const at::Tensor& b) {
+  for (const at::Tensor* t : {&a, &b}) {
+    const auto format = t->suggest_memory_format();
+    if (format != at::MemoryFormat::Contiguous && !t->is_contiguous()) return format;
+  }
+  return at::MemoryFormat::Contiguous;
+}
+
 std::vector<int64_t> fresh_strides(at::IntArrayRef sizes, at::MemoryFormat format) {
   if (format == at::MemoryFormat::ChannelsLast) return c10::get_channels_last_strides_2d(sizes);
   if (format == at::MemoryFormat::ChannelsLast3d) return c10::get_channels_last_strides_3d(sizes);

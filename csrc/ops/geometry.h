@@ -80,6 +80,15 @@ ConvGeometry backward_geometry(const char* op, const at::Tensor& grad_output,
 // meta_convolution_backward): channels_last when either operand suggests it.
 at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b);
 
+// The layout of the gradients bwdconv's own backward ops return (their fakes
+// give the same, python/bwdconv/_library.py): gradient_memory_format, but an
+// operand dense in the default layout counts as contiguous whatever it
+// suggests. Such an operand has a size-1 dim whose stride is free, and
+// torch.compile may run the op on a tensor with another stride there than
+// the one it traced (grad_output [3, 1, 3, 8] traced with strides
+// (24, 1, 8, 1), run with (24, 24, 8, 1)).
+at::MemoryFormat op_gradient_memory_format(const at::Tensor& a, const at::Tensor& b);
+
 // The strides at::empty gives a tensor of these sizes in `format`.
 std::vector<int64_t> fresh_strides(at::IntArrayRef sizes, at::MemoryFormat format);
 

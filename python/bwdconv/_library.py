@@ -23,10 +23,14 @@ __all__ = ["_C"]
 
 
 def _gradient_memory_format(a, b):
-    """PyTorch's layout rule for convolution gradients (meta_convolution_backward)."""
+    """PyTorch's layout rule for convolution gradients (meta_convolution_backward),
+    but for an operand dense in the default layout, which counts as
+    contiguous whatever it suggests: a size-1 dim leaves its stride free, and
+    torch.compile may run the op on a tensor with another stride there than
+    the one it traced (csrc/ops/geometry.h, op_gradient_memory_format)."""
     for tensor in (a, b):
         fmt = suggest_memory_format(tensor)
-        if fmt != torch.contiguous_format:
+        if fmt != torch.contiguous_format and not tensor.is_contiguous():
             return fmt
     return torch.contiguous_format
 
