@@ -4,9 +4,11 @@ shapes with a spatial dim of size 1 (results far off, changing from call to
 call) and crashes on others (docs/limitations.md), so bwdconv runs them in
 float32. Each conv-based strategy, forced, on such shapes, called several
 times, with its kernels on the host target and without: every input gradient
-within the accuracy rule against float64 math (twice aten's own bfloat16
-error, aten's backward being right there, plus 1e-5 of the reference's
-magnitude). Every strategy that computes input gradients is forced; those
+within twice bfloat16's precision (2^-7 of the largest value) of float64
+math on the same rounded operands (the wrong results were off by as much as
+the values), and in aten's layout. The bound is not aten's own error, as
+PyTorch's bfloat16 backward reads unwritten memory on some such shapes too.
+Every strategy that computes input gradients is forced; those
 whose stride-1 sub-convolution serves these shapes (phase, phase_stacked,
 scatter) must serve most of them."""
 
@@ -61,22 +63,24 @@ def test_conv3d_bfloat16_sub_convolutions_are_right_on_every_call(on_host):
         w64 = torch.randn(w_size, generator=gen, dtype=torch.float64)
         y = torch.ops.aten.convolution(x64, w64, None, s, p, d, False, [0] * 3, g)
         dy64 = torch.randn(y.shape, generator=gen, dtype=torch.float64)
-        reference = aten_gradients(dy64, x64, w64, s, p, d, g)[0]
         x, w, dy = x64.bfloat16(), w64.bfloat16(), dy64.bfloat16()
+        reference = aten_gradients(dy.double(), x.double(), w.double(), s, p, d, g)[0]
         theirs = aten_gradients(dy, x, w, s, p, d, g)[0]
-        bound = 2 * (theirs.double() - reference).abs().max().item() + \
-            1e-5 * reference.abs().max().item()
+        bound = 2 ** -7 * reference.abs().max().item()
         for strategy in INPUT_STRATEGIES:
             where = f"{strategy} {(x_size, w_size, s, p, d, g)} on_host={on_host}"
             host = bwdconv.kernels_on_host() if on_host else contextlib.nullcontext()
             bwdconv.reset_served()
             with bwdconv.force_strategy(strategy), host:
-                for _ in range(3):
-                    ours = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x_size), s, p,
-                                                                        d, g)
-                    assert ours.dtype == torch.bfloat16 and ours.stride() == theirs.stride(), where
-                    assert (ours.double() - reference).abs().max().item() <= bound, where
-            served[strategy] += bwdconv.served()["input"].get(strategy, 0) > 0
+                results = [torch.ops.bwdconv.convolution_backward_input(dy, w, list(x_size), s, p,
+                                                                        d, g) for _ in range(3)]
+            assert all(r.dtype == torch.bfloat16 and r.stride() == theirs.stride()
+                       for r in results), where
+            if bwdconv.served()["input"].get(strategy, 0) == 0:
+                continue  # it gave way to aten, whose results are PyTorch's
+            served[strategy] += 1
+            errors = [(r.double() - reference).abs().max().item() for r in results]
+            assert max(errors) <= bound, (where, errors, bound)
     # phase, phase_stacked and scatter serve nearly every shape (swap1x1
     # needs a filter within the stride; relayout refuses 3D bfloat16 on the CPU).
     assert sorted(served.values())[-3] >= len(shapes) - 2, served
