@@ -20,7 +20,7 @@ constexpr int kThreads = 128;
 // 16-bit elements per 16-byte load or store.
 constexpr int kVector = 8;
 // Blocks an SM keeps resident, asked of the compiler (at most 128
-// registers (nvcc unrolls the loops of constant count).a thread; 22 KB of shared memory a block).
+// registers a thread; 22 KB of shared memory a block).
 constexpr int kBlocksPerMultiprocessor = 4;
 
 struct TapGemmShape {
@@ -271,9 +271,12 @@ struct RunColumn {
 };
 static_assert(kMaxSpatialDims == 3, "RunColumn::first_of names each dim");
 
-__device__ inline RunColumn run_column(const TapGemmTiles& tiles, int j) {
+// Dims past the call's are zero: describe_column wrote only its own.
+__device__ inline RunColumn run_column(const TapGemmShape& s, const TapGemmTiles& tiles, int j) {
   RunColumn column{j, tiles.column_grad_output[j] >= 0, tiles.column_dx[j], {}};
-  for (int i = 0; i < kMaxSpatialDims; ++i) column.first[i] = tiles.column_first[i][j];
+  for (int i = 0; i < kMaxSpatialDims; ++i) {
+    column.first[i] = column.exists && i < s.spatial_dims ? tiles.column_first[i][j] : 0;
+  }
   return column;
 }
 
@@ -362,12 +365,12 @@ __device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s
     const int items = channels * cell_outer * kColumns;
     for (int e = threadIdx.x; e < items; e += kThreads) {
       const int rest = e / channels;
-      const RunColumn column = run_column(tiles, rest % kColumns);
+      const RunColumn column = run_column(s, tiles, rest % kColumns);
       write_run<T>(p, s, tiles, first_channel, e % channels, rest / kColumns, column);
     }
     return;
   }
-  const RunColumn column = run_column(tiles, static_cast<int>(threadIdx.x) % kColumns);
+  const RunColumn column = run_column(s, tiles, static_cast<int>(threadIdx.x) % kColumns);
   int ch = static_cast<int>(threadIdx.x) / kColumns, outer = 0;
   const auto carry = [&] {
     while (ch >= channels) {

@@ -262,20 +262,29 @@ std::optional<ConvGeometry> plannable_transposed_geometry(const at::Tensor& inpu
   }
 }
 
-at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b) {
+namespace {
+
+// The first layout other than contiguous that a or b suggests; with
+// `dense_is_contiguous`, an operand dense in the default layout suggests
+// contiguous.
+at::MemoryFormat first_suggested_layout(const at::Tensor& a, const at::Tensor& b,
+                                        bool dense_is_contiguous) {
   for (const at::Tensor* t : {&a, &b}) {
+    if (dense_is_contiguous && t->is_contiguous()) continue;
     const auto format = t->suggest_memory_format();
     if (format != at::MemoryFormat::Contiguous) return format;
   }
   return at::MemoryFormat::Contiguous;
 }
 
+}  // namespace
+
+at::MemoryFormat gradient_memory_format(const at::Tensor& a, const at::Tensor& b) {
+  return first_suggested_layout(a, b, /*dense_is_contiguous=*/false);
+}
+
 at::MemoryFormat op_gradient_memory_format(const at::Tensor& a, const at::Tensor& b) {
-  for (const at::Tensor* t : {&a, &b}) {
-    const auto format = t->suggest_memory_format();
-    if (format != at::MemoryFormat::Contiguous && !t->is_contiguous()) return format;
-  }
-  return at::MemoryFormat::Contiguous;
+  return first_suggested_layout(a, b, /*dense_is_contiguous=*/true);
 }
 
 std::vector<int64_t> fresh_strides(at::IntArrayRef sizes, at::MemoryFormat format) {
