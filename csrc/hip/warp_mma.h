@@ -16,6 +16,10 @@
 #pragma once
 
 #include <cstdint>
+#if defined(BWDCONV_HOST_TARGET)
+#include <cstdio>
+#include <cstdlib>
+#endif
 
 #include "element.h"
 #include "portability.h"
@@ -58,10 +62,26 @@ struct MmaAccumulator : MmaTileValues {};
 
 inline bool acts_for_warp() { return threadIdx.x % kWarpLanes == 0; }
 
-// Element (i, j) of the tile at tile[i * row_step + j * column_step].
+// What the tensor cores require of a tile (the header above): its start 32
+// bytes aligned and `ld` a multiple of `ld_multiple` elements. A GPU breaks
+// on a tile that does not meet it; the host target checks it, so that the
+// kernels' tests on the host grid find such a tile before a GPU does.
+inline void check_mma_tile(const void* tile, int ld, int ld_multiple) {
+  if (reinterpret_cast<std::uintptr_t>(tile) % 32 == 0 && ld % ld_multiple == 0) return;
+  std::fprintf(stderr,
+               "bwdconv host grid: MMA tile at %p with ld %d: the tensor cores need a "
+               "32-byte aligned start and ld a multiple of %d\n",
+               tile, ld, ld_multiple);
+  std::abort();
+}
+
+// Element (i, j) of the tile at tile[i * ld + j] (row-major) or at
+// tile[i + j * ld] (column-major).
 template <typename T>
-inline void mma_load_tile(MmaTileValues& f, const uint16_t* tile, int row_step, int column_step) {
+inline void mma_load_tile(MmaTileValues& f, const uint16_t* tile, int ld, bool column_major) {
   if (!acts_for_warp()) return;
+  check_mma_tile(tile, ld, 8);
+  const int row_step = column_major ? 1 : ld, column_step = column_major ? ld : 1;
   for (int i = 0; i < kMmaTile; ++i) {
     for (int j = 0; j < kMmaTile; ++j) {
       f.v[i][j] = element_value<T>(tile[i * row_step + j * column_step]);
@@ -70,15 +90,15 @@ inline void mma_load_tile(MmaTileValues& f, const uint16_t* tile, int row_step, 
 }
 template <typename T>
 inline void mma_load(MmaA<T>& f, const uint16_t* tile, int ld) {
-  mma_load_tile<T>(f, tile, ld, 1);
+  mma_load_tile<T>(f, tile, ld, false);
 }
 template <typename T>
 inline void mma_load(MmaB<T, RowMajor>& f, const uint16_t* tile, int ld) {
-  mma_load_tile<T>(f, tile, ld, 1);
+  mma_load_tile<T>(f, tile, ld, false);
 }
 template <typename T>
 inline void mma_load(MmaB<T, ColumnMajor>& f, const uint16_t* tile, int ld) {
-  mma_load_tile<T>(f, tile, 1, ld);
+  mma_load_tile<T>(f, tile, ld, true);
 }
 
 inline void mma_zero(MmaAccumulator& c) {
@@ -101,6 +121,7 @@ inline void mma(MmaAccumulator& c, const MmaA<T>& a, const MmaB<T, Layout>& b) {
 
 inline void mma_store(float* tile, const MmaAccumulator& c, int ld) {
   if (!acts_for_warp()) return;
+  check_mma_tile(tile, ld, 4);
   for (int i = 0; i < kMmaTile; ++i) {
     for (int j = 0; j < kMmaTile; ++j) tile[i * ld + j] = c.v[i][j];
   }
