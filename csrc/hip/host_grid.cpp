@@ -285,6 +285,15 @@ void run_grid(const KernelLabel& label, Dim3 grid, Dim3 block, LaneBody body) {
   s->recording.launches.push_back(std::move(launch.record));
 }
 
+void misaligned_access(Access kind, const void* address, size_t alignment, const char* file,
+                       int line) {
+  std::fprintf(stderr,
+               "bwdconv host grid: misaligned %s at %p (%s:%d): a GPU needs %zu-byte "
+               "alignment for it\n",
+               kind == Access::load ? "load" : "store", address, file, line, alignment);
+  std::abort();
+}
+
 void sync_threads() {
   if (block_context.barrier == nullptr) {
     std::fprintf(stderr,

@@ -62,11 +62,22 @@ inline thread_local LaneLog* lane_log = nullptr;
 void append_access(LaneLog& log, Access kind, const void* address, size_t bytes,
                    const char* file, int line);
 
-// global_load/global_store (portability.h) call this for every access; the
-// site (kind, file, line) and how often this lane has reached it identify the
-// instruction that the lanes of one warp execute together.
-inline void record_access(Access kind, const void* address, size_t bytes, const char* file,
-                          int line) {
+// Reports an access whose address is not a multiple of its alignment and
+// aborts: a GPU faults on it ("misaligned address"), where the host would
+// not notice.
+[[noreturn]] void misaligned_access(Access kind, const void* address, size_t alignment,
+                                    const char* file, int line);
+
+// global_load/global_store (portability.h) call this for every access. It
+// checks the address against the access's alignment, as a GPU does; while a
+// recording is on, the site (kind, file, line) and how often this lane has
+// reached it identify the instruction that the lanes of one warp execute
+// together.
+inline void record_access(Access kind, const void* address, size_t bytes, size_t alignment,
+                          const char* file, int line) {
+  if (reinterpret_cast<uintptr_t>(address) % alignment != 0) {
+    misaligned_access(kind, address, alignment, file, line);
+  }
   if (lane_log != nullptr) append_access(*lane_log, kind, address, bytes, file, line);
 }
 

@@ -90,14 +90,14 @@ inline namespace host_target {
 template <typename T>
 inline T global_load(const T* address, int line = __builtin_LINE(),
                      const char* file = __builtin_FILE()) {
-  host::record_access(host::Access::load, address, sizeof(T), file, line);
+  host::record_access(host::Access::load, address, sizeof(T), alignof(T), file, line);
   return *address;
 }
 
 template <typename T>
 inline void global_store(T* address, const T& value, int line = __builtin_LINE(),
                          const char* file = __builtin_FILE()) {
-  host::record_access(host::Access::store, address, sizeof(T), file, line);
+  host::record_access(host::Access::store, address, sizeof(T), alignof(T), file, line);
   *address = value;
 }
 

@@ -223,6 +223,18 @@ TEST(HostScatter, StagedWalkWritesTheZeroInsertedPaddedBuffer) {
   }
 }
 
+// An access whose address is not a multiple of its alignment (a 16-byte
+// vector 8 bytes off, a float 2 bytes off) aborts the host grid as it would
+// fault on a GPU; an aligned one passes.
+TEST(HostGridDeathTest, MisalignedAccessAborts) {
+  alignas(16) static uint8_t bytes[64];
+  host::record_access(host::Access::load, bytes + 16, 16, 16, "aligned.cu", 1);
+  EXPECT_DEATH(host::record_access(host::Access::load, bytes + 8, 16, 16, "vector.cu", 2),
+               "misaligned load at .* \\(vector.cu:2\\): a GPU needs 16-byte alignment");
+  EXPECT_DEATH(host::record_access(host::Access::store, bytes + 2, 4, 4, "float.cu", 3),
+               "misaligned store at .* \\(float.cu:3\\): a GPU needs 4-byte alignment");
+}
+
 // A load and a store written on one source line, as in
 // global_store(dst + i, odd ? zero : global_load(src + i)), where only some
 // lanes load: the store is one instruction for the whole warp, so each warp's
@@ -233,8 +245,9 @@ TEST(HostGridRecording, ALoadAndAStoreOnOneLineAreTwoSites) {
   static const char* const kFile = "one_line.cu";
   const auto body = [&] {
     const unsigned i = host::lane.thread.x;
-    if (i % 2 == 0) host::record_access(host::Access::load, &src[i], sizeof(float), kFile, 7);
-    host::record_access(host::Access::store, &dst[i], sizeof(float), kFile, 7);
+    constexpr size_t bytes = sizeof(float), alignment = alignof(float);
+    if (i % 2 == 0) host::record_access(host::Access::load, &src[i], bytes, alignment, kFile, 7);
+    host::record_access(host::Access::store, &dst[i], bytes, alignment, kFile, 7);
   };
   host::start_recording();
   host::run_grid({"load_and_store_on_one_line"}, host::Dim3(1), host::Dim3(64),
