@@ -12,7 +12,12 @@ twice aten's error in the same dtype under the same TF32 flags, or what a
 correct float32 (or, where TF32 is on, TF32) accumulation may lose.
 
     python scripts/gpu_small_cases.py                    # on the GPU
+    python scripts/gpu_small_cases.py --cudnn off        # aten's own kernels and cuBLAS
     BWDCONV_CPU_KERNELS=host python scripts/gpu_small_cases.py --device cpu
+
+`--cudnn off` (torch.backends.cudnn.enabled = False, for aten and the
+strategies' sub-convolutions alike) is for racecheck, which instruments
+every kernel: under it cuDNN's large-tile kernels take seconds each.
 """
 
 import argparse
@@ -141,7 +146,10 @@ def main(argv=None):
                         help="exit 0 with results outside the accuracy rule (still printed): "
                              "under compute-sanitizer, whose step judges the sanitizer's findings "
                              "(the random step judges accuracy)")
+    parser.add_argument("--cudnn", choices=["on", "off"], default="on",
+                        help="off: every convolution runs without cuDNN (racecheck)")
     args = parser.parse_args(argv)
+    torch.backends.cudnn.enabled = args.cudnn == "on"
     if args.device == "cpu":
         os.environ.setdefault("BWDCONV_CPU_KERNELS", "host")
     import bwdconv
@@ -150,7 +158,7 @@ def main(argv=None):
     checked = backward_cases(bwdconv, device) + transposed_forwards(bwdconv, device)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    flags = (f"TF32: cudnn {torch.backends.cudnn.allow_tf32}, matmul "
+    flags = (f"cuDNN {args.cudnn}; TF32: cudnn {torch.backends.cudnn.allow_tf32}, matmul "
              f"{torch.get_float32_matmul_precision()}")
     for line in MISMATCHES:
         print("mismatch: " + line)

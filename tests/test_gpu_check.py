@@ -75,10 +75,12 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "--suite seeds --check --iter 20 --cudnn-benchmark on" in report
     assert "gpu_random_cases.py --cases 10000" in report
     assert "gpu_memory_probe.py --json" in report
-    # Racecheck instruments bwdconv's kernels alone, memcheck every kernel.
+    # Both sanitizers instrument every kernel; racecheck's cases run without cuDNN.
     racecheck = (out / "sanitizer_racecheck.command").read_text()
-    assert "--tool racecheck --own-kernels-only" in racecheck
-    assert "--own-kernels-only" not in (out / "sanitizer_memcheck.command").read_text()
+    memcheck = (out / "sanitizer_memcheck.command").read_text()
+    assert "--tool racecheck" in racecheck and "--cudnn off" in racecheck
+    assert "--cudnn" not in memcheck
+    assert "--own-kernels-only" not in racecheck + memcheck
     summary = run.stdout.strip().splitlines()
     assert summary[-1].startswith("profile") and "outside this run's steps" in summary[-1]
 
@@ -505,17 +507,18 @@ def test_small_cases_under_a_stand_in_sanitizer_on_the_host_target(tmp_path):
     (every strategy, on the host target, within the accuracy rule) under a
     stand-in compute-sanitizer that runs it and then reports vendor races:
     passes, naming them; the same stand-in reporting a race in bwdconv's
-    kernel fails."""
+    kernel fails. The cases run as the racecheck step runs them, without
+    cuDNN."""
     for text, expected in ((VENDOR_RACES, 0), (OWN_RACE, 1)):
         sanitizer = stand_in_sanitizer(tmp_path, text)
         run = subprocess.run(
             [sys.executable, str(SCRIPTS / "gpu_sanitizer.py"), "run", "--tool", "racecheck",
              "--sanitizer", str(sanitizer), "--", sys.executable,
-             str(SCRIPTS / "gpu_small_cases.py"), "--device", "cpu"],
+             str(SCRIPTS / "gpu_small_cases.py"), "--device", "cpu", "--cudnn", "off"],
             capture_output=True, text=True, timeout=300,
             env=dict(os.environ, BWDCONV_CPU_KERNELS="host"))
         assert run.returncode == expected, run.stdout[-3000:] + run.stderr[-3000:]
-        assert "0 results outside the accuracy rule" in run.stdout
+        assert "0 results outside the accuracy rule (cuDNN off;" in run.stdout
         assert "sm90_xmma_dgrad" in run.stdout or expected == 1
 
 
