@@ -105,6 +105,33 @@ def test_forced_strategy_accuracy(strategy, dtype, channels_last):
     assert checked > 0
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_tensors_on_a_gpu_that_is_not_the_current_one(strategy):
+    """Operands on the second GPU while the first is current: the strategy's
+    kernels run on the operands' device (bwdconv sets it for each launch, as
+    PyTorch sets none for a custom op), within the accuracy rule."""
+    dtype, second = torch.float16, torch.device("cuda", 1)
+    checked = 0
+    for case in CASES:
+        if not serves(strategy, case):
+            continue
+        x, w, dy, refs = (t.to(second) if isinstance(t, torch.Tensor) else [r.to(second) for r in t]
+                          for t in operands(case, dtype, False))
+        s, p, d, groups = case[2:]
+        assert torch.cuda.current_device() == 0
+        atens = aten_gradients(dy, x, w, s, p, d, groups)
+        with bwdconv.force_strategy(strategy):
+            gx = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
+            gw = torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
+        torch.cuda.synchronize(second)
+        bounds = accuracy_bounds(case, dtype, x, w, dy, atens, refs)
+        for name, ours, ref, bound in (("dx", gx, refs[0], bounds[0]), ("dw", gw, refs[1], bounds[1])):
+            assert ours.device == second and error(ours, ref) <= bound, (name, strategy, case)
+        checked += 1
+    assert checked > 0
+
+
 @pytest.mark.parametrize("writer", ["fused", "in_place"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_swap1x1_writers_on_gpu(writer, dtype):

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <type_traits>
 
@@ -49,6 +50,10 @@ void check_launch(hip::LaunchError error, const char* kernel);
 // Runs a csrc/hip kernel for tensors on `t`'s device: launch(target, stream)
 // with target std::integral_constant<hip::Target, ...>, on the current stream
 // of a GPU, or on the host grid for CPU tensors (portability.h, "host target").
+// On a GPU `t`'s device is made the current one for the launch: a kernel runs
+// on the current device, and a tensor on cuda:1 while cuda:0 is current would
+// otherwise be read from the wrong device (PyTorch sets no device for a
+// custom op's kernel).
 // A build without GPU kernels reports so when a GPU tensor needs one
 // (csrc/hip/without_device/).
 template <typename Launch>
@@ -58,6 +63,7 @@ void run_kernel(const char* kernel, const at::Tensor& t, Launch&& launch) {
   if (t.is_cpu()) {
     check_launch(launch(Host{}, nullptr), kernel);
   } else {
+    const c10::DeviceGuard on_device(t.device());
     check_launch(launch(Device{}, current_stream(t)), kernel);
   }
 }

@@ -217,7 +217,9 @@ def _hook(request):
     started = time.perf_counter()
     then_backward = _keys.recorded_forward(request)
     try:
-        with torch.no_grad():  # the candidates' own calls record nothing
+        # The candidates' own calls record nothing; on a GPU, the operands'
+        # device is current (events, streams and memory counters are its).
+        with torch.no_grad(), _operands_device(request):
             entry = _measure(request, key, then_backward)
     finally:
         with _state.lock:
@@ -228,6 +230,13 @@ def _hook(request):
 
 
 # ---- measuring ---------------------------------------------------------------
+
+def _operands_device(request):
+    """The operands' GPU as the current device, for measuring them: a tensor
+    on cuda:1 while cuda:0 is current would otherwise be timed with cuda:0's
+    events and memory counters."""
+    device = request["grad_output"].device
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 def _label(candidate):
     strategy, writer = candidate
