@@ -407,6 +407,45 @@ def test_traffic_records_every_kernel_writing_its_output_once(tmp_path, capsys):
         assert row[6] == "1.00" and row[7] == "0", row
 
 
+def test_a_transposed_line_as_its_matching_convolution():
+    """The convolution whose input gradient a transposed line's forward is:
+    its input the transposed output, its output the transposed input, the
+    same weight; forward and input gradient trade places."""
+    line = parse_line("convfp16 -m trans -n 2 -c 8 -H 5 -W 7 -k 6 -y 3 -x 3 -p 1 -q 1 "
+                      "-u 2 -v 2 -Y 1 -X 0 -F 5")
+    conv = line.as_convolution()
+    assert conv.as_convolution() is conv and not conv.transposed
+    assert conv.directions == BACKWARD_DATA | BACKWARD_WEIGHT
+    assert conv.weight_size() == line.weight_size() == [8, 6, 3, 3]
+    x = torch.randn(line.input_size())
+    w = torch.randn(line.weight_size())
+    y = torch.nn.functional.conv_transpose2d(x, w, stride=2, padding=1, output_padding=(1, 0))
+    assert conv.input_size() == list(y.shape)
+    assert torch.nn.functional.conv2d(y, w, stride=2, padding=1).shape == x.shape
+    assert parse_line(line.to_line().replace("-F 5", "-F 2")).as_convolution().directions == \
+        FORWARD
+
+
+def test_traffic_reads_a_transposed_line_and_every_swap1x1_writer(tmp_path, capsys):
+    """bwdconv.bench.traffic on a transposed float16 kernel = stride line: its
+    forward as the matching input gradient, with a row for the epilogue
+    writer's tap_gemm (timed nowhere on the CPU, measured here), which
+    writes dx once."""
+    from bwdconv.bench.traffic import main as traffic_main
+
+    suite = tmp_path / "transposed.txt"
+    suite.write_text("convfp16 -m trans -n 2 -c 8 -H 6 -W 8 -k 8 -y 2 -x 2 -u 2 -v 2 -F 5\n")
+    traffic_main(["--suite", str(suite), "--scale", "1"])
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| convfp16 ")]
+    assert all(row[0].endswith("trans") for row in rows)
+    kernels = {(row[1], row[2]): row for row in rows}
+    assert {("swap1x1[epilogue]", "tap_gemm"), ("splitk", "splitk_reduce")} <= set(kernels)
+    assert any(strategy == "swap1x1[fused]" for strategy, _ in kernels)
+    epilogue = kernels[("swap1x1[epilogue]", "tap_gemm")]
+    assert epilogue[6] == "1.00" and epilogue[7] == "0", epilogue
+
+
 def test_overhead_benchmark_reports_every_kind_pass_and_scope(tmp_path, capsys):
     from bwdconv.bench import overhead
 

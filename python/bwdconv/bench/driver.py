@@ -123,6 +123,23 @@ class ConvCase:
                                                self.padding, self.dilation,
                                                self.output_padding))
 
+    def as_convolution(self):
+        """This case as a convolution: itself, or for a transposed one the
+        convolution whose input gradient its forward is (docs/DESIGN.md,
+        "Transposed convolutions"): input the transposed output, channels
+        swapped, the same weight tensor; the forward becomes the input
+        gradient, the input gradient the forward, the weight gradient stays."""
+        if not self.transposed:
+            return self
+        directions = sum(new for old, new in ((FORWARD, BACKWARD_DATA),
+                                              (BACKWARD_DATA, FORWARD),
+                                              (BACKWARD_WEIGHT, BACKWARD_WEIGHT))
+                         if self.directions & old)
+        return dataclasses.replace(
+            self, in_channels=self.out_channels, out_channels=self.in_channels,
+            input=self.transposed_output(), directions=directions, transposed=False,
+            output_padding=())
+
     def label(self):
         dims = "x".join(map(str, self.input))
         fil = "x".join(map(str, self.filter))

@@ -78,7 +78,10 @@ def kernel_ms(fn, family, iterations):
     return sum(event.device_time_total for event in events) / 1e3 / iterations
 
 
-def measure(case, iterations, copy_gbps):
+def measure(line, iterations, copy_gbps):
+    """The rows of a suite line; a transposed line as its matching
+    convolution (its forward is that convolution's input gradient)."""
+    case = line.as_convolution()
     x, w, dy, (stride, padding, dilation, groups) = make_operands(case, torch.device("cuda"))
     explanation = bwdconv.explain(x, w, stride, padding, dilation, groups)
     plan = explanation.to_dict()
@@ -97,7 +100,7 @@ def measure(case, iterations, copy_gbps):
         with forcing(forced):
             ms = kernel_ms(fn, kernel, iterations)
         gbps = kernel_bytes(strategy, writer, plan, case, dy.element_size()) / (ms * 1e-3) / 1e9
-        rows.append((case.label(), name, kernel, ms * 1e3, gbps, gbps / copy_gbps))
+        rows.append((line.label(), name, kernel, ms * 1e3, gbps, gbps / copy_gbps))
     return rows
 
 
@@ -117,7 +120,7 @@ def main(argv=None):
     print("|---|---|---|---|---|---|")
     for case in read_suite(suite_path(args.suite)):
         case = with_layout(case, args.layout)
-        if not case.directions & BACKWARD_DATA:
+        if not case.as_convolution().directions & BACKWARD_DATA:
             continue
         for label, strategy, kernel, us, gbps, fraction in measure(case, args.iterations, copy_gbps):
             print(f"| {label} | {strategy} | {kernel} | {us:.1f} | {gbps:.0f} | {fraction:.0%} |",

@@ -104,21 +104,24 @@ def record_distinct_stores(record, launches):
     return sum(launch["store"]["distinct_bytes"] for launch in launches)
 
 
-def strategy_rows(case, explanation, direction, call, minimum):
+def strategy_rows(label, explanation, direction, call, minimum):
     """Rows of every kernel strategy for `direction` that serves the case,
     each forced in turn; minimum(forced, kernel) is the (store, load) bytes
     rows_for divides by."""
     gradient = "input" if direction == BACKWARD_DATA else "weight"
     rows = []
     for name, fn, forced in forced_entries(explanation, gradient, call,
-                                           kernel_strategies(gradient)):
+                                           kernel_strategies(gradient), every_writer=True):
         with forcing(forced):
             record = recorded(fn)
-        rows += rows_for(case.label(), name, record, lambda kernel: minimum(forced, kernel))
+        rows += rows_for(label, name, record, lambda kernel: minimum(forced, kernel))
     return rows
 
 
-def measure(case):
+def measure(line):
+    """The rows of a suite line; a transposed line as its matching
+    convolution (its forward is that convolution's input gradient)."""
+    case = line.as_convolution()
     x, w, dy, (stride, padding, dilation, groups) = make_operands(case, torch.device("cpu"))
     explanation = bwdconv.explain(x, w, stride, padding, dilation, groups)
     plan = explanation.to_dict()
@@ -126,13 +129,13 @@ def measure(case):
     rows = []
     if case.directions & BACKWARD_DATA:
         rows += strategy_rows(
-            case, explanation, BACKWARD_DATA,
+            line.label(), explanation, BACKWARD_DATA,
             lambda: torch.ops.bwdconv.convolution_backward_input(
                 dy, w, list(x.shape), stride, padding, dilation, groups),
             lambda forced, kernel: data_movement_minimum(*forced, plan, case, element_size))
     if case.directions & BACKWARD_WEIGHT:
         rows += strategy_rows(
-            case, explanation, BACKWARD_WEIGHT,
+            line.label(), explanation, BACKWARD_WEIGHT,
             lambda: torch.ops.bwdconv.convolution_backward_weight(
                 dy, x, list(w.shape), stride, padding, dilation, groups),
             lambda forced, kernel: splitk_minimum(kernel, case, plan, element_size))
