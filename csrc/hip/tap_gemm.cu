@@ -68,6 +68,10 @@ constexpr int kWarpColumns = 32;
 constexpr int kPad = 8;
 constexpr int kDepthStride = kDepth + kPad;
 constexpr int kColumnStride = kColumns + kPad;
+// Column-major sums (channels_inner): a column's rows padded by 4 floats,
+// so that each column starts 16 bytes aligned and neighbouring columns start
+// in different banks.
+constexpr int kRowStride = kRows + 4;
 
 // The operands of one depth step. a: the filter's rows [r][k]. b: grad_output
 // as [k][j] (row-major), or as [j][k] (column-major) where the channels
@@ -80,12 +84,15 @@ struct TapGemmStage {
 static_assert(kColumns * kDepthStride >= kDepth * kColumnStride, "b holds either layout");
 
 // What a block's stages and epilogue share: two stages (one multiplied while
-// the next is stored), whose space the sums take once the products are done;
-// and where each of its columns (n, q) lies in grad_output and dx.
+// the next is stored), whose space the sums take once the products are done,
+// row-major or by column (sums_by_column[j][r], where the epilogue's lanes
+// take consecutive channels: channels_inner); and where each of its columns
+// (n, q) lies in grad_output and dx.
 struct TapGemmTiles {
   union {
     TapGemmStage stages[2];
     float sums[kRows][kColumnStride];
+    float sums_by_column[kColumns][kRowStride];
   };
   int64_t column_grad_output[kColumns];  // offset of dy[n, 0, q]; -1: no column
   int64_t column_dx[kColumns];           // offset of dx[n, 0, 0...]
@@ -280,6 +287,17 @@ __device__ inline RunColumn run_column(const TapGemmShape& s, const TapGemmTiles
   return column;
 }
 
+// Whether dx's channels are its innermost dim (channels_last): the
+// epilogue's lanes then take consecutive channels, whose rows lie T apart
+// in a column of the sums, and the sums are kept by column, where a warp's
+// 32 reads share a bank at most T ways (1, 2, 4 for T = 1, 2, 4 taps; kept
+// row-major, rows 72 floats apart, 8, 16 and 16 ways: docs/DESIGN.md,
+// "swap1x1"). Otherwise the lanes take consecutive columns of one row,
+// which row-major sums keep in distinct banks.
+__device__ inline bool channels_inner(const TapGemmParams& p, const TapGemmShape& s) {
+  return p.dx_view.strides[1] == 1 && s.channels > 1;
+}
+
 // One run of a cell: channel ch of the block, column j, offsets `outer` in
 // the cell's outer dims (row-major over their strides), every offset r of
 // the last dim. The cell of grad_output position q is dx's positions
@@ -291,7 +309,7 @@ __device__ inline RunColumn run_column(const TapGemmShape& s, const TapGemmTiles
 template <typename T>
 __device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
                                  const TapGemmTiles& tiles, int64_t first_channel, int ch,
-                                 int outer, const RunColumn& column) {
+                                 int outer, const RunColumn& column, bool by_column) {
   const int64_t c = first_channel + ch;
   if (c >= s.channels || !column.exists) return;
   const int last = s.spatial_dims - 1, j = column.j;
@@ -325,7 +343,8 @@ __device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
   int t = 0, next_tap = 0;
   const auto value_at = [&](int r) {
     if (r != next_tap || t >= taps) return 0.0f;
-    const float value = a_tap ? tiles.sums[row + t][j] : 0.0f;
+    const float value =
+        !a_tap ? 0.0f : by_column ? tiles.sums_by_column[j][row + t] : tiles.sums[row + t][j];
     ++t;
     next_tap += dilation;
     return value;
@@ -360,13 +379,13 @@ __device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s
   int cell_outer = 1;  // offsets of the outer dims' cells
   for (int i = 0; i + 1 < s.spatial_dims; ++i) cell_outer *= static_cast<int>(p.stride[i]);
   const int channels = static_cast<int>(s.channels_per_block);
-  if (p.dx_view.strides[1] == 1 && s.channels > 1) {
+  if (channels_inner(p, s)) {
     // At most 64 * kTapGemmMaxCell * 64 items: 32-bit arithmetic.
     const int items = channels * cell_outer * kColumns;
     for (int e = threadIdx.x; e < items; e += kThreads) {
       const int rest = e / channels;
       const RunColumn column = run_column(s, tiles, rest % kColumns);
-      write_run<T>(p, s, tiles, first_channel, e % channels, rest / kColumns, column);
+      write_run<T>(p, s, tiles, first_channel, e % channels, rest / kColumns, column, true);
     }
     return;
   }
@@ -379,7 +398,7 @@ __device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s
     }
   };
   for (carry(); outer < cell_outer; ch += kThreads / kColumns, carry()) {
-    write_run<T>(p, s, tiles, first_channel, ch, outer, column);
+    write_run<T>(p, s, tiles, first_channel, ch, outer, column, false);
   }
 }
 
@@ -421,10 +440,15 @@ __device__ inline void tap_gemm_block(const TapGemmParams& p) {
     if (next) stage_step(share, tiles.stages[(k + 1) % 2]);
     __syncthreads();
   }
+  const bool by_column = channels_inner(p, s);
   for (int i = 0; i < 2; ++i) {
     for (int j = 0; j < 2; ++j) {
-      mma_store(&tiles.sums[warp_row + i * kMmaTile][warp_column + j * kMmaTile], sums[i][j],
-                kColumnStride);
+      const int row = warp_row + i * kMmaTile, column = warp_column + j * kMmaTile;
+      if (by_column) {
+        mma_store(&tiles.sums_by_column[column][row], sums[i][j], kRowStride, true);
+      } else {
+        mma_store(&tiles.sums[row][column], sums[i][j], kColumnStride, false);
+      }
     }
   }
   __syncthreads();

@@ -11,7 +11,8 @@
 // Operands are tiles in shared memory: A row-major [16 x 16] and B [16 x 16]
 // row-major or column-major (its Layout: RowMajor, ColumnMajor), as the
 // elements' bits (uint16_t), `ld` elements between rows (between columns for
-// a column-major B); the accumulator is stored row-major as floats. On CUDA `ld` is a multiple of 8
+// a column-major B); the accumulator is stored as floats, row-major or
+// column-major (`ld` elements between columns). On CUDA `ld` is a multiple of 8
 // (of 4 for the accumulator) and every tile starts 32-byte aligned.
 #pragma once
 
@@ -119,11 +120,11 @@ inline void mma(MmaAccumulator& c, const MmaA<T>& a, const MmaB<T, Layout>& b) {
   }
 }
 
-inline void mma_store(float* tile, const MmaAccumulator& c, int ld) {
+inline void mma_store(float* tile, const MmaAccumulator& c, int ld, bool column_major) {
   if (!acts_for_warp()) return;
   check_mma_tile(tile, ld, 4);
   for (int i = 0; i < kMmaTile; ++i) {
-    for (int j = 0; j < kMmaTile; ++j) tile[i * ld + j] = c.v[i][j];
+    for (int j = 0; j < kMmaTile; ++j) tile[column_major ? i + j * ld : i * ld + j] = c.v[i][j];
   }
 }
 
@@ -167,8 +168,9 @@ template <typename T, typename Layout>
 __device__ inline void mma(MmaAccumulator& c, const MmaA<T>& a, const MmaB<T, Layout>& b) {
   nvcuda::wmma::mma_sync(c, a, b, c);
 }
-__device__ inline void mma_store(float* tile, const MmaAccumulator& c, int ld) {
-  nvcuda::wmma::store_matrix_sync(tile, c, ld, nvcuda::wmma::mem_row_major);
+__device__ inline void mma_store(float* tile, const MmaAccumulator& c, int ld, bool column_major) {
+  nvcuda::wmma::store_matrix_sync(
+      tile, c, ld, column_major ? nvcuda::wmma::mem_col_major : nvcuda::wmma::mem_row_major);
 }
 
 #endif

@@ -1,5 +1,5 @@
 // warp_mma.h's host definition: its products against plain loops, in both
-// layouts of B, and its check of what the tensor cores require of a tile
+// layouts of B and of the stored sums, and its check of what the tensor cores require of a tile
 // (32-byte aligned start, ld a multiple of 8 elements, of 4 floats for the
 // accumulator), which a GPU enforces and the host grid must not let pass.
 #define BWDCONV_HOST_TARGET 1
@@ -47,12 +47,13 @@ void expect_product() {
   mma_zero(c);
   mma<Half>(c, a, b);
   mma<Half>(c, a, b);  // c accumulates: twice the product
-  mma_store(t.c, c, kLd);
+  mma_store(t.c, c, kLd, column_major);  // the sums in B's layout
   for (int i = 0; i < kMmaTile; ++i) {
     for (int j = 0; j < kMmaTile; ++j) {
       float expected = 0;
       for (int k = 0; k < kMmaTile; ++k) expected += value_at(i, k, 1) * value_at(k, j, 5);
-      EXPECT_EQ(t.c[i * kLd + j], 2 * expected) << "at " << i << ", " << j;
+      EXPECT_EQ(t.c[column_major ? i + j * kLd : i * kLd + j], 2 * expected)
+          << "at " << i << ", " << j;
     }
   }
 }
@@ -70,8 +71,8 @@ TEST(HostWarpMmaDeathTest, TileTheTensorCoresRefuse) {
   const char* message = "the tensor cores need a 32-byte aligned start";
   EXPECT_DEATH(mma_load<Half>(a, t.a + 8, kLd), message);  // 16 bytes off
   EXPECT_DEATH(mma_load<Half>(b, t.b, 12), message);       // ld not a multiple of 8
-  EXPECT_DEATH(mma_store(t.c + 4, c, kLd), message);        // 16 bytes off
-  EXPECT_DEATH(mma_store(t.c, c, 18), message);             // ld not a multiple of 4
+  EXPECT_DEATH(mma_store(t.c + 4, c, kLd, false), message);  // 16 bytes off
+  EXPECT_DEATH(mma_store(t.c, c, 18, true), message);         // ld not a multiple of 4
 }
 
 }  // namespace
