@@ -14,7 +14,7 @@ convolution, or whose results PyTorch itself changes from call to call
 import contextlib
 import random
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -197,9 +197,18 @@ def outcome(call, seed):
         return type(error), str(error)
 
 
-def differences(call, got, expected, strides=True):
+def value_error(result, reference):
+    """(largest difference, the tolerance of the result's dtype there)."""
+    scale = max(1.0, reference.detach().double().abs().max().item()) if reference.numel() else 1.0
+    error = (result.detach().double() - reference.detach().double()).abs().max().item() \
+        if reference.numel() else 0.0
+    return error, TOLERANCE[result.dtype] * scale
+
+
+def differences(call, got, expected, strides=True, values=True):
     """What differs between two outcomes; `strides=False` leaves the strides
-    of results out (a compiled graph's are the compiler's to choose)."""
+    of results out (a compiled graph's are the compiler's to choose),
+    `values=False` the values."""
     if raised(expected) or raised(got) or len(got) != len(expected):
         return [] if got == expected else [f"{got} where PyTorch gives {expected}"]
     found = []
@@ -208,15 +217,38 @@ def differences(call, got, expected, strides=True):
                            [s for s, n in zip(t.stride(), t.shape) if n > 1] if strides else None)
         if facts(a) != facts(e):
             found.append(f"result {index}: {facts(a)} where PyTorch gives {facts(e)}")
-        if (a.dtype, a.shape) != (e.dtype, e.shape):
+        if (a.dtype, a.shape) != (e.dtype, e.shape) or not values:
             continue
-        scale = max(1.0, e.detach().double().abs().max().item()) if e.numel() else 1.0
-        error = (a.detach().double() - e.detach().double()).abs().max().item() \
-            if e.numel() else 0.0
+        error, tolerance = value_error(a, e)
         both_nan = a.isnan().any().item() and e.isnan().any().item()
-        if not error <= TOLERANCE[e.dtype] * scale and not both_nan:
-            found.append(f"result {index}: off by {error:.3g} (largest value {scale:.3g})")
+        if not error <= tolerance and not both_nan:
+            found.append(f"result {index}: off by {error:.3g} (tolerance {tolerance:.3g})")
     return found
+
+
+def aten_is_off(call, case, got, expected):
+    """Whether the values bwdconv's outcome differs in are PyTorch's own
+    error: where they differ, bwdconv's result lies within the tolerance of
+    the float64 reference (the same call in float64 on the same draws) and
+    PyTorch's does not. PyTorch 2.15's CPU bfloat16 transposed convolution
+    with a bias is far off on some shapes (docs/limitations.md); a strategy
+    adds the bias itself and is right there."""
+    if raised(got) or raised(expected) or differences(call, got, expected, values=False):
+        return False
+    reference = outcome(replace(call, dtype=torch.float64), case)
+    if raised(reference) or len(reference) != len(got):
+        return False
+    aten_off = False
+    for ours, atens, exact in zip(got, expected, reference):
+        difference, tolerance = value_error(ours, atens)
+        if difference <= tolerance:
+            continue
+        ours_error, _ = value_error(ours, exact)
+        aten_error, _ = value_error(atens, exact)
+        if ours_error > tolerance or aten_error <= tolerance:
+            return False
+        aten_off = True
+    return aten_off
 
 
 def may_crash_aten(call):
@@ -250,7 +282,7 @@ def test_random_calls_behave_as_without_bwdconv(scope):
     rng = random.Random(f"{SEED}-{scope}")
     forced = [None, None, *bwdconv.strategies()]
     writers = random.Random(f"{SEED}-{scope}-writers")  # apart: the calls stay as drawn before
-    mismatches, modes, raising, crashing, unstable = [], set(), 0, 0, 0
+    mismatches, modes, raising, crashing, unstable, aten_off = [], set(), 0, 0, 0, 0
     bwdconv.reset_served()
     for case in range(CASES):
         call = random_call(rng)
@@ -268,17 +300,20 @@ def test_random_calls_behave_as_without_bwdconv(scope):
         if found and aten_changes_its_answer(call, case, expected):
             unstable += 1
             continue
+        if found and aten_is_off(call, case, got, expected):
+            aten_off += 1
+            continue
         mismatches += [f"{call} forced {strategy}{f'[{writer}]' * bool(writer)}"
                        f"{' on the host target' * on_host}: {d}"
                        for d in found]
         modes.add(call.mode)
         raising += raised(expected)
     assert not mismatches, "\n".join(mismatches[:10])
-    # The grid means something: every mode occurs, few calls crash aten or
-    # find it changing its answer, some raise, and strategies compute many of
-    # the results.
+    # The grid means something: every mode occurs, few calls crash aten,
+    # find it changing its answer or off the float64 reference, some raise,
+    # and strategies compute many of the results.
     assert modes == set(MODES)
-    assert crashing + unstable <= CASES // 100
+    assert crashing + unstable + aten_off <= CASES // 100
     assert CASES // 50 <= raising <= CASES // 2
     served = bwdconv.served()
     assert sum(n for s, n in served["input"].items() if s != "aten") >= CASES // 10

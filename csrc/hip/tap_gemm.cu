@@ -298,63 +298,93 @@ __device__ inline bool channels_inner(const TapGemmParams& p, const TapGemmShape
   return p.dx_view.strides[1] == 1 && s.channels > 1;
 }
 
-// One run of a cell: channel ch of the block, column j, offsets `outer` in
-// the cell's outer dims (row-major over their strides), every offset r of
-// the last dim. The cell of grad_output position q is dx's positions
-// s*q - p + r, 0 <= r < s per dim, and holds q's products,
-// dx[n, c, s*q + t*d - p] = sums[(c, t)][(n, q)] at r = t*d (docs/DESIGN.md,
-// "swap1x1"; the taps lie within the stride), and zeros at its other
-// offsets, the holes. The cells of all q cover dx but for a tail past
-// s*O - p (cells_cover_dx), so dx needs no zeroing pass otherwise.
-template <typename T>
-__device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
-                                 const TapGemmTiles& tiles, int64_t first_channel, int ch,
-                                 int outer, const RunColumn& column, bool by_column) {
-  const int64_t c = first_channel + ch;
-  if (c >= s.channels || !column.exists) return;
-  const int last = s.spatial_dims - 1, j = column.j;
-  int64_t offset = column.dx + c * p.dx_view.strides[1];
-  // The outer dims' taps, row-major over the filter with the last dim's
-  // taps fastest: the run's rows are ch*T + tap + t_last.
-  int tap = 0, taps_after = static_cast<int>(p.filter[last]);
-  bool a_tap = true;
+// A run's outer dims, every dim but the last: what the runs of one cell row
+// share whatever their channel. `outer` is the run's offsets in those dims,
+// row-major over their strides.
+struct RunOuter {
+  bool inside;     // every outer position lies inside dx
+  bool a_tap;      // every outer offset is a tap's (else the run is holes)
+  int tap;         // the outer taps, row-major with the last dim's taps fastest
+  int64_t offset;  // the outer positions' offset in dx
+};
+
+__device__ inline RunOuter run_outer(const TapGemmParams& p, const TapGemmShape& s,
+                                     const RunColumn& column, int outer) {
+  const int last = s.spatial_dims - 1;
+  RunOuter o{true, true, 0, 0};
+  int taps_after = static_cast<int>(p.filter[last]);
   for (int i = kMaxSpatialDims - 2; i >= 0; --i) {
     if (i >= last) continue;
     // Below the outermost dim `outer` is what remains after dividing out
     // the inner dims' offsets: dim 0's offset itself (no division in 2D).
     const int stride = static_cast<int>(p.stride[i]), r = i == 0 ? outer : outer % stride;
     if (i != 0) outer /= stride;
-    const int64_t x = int64_t{column.first[i]} + r;
-    if (x < 0 || x >= p.dx_view.sizes[2 + i]) return;
-    offset += x * p.dx_view.strides[2 + i];
+    const int64_t x = int64_t{column.first_of(i)} + r;
+    o.inside = o.inside && x >= 0 && x < p.dx_view.sizes[2 + i];
+    o.offset += x * p.dx_view.strides[2 + i];
     const int t = tap_at(r, static_cast<int>(p.dilation[i]), static_cast<int>(p.filter[i]));
-    a_tap = a_tap && t >= 0;
-    tap += t * taps_after;
+    o.a_tap = o.a_tap && t >= 0;
+    o.tap += t * taps_after;
     taps_after *= static_cast<int>(p.filter[i]);
   }
-  const int row = ch * static_cast<int>(s.taps) + tap;
-  const int stride = static_cast<int>(p.stride[last]), dilation = static_cast<int>(p.dilation[last]);
-  const int taps = static_cast<int>(p.filter[last]);
-  const int64_t first_x = column.first_of(last), size = p.dx_view.sizes[2 + last];
-  const int64_t step = p.dx_view.strides[2 + last];
+  return o;
+}
+
+// A run's last dim, the same for every run of a column: its positions
+// first + r, 0 <= r < stride, of which r = t*d hold the taps.
+struct RunLast {
+  int stride, dilation, taps;
+  int64_t first, size, step;
+  bool pairs;  // contiguous, 4-byte aligned: neighbours go out in one store
+};
+
+template <typename T>
+__device__ inline RunLast run_last(const TapGemmParams& p, const TapGemmShape& s,
+                                   const RunColumn& column) {
+  const int last = s.spatial_dims - 1;
+  RunLast l;
+  l.stride = static_cast<int>(p.stride[last]);
+  l.dilation = static_cast<int>(p.dilation[last]);
+  l.taps = static_cast<int>(p.filter[last]);
+  l.first = column.first_of(last);
+  l.size = p.dx_view.sizes[2 + last];
+  l.step = p.dx_view.strides[2 + last];
+  l.pairs = l.step == 1 && reinterpret_cast<uintptr_t>(p.dx) % sizeof(uint32_t) == 0;
+  return l;
+}
+
+// One run of a cell: channel ch of the block, column j, offsets o in the
+// cell's outer dims, every offset r of the last dim. The cell of
+// grad_output position q is dx's positions s*q - p + r, 0 <= r < s per
+// dim, and holds q's products, dx[n, c, s*q + t*d - p] = sums[(c, t)][(n, q)]
+// at r = t*d (docs/DESIGN.md, "swap1x1"; the taps lie within the stride),
+// and zeros at its other offsets, the holes. The cells of all q cover dx
+// but for a tail past s*O - p (cells_cover_dx), so dx needs no zeroing
+// pass otherwise.
+template <typename T>
+__device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
+                                 const TapGemmTiles& tiles, int64_t first_channel, int ch,
+                                 const RunOuter& o, const RunLast& l, const RunColumn& column,
+                                 bool by_column) {
+  const int64_t c = first_channel + ch;
+  if (c >= s.channels) return;
+  const int64_t offset = column.dx + c * p.dx_view.strides[1] + o.offset;
+  const int row = ch * static_cast<int>(s.taps) + o.tap, j = column.j;
   T* dx = static_cast<T*>(p.dx);
   // The last dim's taps at r = 0, d, 2d, ...: counted, not divided; the
   // value of offset r, visited in order.
   int t = 0, next_tap = 0;
   const auto value_at = [&](int r) {
-    if (r != next_tap || t >= taps) return 0.0f;
+    if (r != next_tap || t >= l.taps) return 0.0f;
     const float value =
-        !a_tap ? 0.0f : by_column ? tiles.sums_by_column[j][row + t] : tiles.sums[row + t][j];
+        !o.a_tap ? 0.0f : by_column ? tiles.sums_by_column[j][row + t] : tiles.sums[row + t][j];
     ++t;
-    next_tap += dilation;
+    next_tap += l.dilation;
     return value;
   };
-  // Where dx's last dim is contiguous, two neighbours inside dx at an even
-  // offset go out in one 4-byte store.
-  const bool pairs = step == 1 && reinterpret_cast<uintptr_t>(dx) % sizeof(uint32_t) == 0;
-  for (int r = 0; r < stride;) {
-    const int64_t x = first_x + r, at = offset + x * step;
-    if (pairs && r + 1 < stride && x >= 0 && x + 1 < size && at % 2 == 0) {
+  for (int r = 0; r < l.stride;) {
+    const int64_t x = l.first + r, at = offset + x * l.step;
+    if (l.pairs && r + 1 < l.stride && x >= 0 && x + 1 < l.size && at % 2 == 0) {
       const uint16_t low = FromAccumulator<T>::convert(value_at(r)).bits;
       const uint16_t high = FromAccumulator<T>::convert(value_at(r + 1)).bits;
       global_store(reinterpret_cast<uint32_t*>(dx + at), uint32_t{low} | uint32_t{high} << 16);
@@ -362,7 +392,7 @@ __device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
       continue;
     }
     const float value = value_at(r);
-    if (x >= 0 && x < size) global_store(dx + at, FromAccumulator<T>::convert(value));
+    if (x >= 0 && x < l.size) global_store(dx + at, FromAccumulator<T>::convert(value));
     ++r;
   }
 }
@@ -370,9 +400,9 @@ __device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
 // Every run of the block's cells: (channel, outer offsets, column) items.
 // Where dx's positions are its inner dims (NCHW), consecutive threads take
 // consecutive columns, and so store consecutive elements of a dx row; each
-// thread keeps its column and steps through (channel, outer offsets) pairs
-// by counting. Where the channels are (channels_last), consecutive threads
-// take consecutive channels.
+// thread keeps its column, and works out each cell row's outer dims once
+// for all its channels. Where the channels are (channels_last),
+// consecutive threads take consecutive channels.
 template <typename T>
 __device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s,
                                    const TapGemmTiles& tiles, int64_t first_channel) {
@@ -385,20 +415,24 @@ __device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s
     for (int e = threadIdx.x; e < items; e += kThreads) {
       const int rest = e / channels;
       const RunColumn column = run_column(s, tiles, rest % kColumns);
-      write_run<T>(p, s, tiles, first_channel, e % channels, rest / kColumns, column, true);
+      if (!column.exists) continue;
+      const RunOuter o = run_outer(p, s, column, rest / kColumns);
+      if (!o.inside) continue;
+      write_run<T>(p, s, tiles, first_channel, e % channels, o, run_last<T>(p, s, column), column,
+                   true);
     }
     return;
   }
   const RunColumn column = run_column(s, tiles, static_cast<int>(threadIdx.x) % kColumns);
-  int ch = static_cast<int>(threadIdx.x) / kColumns, outer = 0;
-  const auto carry = [&] {
-    while (ch >= channels) {
-      ch -= channels;
-      ++outer;
+  if (!column.exists) return;
+  const RunLast l = run_last<T>(p, s, column);
+  for (int outer = 0; outer < cell_outer; ++outer) {
+    const RunOuter o = run_outer(p, s, column, outer);
+    if (!o.inside) continue;
+    for (int ch = static_cast<int>(threadIdx.x) / kColumns; ch < channels;
+         ch += kThreads / kColumns) {
+      write_run<T>(p, s, tiles, first_channel, ch, o, l, column, false);
     }
-  };
-  for (carry(); outer < cell_outer; ch += kThreads / kColumns, carry()) {
-    write_run<T>(p, s, tiles, first_channel, ch, outer, column, false);
   }
 }
 
