@@ -61,4 +61,5 @@ def main():
               f"| {count('HMMA')} | {count('BAR')} |")
 
 
-main()
+if __name__ == "__main__":
+    main()
