@@ -426,11 +426,15 @@ __device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s
   const RunColumn column = run_column(s, tiles, static_cast<int>(threadIdx.x) % kColumns);
   if (!column.exists) return;
   const RunLast l = run_last<T>(p, s, column);
-  for (int outer = 0; outer < cell_outer; ++outer) {
+  // The threads of a column (kThreads / kColumns of them) split its
+  // channels, or its cell rows where a block has fewer channels than that
+  // (more than 32 taps); a cell row's outer dims are worked out once.
+  const int group = static_cast<int>(threadIdx.x) / kColumns, groups = kThreads / kColumns;
+  const bool split_rows = channels < groups;
+  for (int outer = split_rows ? group : 0; outer < cell_outer; outer += split_rows ? groups : 1) {
     const RunOuter o = run_outer(p, s, column, outer);
     if (!o.inside) continue;
-    for (int ch = static_cast<int>(threadIdx.x) / kColumns; ch < channels;
-         ch += kThreads / kColumns) {
+    for (int ch = split_rows ? 0 : group; ch < channels; ch += split_rows ? 1 : groups) {
       write_run<T>(p, s, tiles, first_channel, ch, o, l, column, false);
     }
   }

@@ -230,6 +230,17 @@ TEST(HostTapGemm, KernelEqualsStrideChannelsLast) {
   expect_reference<Half>(c, ElementType::Float16, rng);
 }
 
+// More than 32 taps (4x4x3 = 48): one channel a block, so the two threads
+// of a column split its cell rows instead of its channels; both layouts.
+TEST(HostTapGemm, MoreThan32TapsOneChannelABlock) {
+  std::mt19937 rng(5);
+  for (const bool channels_last : {false, true}) {
+    const TapGemmCase c{2, 3, 8, {9, 8, 7}, {4, 4, 3}, {4, 4, 3}, {1, 0, 0}, {1, 1, 1},
+                        channels_last};
+    expect_reference<BFloat16>(c, ElementType::BFloat16, rng);
+  }
+}
+
 // Each of grad_output's walks with padding, dilation, a 3D cell and holes:
 // Q a multiple of 8 in NCHW (8 columns per load), O a multiple of 8 in
 // channels_last (8 channels per load), and neither (one element per load).
