@@ -180,8 +180,10 @@ def _why_not_now(request):
         return "torch.compile tracing"
     if torch.autograd.forward_ad._current_level >= 0:
         return "forward-mode AD"
-    if operands[0].is_cuda and torch.cuda.is_current_stream_capturing():
-        return "graph capture"
+    if operands[0].is_cuda:
+        with torch.cuda.device(operands[0].device):  # the operands' stream, not the current GPU's
+            if torch.cuda.is_current_stream_capturing():
+                return "graph capture"
     return None
 
 
