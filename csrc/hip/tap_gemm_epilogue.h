@@ -98,7 +98,6 @@ struct RunLast {
   bool pairs;  // contiguous, 4-byte aligned: neighbours go out in one store
 };
 
-template <typename T>
 __device__ inline RunLast run_last(const TapGemmParams& p, const TapGemmShape& s,
                                    const RunColumn& column) {
   const int last = s.spatial_dims - 1;
@@ -178,14 +177,14 @@ __device__ inline void write_cells(const TapGemmParams& p, const TapGemmShape& s
       if (!column.exists) continue;
       const RunOuter o = run_outer(p, s, column, rest / kColumns);
       if (!o.inside) continue;
-      write_run<T>(p, s, tiles, first_channel, e % channels, o, run_last<T>(p, s, column), column,
+      write_run<T>(p, s, tiles, first_channel, e % channels, o, run_last(p, s, column), column,
                    true);
     }
     return;
   }
   const RunColumn column = run_column(s, tiles, static_cast<int>(threadIdx.x) % kColumns);
   if (!column.exists) return;
-  const RunLast l = run_last<T>(p, s, column);
+  const RunLast l = run_last(p, s, column);
   // The threads of a column (kThreads / kColumns of them) split its
   // channels, or its cell rows where a block has fewer channels than that
   // (more than 32 taps); a cell row's outer dims are worked out once.
