@@ -80,6 +80,24 @@ def accuracy_bounds(case, dtype, x, w, dy, atens, refs):
     return [b for _, b in accuracy.bounds(dtype, atens, refs, magnitudes, terms, rounding)]
 
 
+def expect_forced_within_rule(strategy, case, dtype, channels_last, device=None):
+    """Forced `strategy`'s dx and dw for `case` on `device` (the current GPU
+    when None), on that device and within the accuracy rule."""
+    x, w, dy, refs = operands(case, dtype, channels_last)
+    if device is not None:
+        x, w, dy, refs = x.to(device), w.to(device), dy.to(device), [r.to(device) for r in refs]
+    s, p, d, groups = case[2:]
+    atens = aten_gradients(dy, x, w, s, p, d, groups)
+    with bwdconv.force_strategy(strategy):
+        gx = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
+        gw = torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
+    torch.cuda.synchronize(x.device)
+    bounds = accuracy_bounds(case, dtype, x, w, dy, atens, refs)
+    for name, ours, ref, bound in (("dx", gx, refs[0], bounds[0]), ("dw", gw, refs[1], bounds[1])):
+        assert ours.device == x.device and error(ours, ref) <= bound, \
+            (name, strategy, dtype, channels_last, case)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("channels_last", [False, True])
@@ -87,22 +105,10 @@ def test_forced_strategy_accuracy(strategy, dtype, channels_last):
     """The accuracy rule (bwdconv/_accuracy.py): error against float64 at
     most twice aten's error in the same dtype under the same TF32 flags, or
     the (TF32) accumulation bound."""
-    checked = 0
-    for case in CASES:
-        if not serves(strategy, case):
-            continue
-        x, w, dy, (ref_x, ref_w) = operands(case, dtype, channels_last)
-        s, p, d, groups = case[2:]
-        aten_x, aten_w = aten_gradients(dy, x, w, s, p, d, groups)
-        with bwdconv.force_strategy(strategy):
-            gx = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
-            gw = torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
-        torch.cuda.synchronize()
-        bounds = accuracy_bounds(case, dtype, x, w, dy, [aten_x, aten_w], [ref_x, ref_w])
-        for name, ours, ref, bound in (("dx", gx, ref_x, bounds[0]), ("dw", gw, ref_w, bounds[1])):
-            assert error(ours, ref) <= bound, (name, strategy, dtype, channels_last, case)
-        checked += 1
-    assert checked > 0
+    served = [case for case in CASES if serves(strategy, case)]
+    for case in served:
+        expect_forced_within_rule(strategy, case, dtype, channels_last)
+    assert served
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
@@ -111,25 +117,11 @@ def test_tensors_on_a_gpu_that_is_not_the_current_one(strategy):
     """Operands on the second GPU while the first is current: the strategy's
     kernels run on the operands' device (bwdconv sets it for each launch, as
     PyTorch sets none for a custom op), within the accuracy rule."""
-    dtype, second = torch.float16, torch.device("cuda", 1)
-    checked = 0
-    for case in CASES:
-        if not serves(strategy, case):
-            continue
-        x, w, dy, refs = (t.to(second) if isinstance(t, torch.Tensor) else [r.to(second) for r in t]
-                          for t in operands(case, dtype, False))
-        s, p, d, groups = case[2:]
-        assert torch.cuda.current_device() == 0
-        atens = aten_gradients(dy, x, w, s, p, d, groups)
-        with bwdconv.force_strategy(strategy):
-            gx = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
-            gw = torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d, groups)
-        torch.cuda.synchronize(second)
-        bounds = accuracy_bounds(case, dtype, x, w, dy, atens, refs)
-        for name, ours, ref, bound in (("dx", gx, refs[0], bounds[0]), ("dw", gw, refs[1], bounds[1])):
-            assert ours.device == second and error(ours, ref) <= bound, (name, strategy, case)
-        checked += 1
-    assert checked > 0
+    assert torch.cuda.current_device() == 0
+    served = [case for case in CASES if serves(strategy, case)]
+    for case in served:
+        expect_forced_within_rule(strategy, case, torch.float16, False, torch.device("cuda", 1))
+    assert served
 
 
 @pytest.mark.parametrize("writer", ["fused", "in_place"])
