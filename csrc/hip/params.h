@@ -172,6 +172,25 @@ struct SplitKParams {
   int element = 0;  // ElementType of grad_weight
 };
 
+// relayout's conversion (docs/DESIGN.md, "relayout"): a batch of matrices
+// transposed, src[b][r][s] at b * src_batch_stride + r * src_row_stride + s
+// into dst[b][s][r] at b * dst_batch_stride + s * dst_column_stride + r, for
+// b < batches, r < rows, s < columns; `element_bytes` wide (2, 4 or 8), its
+// bits copied. NCHW to channels_last is rows = C, columns = H*W; back is
+// rows = H*W, columns = C. Offsets are 64-bit.
+struct RelayoutParams {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  int64_t batches = 0;
+  int64_t rows = 0;
+  int64_t columns = 0;
+  int64_t src_batch_stride = 0;
+  int64_t src_row_stride = 0;
+  int64_t dst_batch_stride = 0;
+  int64_t dst_column_stride = 0;
+  int element_bytes = 0;
+};
+
 // tap_gemm (docs/DESIGN.md, "swap1x1", the epilogue writer): for a filter
 // within the stride, dx[n, c, s*q + t*d - p] = sum_o w[o, c, t] dy[n, o, q]
 // for every tap t and position q, as one GEMM whose epilogue writes the

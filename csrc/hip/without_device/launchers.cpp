@@ -2,6 +2,7 @@
 // BWDCONV_FORCE_CPU=1): each reports that a GPU tensor needs a kernel this
 // build does not have. setup.py compiles this file instead of the .cu sources.
 #include "hip/interleave.h"
+#include "hip/relayout.h"
 #include "hip/scatter.h"
 #include "hip/splitk.h"
 #include "hip/tap_gemm.h"
@@ -22,6 +23,11 @@ LaunchError launch_scatter<Target::device>(const ScatterParams&, NativeStream) {
 
 template <>
 LaunchError launch_interleave<Target::device>(const InterleaveParams&, NativeStream) {
+  return kNoDeviceKernels;
+}
+
+template <>
+LaunchError launch_relayout<Target::device>(const RelayoutParams&, NativeStream) {
   return kNoDeviceKernels;
 }
 
