@@ -357,31 +357,40 @@ def test_kernel_bytes_count_each_element_once():
     """1x1, stride 2 on 8x8: dx (2*3*8*8 elements) is written once and the
     4x4 result read once (in_place: only the holes written); scatter reads the
     4x4 grad_output of 5 channels and writes a buffer that a stride-1 1x1
-    convolution maps onto 8x8 dx: 8x8."""
+    convolution maps onto 8x8 dx: 8x8. relayout's transposes read and write
+    each tensor they convert once."""
     case = parse_line("conv -n 2 -c 3 -k 5 -H 8 -W 8 -y 1 -x 1 -u 2 -v 2 -p 0 -q 0")
     plan = bwdconv.explain(case.input_size(), case.weight_size(), 2, 0).to_dict()
     assert kernel_bytes("swap1x1", "fused", plan, case, 4) == 4 * (2 * 3 * 64 + 2 * 3 * 16)
     # in_place: the GEMM filled the 4x4 slots; the pass only zeroes the other 48 of 64.
     assert kernel_bytes("swap1x1", "in_place", plan, case, 4) == 4 * (2 * 3 * 48)
     assert kernel_bytes("scatter", None, plan, case, 2) == 2 * (2 * 5 * 64 + 2 * 5 * 16)
+    # relayout: grad_output (2x5x4x4) there and dx (2x3x8x8) back, each read and
+    # written once; the 1x1 weight is channels_last as it is.
+    assert kernel_bytes("relayout", None, plan, case, 2) == 2 * 2 * (2 * 5 * 16 + 2 * 3 * 64)
+    case3 = parse_line("conv -n 2 -c 3 -k 5 -H 8 -W 8 -y 3 -x 3 -u 2 -v 2 -p 1 -q 1")
+    plan3 = bwdconv.explain(case3.input_size(), case3.weight_size(), 2, 1).to_dict()
+    assert kernel_bytes("relayout", None, plan3, case3, 4) == \
+        4 * 2 * (2 * 5 * 16 + 2 * 3 * 64 + 5 * 3 * 9)
 
 
 def test_the_kernel_benchmark_times_every_walk_of_a_strategys_kernel_and_nothing_else():
     """Each __global__ kernel of a strategy's .cu file (its row, dense and
     staged walks), as the profiler names it, counts for that strategy; torch's
     own kernels of a similar name and the other family's do not."""
+    walks = {"scatter": 3, "interleave": 3, "relayout": 1}  # __global__ kernels per file
     families = set(kernels().values())
-    assert families == {"scatter", "interleave"}
+    assert families == set(walks)
     hip = pathlib.Path(__file__).resolve().parents[1] / "csrc" / "hip"
     for family in families:
-        defined = re.findall(r"__global__ void __launch_bounds__\(\w+\)\s+(\w+)\(",
+        defined = re.findall(r"__global__ void __launch_bounds__\([^)]*\)\s+(\w+)\(",
                              (hip / f"{family}.cu").read_text())
-        assert len(defined) == 3, defined
+        assert len(defined) == walks[family], defined
         for name in defined:
             event = (f"void bwdconv::hip::(anonymous namespace)::{name}<unsigned short, int, 2, 2>"
                      f"(bwdconv::hip::{family.capitalize()}Params, int)")
             assert is_kernel_of(event, family)
-            assert not is_kernel_of(event, (families - {family}).pop())
+            assert not any(is_kernel_of(event, other) for other in families - {family})
     for foreign in ("void at::native::_scatter_gather_elementwise_kernel<128, 4>(int)",
                     "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor>()"):
         assert not any(is_kernel_of(foreign, family) for family in families)

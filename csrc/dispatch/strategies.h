@@ -69,7 +69,7 @@ inline constexpr std::array<StrategyEntry, 7> kStrategies{{
     {Strategy::phase_stacked, "phase_stacked", true, false, phase_stacked_refusal,
      {true, true}, "interleave"},
     {Strategy::splitk, "splitk", false, true, serves_every_geometry, {true, true}, "splitk"},
-    {Strategy::relayout, "relayout", true, true, relayout_refusal, {true, true}, nullptr},
+    {Strategy::relayout, "relayout", true, true, relayout_refusal, {true, true}, "relayout"},
 }};
 
 inline constexpr size_t kStrategyCount = kStrategies.size();

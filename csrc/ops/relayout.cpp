@@ -2,9 +2,13 @@
 
 #include "ops/relayout.h"
 
+#include <c10/util/accumulate.h>
+
 #include <string>
 
+#include "hip/relayout.h"
 #include "ops/aten.h"
+#include "ops/kernels.h"
 #include "ops/weight_cache.h"
 
 namespace bwdconv::ops {
@@ -14,6 +18,49 @@ at::MemoryFormat channels_last_of(const at::Tensor& t) {
   return t.dim() == 5 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast;
 }
 
+// Whether relayout's kernel serves `t` where kernels run: on a GPU in a
+// build with its kernels, on the CPU when switched on (kernels_on_host).
+bool kernel_serves(const at::Tensor& t) {
+#if defined(BWDCONV_WITH_GPU_KERNELS)
+  return runs_kernels(t);
+#else
+  return t.is_cpu() && runs_kernels(t);
+#endif
+}
+
+// `t`, dense in one of the layouts, in `format`: by the transpose kernel
+// (csrc/hip/relayout.cu) where it serves, as the batch of [C, H*W] matrices
+// NCHW holds (rows C) or of [H*W, C] ones channels_last holds (rows H*W);
+// else, and for any other strides, by ATen's copy, which reads one side of
+// the transpose in scattered elements (docs/DESIGN.md, "relayout").
+at::Tensor converted(const at::Tensor& t, at::MemoryFormat format) {
+  if (t.is_contiguous(format)) return t;
+  const bool to_channels_last = format == channels_last_of(t);
+  if (!to_channels_last && format != at::MemoryFormat::Contiguous) return t.contiguous(format);
+  const bool dense = to_channels_last ? t.is_contiguous() : t.is_contiguous(channels_last_of(t));
+  const int64_t bytes = static_cast<int64_t>(t.element_size());
+  if (!kernel_serves(t) || !dense || (bytes != 2 && bytes != 4 && bytes != 8)) {
+    return t.contiguous(format);
+  }
+  at::Tensor result = at::empty(t.sizes(), t.options().memory_format(format));
+  const int64_t channels = t.size(1), positions = c10::multiply_integers(t.sizes().slice(2));
+  hip::RelayoutParams p;
+  p.src = t.const_data_ptr();
+  p.dst = result.mutable_data_ptr();
+  p.batches = t.size(0);
+  p.rows = to_channels_last ? channels : positions;
+  p.columns = to_channels_last ? positions : channels;
+  p.src_row_stride = p.columns;
+  p.src_batch_stride = channels * positions;
+  p.dst_column_stride = p.rows;
+  p.dst_batch_stride = channels * positions;
+  p.element_bytes = static_cast<int>(bytes);
+  run_kernel("relayout", t, [&](auto target, hip::NativeStream stream) {
+    return hip::launch_relayout<decltype(target)::value>(p, stream);
+  });
+  return result;
+}
+
 }  // namespace
 
 at::Tensor relayout_grad_input(const Plan& plan, const at::Tensor& grad_output,
@@ -21,15 +68,15 @@ at::Tensor relayout_grad_input(const Plan& plan, const at::Tensor& grad_output,
   const at::MemoryFormat last = channels_last_of(grad_output);
   const at::Tensor filter = cached_filter(
       weight, [] { return std::string("relayout channels_last"); },
-      [&] { return weight.contiguous(last); });
-  return aten_grad_input(plan, grad_output.contiguous(last), filter, last).contiguous(format);
+      [&] { return converted(weight, last); });
+  return converted(aten_grad_input(plan, converted(grad_output, last), filter, last), format);
 }
 
 at::Tensor relayout_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                                 const at::Tensor& input, at::MemoryFormat format) {
   const at::MemoryFormat last = channels_last_of(grad_output);
-  return aten_grad_weight(plan, grad_output.contiguous(last), input.contiguous(last), last)
-      .contiguous(format);
+  return converted(aten_grad_weight(plan, converted(grad_output, last), converted(input, last), last),
+                   format);
 }
 
 }  // namespace bwdconv::ops

@@ -17,7 +17,7 @@ def kernels_on_host_enabled():
 def kernels_on_host(*, wide_index=False):
     """Inside the block, CPU tensors run bwdconv's own kernels (scatter, the
     interleave pass of phase, phase_stacked and swap1x1, splitk's GEMM path
-    and reduce kernel) on the host grid instead of ATen. `wide_index=True` also makes the
+    and reduce kernel, relayout's transposes) on the host grid instead of ATen. `wide_index=True` also makes the
     scatter kernel use its 64-bit element offsets on any shape (tests)."""
     previous = _C.kernel_switches()
     _C.set_kernel_switches(True, wide_index)

@@ -33,7 +33,7 @@ HIPCC_FLAGS = ["-O3", "-std=c++17", "-x", "hip"]
 
 # Kernels by role: what moves data (bits copied, no arithmetic), what computes
 # splitk, and the GEMMs on warp matrix products (tap_gemm, swap1x1's epilogue writer).
-DATA_MOVEMENT_SOURCES = ("interleave.cu", "scatter.cu")
+DATA_MOVEMENT_SOURCES = ("interleave.cu", "relayout.cu", "scatter.cu")
 SPLITK_SOURCES = ("splitk.cu",)
 MATRIX_SOURCES = ("tap_gemm.cu",)
 

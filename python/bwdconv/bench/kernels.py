@@ -5,7 +5,8 @@
 For every backward-data case and every input-gradient strategy that serves
 it (forced; swap1x1 once per writer that moves data through the
 interleave: fused and in_place where both serve), the device time of
-the strategy's own kernels (the scatter or interleave walks) is read from
+the strategy's own kernels (the scatter or interleave walks, relayout's
+transposes) is read from
 the profiler, and the bytes that kernel must move (every output element
 written once, every value read once) are divided by it. The fraction of the
 device's measured copy bandwidth says how close the kernel is to a plain
@@ -40,12 +41,27 @@ def is_kernel_of(event_name, family):
         and name.endswith("_kernel")
 
 
+def relayout_elements(plan, case):
+    """Elements relayout's transposes move, each read and written once: two
+    operands to channels_last and the gradient back. For the input gradient
+    grad_output and the weight there, dx (the input's size) back; for the
+    weight gradient grad_output and the input there, dw back: the same count.
+    A tensor of one channel or one position is in both layouts at once, and
+    nothing moves."""
+    def moved(sizes):
+        return math.prod(sizes) if sizes[1] > 1 and math.prod(sizes[2:]) > 1 else 0
+    return (moved([case.batch, case.out_channels, *plan["output_size"]])
+            + moved([case.batch, case.in_channels, *case.input]) + moved(case.weight_size()))
+
+
 def kernel_elements(strategy, writer, plan, case):
     """(elements the strategy's data-movement kernel must write, elements it
     must read): its output once, each source element it copies once."""
     computed = sum(case.batch * case.in_channels * math.prod(phase["computed"])
                    for phase in plan["phases"] if not phase["empty"])
-    if strategy == "scatter":  # the padded, zero-inserted buffer from grad_output
+    if strategy == "relayout":
+        written = read = relayout_elements(plan, case)
+    elif strategy == "scatter":  # the padded, zero-inserted buffer from grad_output
         written = case.batch * case.out_channels * math.prod(plan["scatter"]["buffer"])
         read = case.batch * case.out_channels * math.prod(plan["output_size"])
     elif writer == "in_place":  # the GEMM filled the slots: only the holes are zeroed

@@ -138,7 +138,8 @@ def measure(line):
             line.label(), explanation, BACKWARD_WEIGHT,
             lambda: torch.ops.bwdconv.convolution_backward_weight(
                 dy, x, list(w.shape), stride, padding, dilation, groups),
-            lambda forced, kernel: splitk_minimum(kernel, case, plan, element_size))
+            lambda forced, kernel: splitk_minimum(kernel, case, plan, element_size)
+            if forced[0] == "splitk" else data_movement_minimum(*forced, plan, case, element_size))
     return rows
 
 
