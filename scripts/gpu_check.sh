@@ -31,7 +31,7 @@
 #
 # More steps, outside the default run (BWDCONV_GPU_STEPS names them, "all" is
 # every step): bench_channels_last, bound, overhead, tune, kernels,
-# kernels_channels_last, models, models_bf16, profile (Nsight Compute's
+# kernels_channels_last, kernels_transposed, models, models_bf16, profile (Nsight Compute's
 # sections for tap_gemm, swap1x1's epilogue writer, on U-Net's layer in both
 # layouts: scripts/gpu_profile.py).
 #
@@ -55,8 +55,8 @@ RUN_ID="$(date -u +%Y%m%dT%H%M%S)-$$"
 echo "$RUN_ID" > "$OUT/run.id"
 DEFAULT_STEPS=(build gpu_tests random sanitizer_memcheck sanitizer_racecheck memory bench_transposed
                bench)
-MORE_STEPS=(bench_channels_last bound overhead tune kernels kernels_channels_last models models_bf16
-            profile)
+MORE_STEPS=(bench_channels_last bound overhead tune kernels kernels_channels_last kernels_transposed
+            models models_bf16 profile)
 STEPS=("${DEFAULT_STEPS[@]}" "${MORE_STEPS[@]}")
 case "${BWDCONV_GPU_STEPS:-}" in
   "") SELECTED=" ${DEFAULT_STEPS[*]} " ;;
@@ -70,7 +70,7 @@ esac
 declare -A STEP_SECONDS=(
   [build]=240 [gpu_tests]=70 [random]=90 [sanitizer_memcheck]=40 [sanitizer_racecheck]=60
   [memory]=25 [bench_transposed]=80 [bench]=80 [bench_channels_last]=60 [bound]=30 [overhead]=90 [profile]=90
-  [tune]=60 [kernels]=40 [kernels_channels_last]=40 [models]=60 [models_bf16]=60)
+  [tune]=60 [kernels]=40 [kernels_channels_last]=40 [kernels_transposed]=40 [models]=60 [models_bf16]=60)
 RANDOM_SECONDS="${BWDCONV_GPU_RANDOM_SECONDS:-70}"
 RANDOM_CASES="${BWDCONV_GPU_RANDOM_CASES:-10000}"
 
@@ -231,6 +231,8 @@ step overhead "$PYTHON" -m bwdconv.bench.overhead --samples 15 --json "$OUT/over
 step tune env BWDCONV_CACHE_DIR="$OUT/cache" "$PYTHON" -m bwdconv.tune --suite seeds
 step kernels "$PYTHON" -m bwdconv.bench.kernels --suite seeds
 step kernels_channels_last "$PYTHON" -m bwdconv.bench.kernels --suite seeds --layout channels_last
+# The decoders' lines: relayout's transposes (NCHW <-> channels_last) among the walks.
+step kernels_transposed "$PYTHON" -m bwdconv.bench.kernels --suite transposed
 step models "$PYTHON" -m bwdconv.bench.models
 step models_bf16 "$PYTHON" -m bwdconv.bench.models --dtype bfloat16
 # What bounds tap_gemm (0.20x aten on U-Net's layer on the H200, and not its
@@ -317,6 +319,8 @@ PY
   echo "## Autotuned decisions on the seed shapes"; echo; echo '```'; show tune.log cat; echo '```'
   echo "## Data-movement kernels (achieved bandwidth)"; echo; show kernels.log cat; echo
   echo "### channels_last"; echo; show kernels_channels_last.log cat; echo
+  echo "### Transposed convolutions (relayout's transposes among them)"; echo
+  show kernels_transposed.log cat; echo
   echo "## Per-call cost of enabling bwdconv"; echo; echo '```'; show overhead.log cat; echo '```'
   echo "## Models (backward, aten vs bwdconv)"; echo; echo '```'
   show models.log cat; show models_bf16.log cat; echo '```'

@@ -69,7 +69,7 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "Ran: build gpu_tests random sanitizer_memcheck sanitizer_racecheck memory " \
            "bench_transposed." in report
     assert "Not in this run: bench_channels_last bound overhead tune kernels " \
-           "kernels_channels_last models models_bf16 profile." in report
+           "kernels_channels_last kernels_transposed models models_bf16 profile." in report
     # Every step's command is in the record, cudnn.benchmark on for both suites.
     assert "--suite transposed --check --iter 20 --cudnn-benchmark on" in report
     assert "--suite seeds --check --iter 20 --cudnn-benchmark on" in report
