@@ -6,7 +6,8 @@ For every backward-data case and every input-gradient strategy that serves
 it (forced; swap1x1 once per writer that moves data through the
 interleave: fused and in_place where both serve), the device time of
 the strategy's own kernels (the scatter or interleave walks, relayout's
-transposes) is read from
+transposes; for relayout also PyTorch's own copy of the same tensors, the
+conversion it replaces) is read from
 the profiler, and the bytes that kernel must move (every output element
 written once, every value read once) are divided by it. The fraction of the
 device's measured copy bandwidth says how close the kernel is to a plain
@@ -79,8 +80,9 @@ def kernel_bytes(strategy, writer, plan, case, element_size):
 
 
 def kernel_ms(fn, family, iterations):
-    """Device time per call of the kernels of `family`; an error where the
-    profiler saw none (a strategy that launched none cannot be timed)."""
+    """Device time per call of the kernels of `family` (every kernel where
+    `family` is None); an error where the profiler saw none (a strategy that
+    launched none cannot be timed)."""
     fn()
     torch.cuda.synchronize()
     activities = [torch.profiler.ProfilerActivity.CUDA]
@@ -88,10 +90,24 @@ def kernel_ms(fn, family, iterations):
         for _ in range(iterations):
             fn()
         torch.cuda.synchronize()
-    events = [event for event in profile.key_averages() if is_kernel_of(event.key, family)]
+    events = [event for event in profile.key_averages()
+              if event.device_time_total > 0 and (family is None or is_kernel_of(event.key, family))]
     if not events:
         raise RuntimeError(f"the profiler saw no {family} kernel: the strategy launched none")
     return sum(event.device_time_total for event in events) / 1e3 / iterations
+
+
+def torch_conversions(x, w, dy):
+    """What relayout's transposes do, by PyTorch's own copy instead: grad_output
+    and the weight to channels_last, a dx-shaped channels_last tensor back."""
+    last = torch.channels_last if dy.dim() == 4 else torch.channels_last_3d
+    dx = torch.empty_like(x, memory_format=last)
+
+    def convert():
+        dy.contiguous(memory_format=last)
+        w.contiguous(memory_format=last)
+        dx.contiguous()
+    return convert
 
 
 def measure(line, iterations, copy_gbps):
@@ -115,8 +131,14 @@ def measure(line, iterations, copy_gbps):
         kernel = names[strategy]
         with forcing(forced):
             ms = kernel_ms(fn, kernel, iterations)
-        gbps = kernel_bytes(strategy, writer, plan, case, dy.element_size()) / (ms * 1e-3) / 1e9
+        moved = kernel_bytes(strategy, writer, plan, case, dy.element_size())
+        gbps = moved / (ms * 1e-3) / 1e9
         rows.append((line.label(), name, kernel, ms * 1e3, gbps, gbps / copy_gbps))
+        if strategy == "relayout":  # the same bytes by PyTorch's copy, for comparison
+            ms = kernel_ms(torch_conversions(x, w, dy), None, iterations)
+            gbps = moved / (ms * 1e-3) / 1e9
+            rows.append((line.label(), "torch contiguous()", "copy", ms * 1e3, gbps,
+                         gbps / copy_gbps))
     return rows
 
 
