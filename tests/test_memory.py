@@ -195,6 +195,20 @@ def test_scatters_buffer_is_what_design_states():
     assert buffer + grad_input <= peak <= buffer + adjoint_filter + convolution
 
 
+def test_relayout_releases_its_copies_before_converting_the_gradient_back():
+    # 3x3, stride 2, NCHW float32: aten's dx in channels_last and its NCHW
+    # conversion are held together (2 dx); grad_output's and the weight's
+    # channels_last copies are gone by then, so the peak stays below what
+    # holding them too would take (dy + w + 2 dx).
+    n, c = 2, 64
+    x = torch.zeros(n, c, 64, 64)
+    weight = torch.randn(c, c, 3, 3)
+    dy = torch.randn(n, c, 32, 32)
+    grad_input = x.numel() * 4
+    peak = measured_peak("input", "relayout", dy, weight, list(x.shape), [2, 2], [1, 1])
+    assert 2 * grad_input <= peak < (dy.numel() + weight.numel()) * 4 + 2 * grad_input
+
+
 def test_phase_stackeds_filter_is_what_design_states():
     # 3x3, stride 2, padding 1, input 4 (2 outputs), per dim ("Geometry"):
     # phase 0 has taps 0 and 2 (m 0 and 1, conv_padding 1), phase 1 tap 1

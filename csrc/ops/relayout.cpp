@@ -63,20 +63,29 @@ at::Tensor converted(const at::Tensor& t, at::MemoryFormat format) {
 
 }  // namespace
 
+// Each gradient is computed in channels_last from its operands' copies,
+// which are released before it is converted back: the copies, aten's
+// result and its conversion are not all held at once (docs/DESIGN.md,
+// "relayout", memory).
 at::Tensor relayout_grad_input(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& weight, at::MemoryFormat format) {
   const at::MemoryFormat last = channels_last_of(grad_output);
-  const at::Tensor filter = cached_filter(
-      weight, [] { return std::string("relayout channels_last"); },
-      [&] { return converted(weight, last); });
-  return converted(aten_grad_input(plan, converted(grad_output, last), filter, last), format);
+  at::Tensor grad_input;
+  {
+    const at::Tensor filter = cached_filter(
+        weight, [] { return std::string("relayout channels_last"); },
+        [&] { return converted(weight, last); });
+    grad_input = aten_grad_input(plan, converted(grad_output, last), filter, last);
+  }
+  return converted(grad_input, format);
 }
 
 at::Tensor relayout_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                                 const at::Tensor& input, at::MemoryFormat format) {
   const at::MemoryFormat last = channels_last_of(grad_output);
-  return converted(aten_grad_weight(plan, converted(grad_output, last), converted(input, last), last),
-                   format);
+  const at::Tensor grad_weight =
+      aten_grad_weight(plan, converted(grad_output, last), converted(input, last), last);
+  return converted(grad_weight, format);
 }
 
 }  // namespace bwdconv::ops
