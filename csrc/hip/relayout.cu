@@ -8,21 +8,35 @@
 namespace bwdconv::hip {
 namespace {
 
-// Elements a thread moves per tile: 8 KB over the block's threads, 32 bytes.
 // Blocks an SM keeps resident, asked of the compiler (at most 40 registers
 // a thread; nvcc 13 keeps a thread's 16 loads in flight before its first
 // shared store without spilling): 48 warps of an SM's 64.
 constexpr int kRelayoutBlocksPerMultiprocessor = 6;
 
-template <typename Bits>
-constexpr int kPerThread = relayout_tile_elements(sizeof(Bits)) / kRelayoutThreads;
+// The tile of `Bits` elements with 2^kRowsLog2 rows, as constants: the
+// kernel's template arguments, so that its shared-memory offsets are
+// immediates and a thread's 4-16 elements take one address register.
+template <typename Bits, int kRowsLog2_>
+struct TileShape {
+  static constexpr int kRowsLog2 = kRowsLog2_;
+  static constexpr int kColumnsLog2 = log2_of(relayout_tile_elements(sizeof(Bits))) - kRowsLog2;
+  static constexpr int kRows = 1 << kRowsLog2, kColumns = 1 << kColumnsLog2;
+  static constexpr int kStride =
+      static_cast<int>(relayout_row_stride(kRows, kColumns, sizeof(Bits)));
+  // Elements a thread moves: 8 KB over the block's threads, 32 bytes.
+  static constexpr int kPerThread = relayout_tile_elements(sizeof(Bits)) / kRelayoutThreads;
+  // Loads: a thread's column, and the rows between its elements.
+  static constexpr int kRowStep = kRelayoutThreads >> kColumnsLog2;
+  // Stores: a thread's row, and the columns between its elements.
+  static constexpr int kColumnStep = kRelayoutThreads >> kRowsLog2;
+};
 
 // The tiles of a call: `per_batch` of them for each batch matrix, row tile
 // by row tile, the column tiles of a row tile consecutive.
 struct RelayoutTiles {
   int64_t row_tiles;
   int64_t column_tiles;
-  int64_t count;     // batches * row_tiles * column_tiles
+  int64_t count;      // batches * row_tiles * column_tiles
   int64_t per_block;  // consecutive tiles each block transposes
 };
 
@@ -40,72 +54,85 @@ struct TileCursor {
   }
 };
 
-// One block transposes `per_block` consecutive tiles of RelayoutTile's
-// shape. Each goes through shared memory: the block loads src's rows
-// [r0, r0 + 2^rows_log2) x columns [s0, s0 + 2^columns_log2), consecutive
-// lanes along a row (src's contiguous dim), every load in flight before
-// the first store to the tile; then it stores dst's rows, consecutive lanes
-// down a column of the tile (dst's contiguous dim). Both sides' global
-// accesses are runs of consecutive elements, and the column reads hit
-// distinct banks (relayout_row_stride). Elements past rows or columns are
-// neither read nor written.
-// The tile's shape is the kernel's template argument (kRowsLog2; the
-// columns fill the tile's 8 KB), so that its shared-memory offsets are
-// constants: a thread's 4-16 elements then take one address register and
-// immediate offsets.
+// One tile in the matrices: its first row r0 and column s0, and how many of
+// its rows and columns lie inside them. Offsets, not pointers, until an
+// element is accessed: a position past the matrices has no address.
+struct TilePlace {
+  int64_t src, dst;  // offsets of element (r0, s0) in src and in dst
+  int rows, columns;
+};
+
+template <typename Shape>
+__device__ inline TilePlace place_of(const RelayoutParams& p, const TileCursor& at) {
+  const int64_t r0 = at.row_tile * Shape::kRows, s0 = at.column_tile * Shape::kColumns;
+  TilePlace place;
+  place.src = at.b * p.src_batch_stride + r0 * p.src_row_stride + s0;
+  place.dst = at.b * p.dst_batch_stride + s0 * p.dst_column_stride + r0;
+  place.rows = static_cast<int>(p.rows - r0 < Shape::kRows ? p.rows - r0 : Shape::kRows);
+  place.columns =
+      static_cast<int>(p.columns - s0 < Shape::kColumns ? p.columns - s0 : Shape::kColumns);
+  return place;
+}
+
+// src's part of the tile into shared memory: this thread's column of it,
+// every load in flight before the first store.
+template <typename Bits, typename Shape>
+__device__ inline void load_tile(const RelayoutParams& p, const TilePlace& place, Bits* shared) {
+  const Bits* src = static_cast<const Bits*>(p.src);
+  const int thread = static_cast<int>(threadIdx.x);
+  const int s = thread & (Shape::kColumns - 1), first_row = thread >> Shape::kColumnsLog2;
+  const int64_t step = Shape::kRowStep * p.src_row_stride;
+  int64_t at = place.src + first_row * p.src_row_stride + s;
+  Bits values[Shape::kPerThread];
+  for (int i = 0; i < Shape::kPerThread; ++i, at += step) {
+    const bool inside = s < place.columns && first_row + i * Shape::kRowStep < place.rows;
+    values[i] = inside ? global_load(src + at) : Bits{};
+  }
+  for (int i = 0; i < Shape::kPerThread; ++i) {
+    shared[(first_row + i * Shape::kRowStep) * Shape::kStride + s] = values[i];
+  }
+}
+
+// The tile out of shared memory into dst: this thread's row of it, read
+// down the tile's columns.
+template <typename Bits, typename Shape>
+__device__ inline void store_tile(const RelayoutParams& p, const TilePlace& place,
+                                  const Bits* shared) {
+  Bits* dst = static_cast<Bits*>(p.dst);
+  const int thread = static_cast<int>(threadIdx.x);
+  const int r = thread & (Shape::kRows - 1), first_column = thread >> Shape::kRowsLog2;
+  const int64_t step = Shape::kColumnStep * p.dst_column_stride;
+  int64_t at = place.dst + first_column * p.dst_column_stride + r;
+  for (int i = 0; i < Shape::kPerThread; ++i, at += step) {
+    const int c = first_column + i * Shape::kColumnStep;
+    if (r < place.rows && c < place.columns) global_store(dst + at, shared[r * Shape::kStride + c]);
+  }
+}
+
+// One block transposes `per_block` consecutive tiles. Each goes through
+// shared memory: the block loads src's rows of the tile with consecutive
+// lanes along a row (src's contiguous dim), then stores dst's rows with
+// consecutive lanes down a column of the tile (dst's contiguous dim). Both
+// sides' global accesses are runs of consecutive elements, and the column
+// reads hit distinct banks (relayout_row_stride). Elements past the
+// matrices' rows or columns are neither read nor written.
 template <typename Bits, int kRowsLog2>
 __global__ void __launch_bounds__(kRelayoutThreads, kRelayoutBlocksPerMultiprocessor)
     relayout_kernel(RelayoutParams p, RelayoutTiles tiles) {
-  constexpr int kElementsLog2 = log2_of(relayout_tile_elements(sizeof(Bits)));
-  constexpr int kColumnsLog2 = kElementsLog2 - kRowsLog2;
-  constexpr int tile_rows = 1 << kRowsLog2, tile_columns = 1 << kColumnsLog2;
-  constexpr int stride =
-      static_cast<int>(relayout_row_stride(tile_rows, tile_columns, sizeof(Bits)));
-  constexpr RelayoutTile tile{kRowsLog2, kColumnsLog2, stride};
+  using Shape = TileShape<Bits, kRowsLog2>;
   // 8-byte words: aligned for every width.
   __shared__ uint64_t words[(relayout_tile_words(sizeof(Bits)) + 1) / 2];
   Bits* shared = reinterpret_cast<Bits*>(words);
-  const Bits* src = static_cast<const Bits*>(p.src);
-  Bits* dst = static_cast<Bits*>(p.dst);
-  constexpr int column_mask = tile_columns - 1, row_mask = tile_rows - 1;
-  const int thread = static_cast<int>(threadIdx.x);
   const int64_t first = static_cast<int64_t>(blockIdx.x) * tiles.per_block;
-  const int64_t last = first + tiles.per_block < tiles.count ? first + tiles.per_block : tiles.count;
+  const int64_t end = first + tiles.per_block;
+  const int64_t last = end < tiles.count ? end : tiles.count;
   const int64_t rest = first / tiles.column_tiles;
   TileCursor at{rest / tiles.row_tiles, rest % tiles.row_tiles, first % tiles.column_tiles};
   for (int64_t t = first; t < last; ++t, at.next(tiles)) {
-    const int64_t r0 = at.row_tile << tile.rows_log2, s0 = at.column_tile << tile.columns_log2;
-    // The tile's rows and columns inside the matrix.
-    const int rows = static_cast<int>(p.rows - r0 < tile_rows ? p.rows - r0 : tile_rows);
-    const int columns =
-        static_cast<int>(p.columns - s0 < tile_columns ? p.columns - s0 : tile_columns);
-    // Offsets, not pointers, until an element is accessed: a position past
-    // the matrix has no address.
-    const int64_t from = at.b * p.src_batch_stride + r0 * p.src_row_stride + s0;
-    // Loads: column s of the tile, rows first_row, first_row + row_step, ...
-    const int s = thread & column_mask, first_row = thread >> tile.columns_log2;
-    constexpr int row_step = kRelayoutThreads >> tile.columns_log2;
-    const int64_t load_step = row_step * p.src_row_stride;
-    int64_t load = from + first_row * p.src_row_stride + s;
-    Bits values[kPerThread<Bits>];
-    for (int i = 0; i < kPerThread<Bits>; ++i, load += load_step) {
-      const bool inside = s < columns && first_row + i * row_step < rows;
-      values[i] = inside ? global_load(src + load) : Bits{};
-    }
-    for (int i = 0; i < kPerThread<Bits>; ++i) {
-      shared[(first_row + i * row_step) * stride + s] = values[i];
-    }
+    const TilePlace place = place_of<Shape>(p, at);
+    load_tile<Bits, Shape>(p, place, shared);
     __syncthreads();
-    // Stores: row r of the tile, columns first_column, first_column +
-    // column_step, ...
-    const int r = thread & row_mask, first_column = thread >> tile.rows_log2;
-    constexpr int column_step = kRelayoutThreads >> tile.rows_log2;
-    const int64_t store_step = column_step * p.dst_column_stride;
-    int64_t store = at.b * p.dst_batch_stride + (s0 + first_column) * p.dst_column_stride + r0 + r;
-    for (int i = 0; i < kPerThread<Bits>; ++i, store += store_step) {
-      const int c = first_column + i * column_step;
-      if (r < rows && c < columns) global_store(dst + store, shared[r * stride + c]);
-    }
+    store_tile<Bits, Shape>(p, place, shared);
     __syncthreads();  // the tile is read before the next one is stored
   }
 }

@@ -58,7 +58,8 @@ RelayoutParams params_of(const Matrices& m, const Bits* src, Bits* dst) {
 // filled with (untouched) in the gaps.
 template <typename Bits>
 void expect_transposed(const Matrices& m, std::mt19937& rng) {
-  std::vector<Bits> src(m.batches * m.src_batch_stride + 1), dst(m.batches * m.dst_batch_stride + 1);
+  std::vector<Bits> src(m.batches * m.src_batch_stride + 1);
+  std::vector<Bits> dst(m.batches * m.dst_batch_stride + 1);
   for (Bits& v : src) v = static_cast<Bits>(rng());
   const Bits sentinel = static_cast<Bits>(0x5a5a5a5a5a5a5a5aULL);
   std::fill(dst.begin(), dst.end(), sentinel);
@@ -107,10 +108,12 @@ TEST(HostRelayout, RoundTripOfAnNchwTensor) {
   std::vector<uint16_t> nchw(n * c * positions), channels_last(nchw.size()), back(nchw.size());
   for (uint16_t& v : nchw) v = static_cast<uint16_t>(rng());
   const Matrices to_last{n, c, positions, positions, c * positions, c, c * positions};
-  ASSERT_EQ(launch_relayout<Target::host>(params_of(to_last, nchw.data(), channels_last.data()), nullptr), nullptr);
+  const RelayoutParams there = params_of(to_last, nchw.data(), channels_last.data());
+  ASSERT_EQ(launch_relayout<Target::host>(there, nullptr), nullptr);
   EXPECT_EQ(channels_last[(1 * positions + 37) * c + 5], nchw[(1 * c + 5) * positions + 37]);
   const Matrices to_first{n, positions, c, c, c * positions, positions, c * positions};
-  ASSERT_EQ(launch_relayout<Target::host>(params_of(to_first, channels_last.data(), back.data()), nullptr), nullptr);
+  const RelayoutParams back_again = params_of(to_first, channels_last.data(), back.data());
+  ASSERT_EQ(launch_relayout<Target::host>(back_again, nullptr), nullptr);
   EXPECT_EQ(back, nchw);
 }
 

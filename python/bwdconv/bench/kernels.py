@@ -90,8 +90,8 @@ def kernel_ms(fn, family, iterations):
         for _ in range(iterations):
             fn()
         torch.cuda.synchronize()
-    events = [event for event in profile.key_averages()
-              if event.device_time_total > 0 and (family is None or is_kernel_of(event.key, family))]
+    events = [event for event in profile.key_averages() if event.device_time_total > 0
+              and (family is None or is_kernel_of(event.key, family))]
     if not events:
         raise RuntimeError(f"the profiler saw no {family} kernel: the strategy launched none")
     return sum(event.device_time_total for event in events) / 1e3 / iterations
