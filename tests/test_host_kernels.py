@@ -157,6 +157,7 @@ def input_cases():
 
 def test_data_movement_kernels_write_what_the_aten_writers_write():
     checked, wide, many_phases, in_place, staged, packets, epilogue = 0, 0, 0, 0, 0, 0, 0
+    relayouts = 0  # calls whose conversions ran relayout's transpose kernel
     padded_rows = set()  # (dtype, channels_last) of checked padded stride-1 rows
     for trial, case, dtype, last in input_cases():
         (x, w, dy), (x64, w64, dy64) = case_operands(case, trial, dtype, last)
@@ -192,6 +193,7 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
             many_phases += case in MANY_PHASE_CASES
             in_place += forcing[1] == "in_place"
             epilogue += launched == ["tap_gemm"]
+            relayouts += forcing[0] == "relayout" and "relayout" in launched
             staged += any(name.endswith("_staged") for name in launched)
             packets += case in PACKET_CASES and "interleave_staged" in launched
             if has_padded_stride_one_row(case):
@@ -199,6 +201,7 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
     assert checked >= 200 and wide >= 50
     assert many_phases >= 2 * len(MANY_PHASE_CASES) and in_place >= len(IN_PLACE_CASES)
     assert epilogue >= len(EPILOGUE_CASES)
+    assert relayouts >= 40  # 55 of the drawn cases are NCHW ones relayout serves
     assert staged >= 3 * len(STAGED_CASES)  # each shape through two strategies or more
     assert packets >= 4  # phase and phase_stacked on the 2- and 4-byte packet shapes
     assert padded_rows == {(dtype, last) for dtype in DTYPES for last in (False, True)}
