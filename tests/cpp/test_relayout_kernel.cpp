@@ -5,6 +5,8 @@
 // The sanitizer builds (CMakeLists.txt) run this file too.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <map>
 #include <random>
@@ -174,6 +176,45 @@ TEST(HostRelayout, WholeSectorsEightBytes) { expect_whole_sectors<uint64_t>(64, 
 // A short side: 16 channels of many positions, and back.
 TEST(HostRelayout, WholeSectorsShortRows) { expect_whole_sectors<uint16_t>(16, 512); }
 TEST(HostRelayout, WholeSectorsShortColumns) { expect_whole_sectors<uint16_t>(512, 16); }
+
+// `bytes` of zero pages reserved but not committed: a view of a tensor past
+// 2^31 elements costs only the pages its elements touch.
+struct SparseBuffer {
+  void* data;
+  size_t bytes;
+  explicit SparseBuffer(size_t n)
+      : data(mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                  -1, 0)),
+        bytes(n) {}
+  ~SparseBuffer() {
+    if (data != MAP_FAILED) munmap(data, bytes);
+  }
+};
+
+// Matrices whose second batch lies past 2^31 elements from the first, in
+// src and in dst: the kernel's offsets must be 64-bit to reach it.
+TEST(HostRelayout, ReachesBatchesPastTwoToThe31Elements) {
+  const int64_t far = (int64_t{1} << 31) + 96;
+  const Matrices m{2, 5, 70, 70, far, 5, far + 64};
+  const size_t elements = static_cast<size_t>(far + 64 + 5 * 70);
+  SparseBuffer src_buffer(elements * sizeof(uint16_t)), dst_buffer(elements * sizeof(uint16_t));
+  ASSERT_NE(src_buffer.data, MAP_FAILED);
+  ASSERT_NE(dst_buffer.data, MAP_FAILED);
+  auto* src = static_cast<uint16_t*>(src_buffer.data);
+  auto* dst = static_cast<uint16_t*>(dst_buffer.data);
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t e = 0; e < 5 * 70; ++e) src[b * far + e] = static_cast<uint16_t>(1 + b * 1000 + e);
+  }
+  ASSERT_EQ(launch_relayout<Target::host>(params_of(m, src, dst), nullptr), nullptr);
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t r = 0; r < 5; ++r) {
+      for (int64_t s = 0; s < 70; ++s) {
+        ASSERT_EQ(dst[b * (far + 64) + s * 5 + r], src[b * far + r * 70 + s])
+            << "b " << b << " r " << r << " s " << s;
+      }
+    }
+  }
+}
 
 // The most distinct 4-byte words any bank serves in one shared-memory pass
 // (32 lanes; 16 for 8-byte elements) when the threads of a block access
