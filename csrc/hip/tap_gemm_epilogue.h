@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "element.h"
 #include "portability.h"
@@ -96,6 +97,9 @@ struct RunLast {
   int stride, dilation, taps;
   int64_t first, size, step;
   bool pairs;  // contiguous, 4-byte aligned: neighbours go out in one store
+  // A pair of products: stride 2, two taps, no dilation, both inside dx
+  // (U-Net's kernel = stride 2 in NCHW): no holes, no bounds to check.
+  bool product_pair;
 };
 
 __device__ inline RunLast run_last(const TapGemmParams& p, const TapGemmShape& s,
@@ -109,7 +113,30 @@ __device__ inline RunLast run_last(const TapGemmParams& p, const TapGemmShape& s
   l.size = p.dx_view.sizes[2 + last];
   l.step = p.dx_view.strides[2 + last];
   l.pairs = l.step == 1 && reinterpret_cast<uintptr_t>(p.dx) % sizeof(uint32_t) == 0;
+  l.product_pair = l.pairs && l.stride == 2 && l.taps == 2 && l.dilation == 1 && l.first >= 0 &&
+                   l.first + 2 <= l.size;
   return l;
+}
+
+// Two sums as the bits of two neighbouring elements, `low` first in memory:
+// on CUDA one conversion instruction for both (cvt.rn.{bf16,f16}x2.f32,
+// sm_80 and later, as tap_gemm is; PTX puts its first operand in the upper
+// half), rounding to nearest even as FromAccumulator's bit arithmetic,
+// which the host target runs, does (a NaN's payload may differ).
+template <typename T>
+__device__ inline uint32_t pair_bits(float low, float high) {
+#if defined(__CUDA_ARCH__) && !defined(BWDCONV_HOST_TARGET)
+  uint32_t bits;
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(bits) : "f"(high), "f"(low));
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(bits) : "f"(high), "f"(low));
+  }
+  return bits;
+#else
+  return uint32_t{FromAccumulator<T>::convert(low).bits} |
+         uint32_t{FromAccumulator<T>::convert(high).bits} << 16;
+#endif
 }
 
 // One run of a cell: channel ch of the block, column j, offsets o in the
@@ -130,6 +157,13 @@ __device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
   const int64_t offset = column.dx + c * p.dx_view.strides[1] + o.offset;
   const int row = ch * static_cast<int>(s.taps) + o.tap, j = column.j;
   T* dx = static_cast<T*>(p.dx);
+  // A pair of products in one aligned store, without the walk below.
+  if (l.product_pair && !by_column && (offset + l.first) % 2 == 0) {
+    const float low = o.a_tap ? tiles.sums[row][j] : 0.0f;
+    const float high = o.a_tap ? tiles.sums[row + 1][j] : 0.0f;
+    global_store(reinterpret_cast<uint32_t*>(dx + offset + l.first), pair_bits<T>(low, high));
+    return;
+  }
   // The last dim's taps at r = 0, d, 2d, ...: counted, not divided; the
   // value of offset r, visited in order.
   int t = 0, next_tap = 0;
@@ -144,9 +178,8 @@ __device__ inline void write_run(const TapGemmParams& p, const TapGemmShape& s,
   for (int r = 0; r < l.stride;) {
     const int64_t x = l.first + r, at = offset + x * l.step;
     if (l.pairs && r + 1 < l.stride && x >= 0 && x + 1 < l.size && at % 2 == 0) {
-      const uint16_t low = FromAccumulator<T>::convert(value_at(r)).bits;
-      const uint16_t high = FromAccumulator<T>::convert(value_at(r + 1)).bits;
-      global_store(reinterpret_cast<uint32_t*>(dx + at), uint32_t{low} | uint32_t{high} << 16);
+      const float low = value_at(r);
+      global_store(reinterpret_cast<uint32_t*>(dx + at), pair_bits<T>(low, value_at(r + 1)));
       r += 2;
       continue;
     }
