@@ -75,18 +75,28 @@ __device__ inline TilePlace place_of(const RelayoutParams& p, const TileCursor& 
 }
 
 // src's part of the tile into shared memory: this thread's column of it,
-// every load in flight before the first store.
+// every load in flight before the first store. A whole tile (inside the
+// matrices in both dims, as all but the edge tiles are) needs no bounds:
+// its elements are one pointer step apart.
 template <typename Bits, typename Shape>
 __device__ inline void load_tile(const RelayoutParams& p, const TilePlace& place, Bits* shared) {
-  const Bits* src = static_cast<const Bits*>(p.src);
   const int thread = static_cast<int>(threadIdx.x);
   const int s = thread & (Shape::kColumns - 1), first_row = thread >> Shape::kColumnsLog2;
   const int64_t step = Shape::kRowStep * p.src_row_stride;
-  int64_t at = place.src + first_row * p.src_row_stride + s;
+  const int64_t first = place.src + first_row * p.src_row_stride + s;
   Bits values[Shape::kPerThread];
-  for (int i = 0; i < Shape::kPerThread; ++i, at += step) {
-    const bool inside = s < place.columns && first_row + i * Shape::kRowStep < place.rows;
-    values[i] = inside ? global_load(src + at) : Bits{};
+  if (place.rows == Shape::kRows && place.columns == Shape::kColumns) {
+    const Bits* at = static_cast<const Bits*>(p.src) + first;
+    for (int i = 0; i < Shape::kPerThread; ++i, at += i < Shape::kPerThread ? step : 0) {
+      values[i] = global_load(at);
+    }
+  } else {
+    const Bits* src = static_cast<const Bits*>(p.src);
+    int64_t at = first;
+    for (int i = 0; i < Shape::kPerThread; ++i, at += step) {
+      const bool inside = s < place.columns && first_row + i * Shape::kRowStep < place.rows;
+      values[i] = inside ? global_load(src + at) : Bits{};
+    }
   }
   for (int i = 0; i < Shape::kPerThread; ++i) {
     shared[(first_row + i * Shape::kRowStep) * Shape::kStride + s] = values[i];
@@ -94,18 +104,27 @@ __device__ inline void load_tile(const RelayoutParams& p, const TilePlace& place
 }
 
 // The tile out of shared memory into dst: this thread's row of it, read
-// down the tile's columns.
+// down the tile's columns; a whole tile without bounds, as above.
 template <typename Bits, typename Shape>
 __device__ inline void store_tile(const RelayoutParams& p, const TilePlace& place,
                                   const Bits* shared) {
-  Bits* dst = static_cast<Bits*>(p.dst);
   const int thread = static_cast<int>(threadIdx.x);
   const int r = thread & (Shape::kRows - 1), first_column = thread >> Shape::kRowsLog2;
   const int64_t step = Shape::kColumnStep * p.dst_column_stride;
-  int64_t at = place.dst + first_column * p.dst_column_stride + r;
+  const int64_t first = place.dst + first_column * p.dst_column_stride + r;
+  const Bits* from = shared + r * Shape::kStride + first_column;
+  if (place.rows == Shape::kRows && place.columns == Shape::kColumns) {
+    Bits* at = static_cast<Bits*>(p.dst) + first;
+    for (int i = 0; i < Shape::kPerThread; ++i, at += i < Shape::kPerThread ? step : 0) {
+      global_store(at, from[i * Shape::kColumnStep]);
+    }
+    return;
+  }
+  Bits* dst = static_cast<Bits*>(p.dst);
+  int64_t at = first;
   for (int i = 0; i < Shape::kPerThread; ++i, at += step) {
     const int c = first_column + i * Shape::kColumnStep;
-    if (r < place.rows && c < place.columns) global_store(dst + at, shared[r * Shape::kStride + c]);
+    if (r < place.rows && c < place.columns) global_store(dst + at, from[i * Shape::kColumnStep]);
   }
 }
 
