@@ -28,18 +28,18 @@ BWDCONV_HOST_DEVICE constexpr int64_t relayout_min_side(int element_bytes) {
   return least > 8 ? least : 8;
 }
 
-BWDCONV_HOST_DEVICE constexpr int log2_of(int64_t power_of_two) {
+// log2 of the smallest power of two >= n.
+BWDCONV_HOST_DEVICE constexpr int log2_of(int64_t n) {
   int log2 = 0;
-  while ((int64_t{1} << log2) < power_of_two) ++log2;
+  while ((int64_t{1} << log2) < n) ++log2;
   return log2;
 }
 
-// The tile: 2^rows_log2 rows of src by 2^columns_log2 columns, stored in
-// shared memory as rows `stride` elements apart.
+// The tile: 2^rows_log2 rows of src by 2^columns_log2 columns (in shared
+// memory rows relayout_row_stride elements apart).
 struct RelayoutTile {
   int rows_log2 = 0;
   int columns_log2 = 0;
-  int64_t stride = 0;
 };
 
 // The row stride (elements) of a tile of `rows` x `columns`. The kernel
@@ -74,13 +74,6 @@ BWDCONV_HOST_DEVICE constexpr int64_t relayout_tile_words(int element_bytes) {
   return most;
 }
 
-// log2 of the smallest power of two >= n and >= `least`.
-inline int relayout_side_log2(int64_t n, int64_t least) {
-  int log2 = 0;
-  while ((int64_t{1} << log2) < n || (int64_t{1} << log2) < least) ++log2;
-  return log2;
-}
-
 // The tile for a call: 64 x 64 two-byte elements, 32 x 64 of four bytes,
 // 32 x 32 of eight, both sides read and written in runs of 128 bytes or
 // more; where `rows` or `columns` is shorter than its side, that side
@@ -93,14 +86,12 @@ inline RelayoutTile relayout_tile(int64_t rows, int64_t columns, int element_byt
   tile.columns_log2 = elements_log2 - tile.rows_log2;
   const int64_t least = relayout_min_side(element_bytes);
   if (rows < (int64_t{1} << tile.rows_log2)) {
-    tile.rows_log2 = relayout_side_log2(rows, least);
+    tile.rows_log2 = log2_of(rows > least ? rows : least);
     tile.columns_log2 = elements_log2 - tile.rows_log2;
   } else if (columns < (int64_t{1} << tile.columns_log2)) {
-    tile.columns_log2 = relayout_side_log2(columns, least);
+    tile.columns_log2 = log2_of(columns > least ? columns : least);
     tile.rows_log2 = elements_log2 - tile.columns_log2;
   }
-  tile.stride = relayout_row_stride(int64_t{1} << tile.rows_log2,
-                                    int64_t{1} << tile.columns_log2, element_bytes);
   return tile;
 }
 
