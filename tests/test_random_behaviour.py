@@ -262,15 +262,25 @@ def raised(result):
     return isinstance(result[0], type)
 
 
+def dirty_freed_memory(value):
+    """Leaves blocks of the CPU allocator's freed memory holding `value`, so
+    that a result read from memory nobody wrote shows it."""
+    for size in (1 << 10, 1 << 16):
+        torch.full((size,), value)
+
+
 def aten_changes_its_answer(call, case, first, calls=8):
     """Whether PyTorch's own results for the call, run `calls` more times,
     ever differ from `first` bit for bit: its CPU backward reads memory it
     never wrote on some shapes, channels_last inputs and others with size-1
-    dims (docs/limitations.md), and a call bwdconv plans for aten is then as
-    wrong as aten's, by chance."""
+    dims (docs/limitations.md; bfloat16 autocast's weight gradient of a tap no
+    input reaches, in 1-D), and a call bwdconv plans for aten is then as
+    wrong as aten's, by chance. Freed memory is refilled before each run,
+    since what such a read returns otherwise can repeat within a process."""
     if raised(first):
         return False
-    for _ in range(calls):
+    for run in range(calls):
+        dirty_freed_memory((float("nan"), 1e30, -7.0)[run % 3])
         again = outcome(call, case)
         if raised(again) or not same_results(again, first):
             return True
