@@ -79,10 +79,12 @@ at::Tensor grouped_result(const PhaseInput& in, ChannelMap channels, int64_t gro
 }
 
 // The phase's slots of dx (viewed [N, groups, per_group, I...]): its result
-// where it has one, zeros elsewhere; each slot written once. Along each dim
-// the slots are q in [q_begin, q_end) at dx positions dst_offset + s*(q - q_begin).
+// where it has one, zeros elsewhere (left as they are where dx `zeroed`
+// already holds them); each slot written once. Along each dim the slots are
+// q in [q_begin, q_end) at dx positions dst_offset + s*(q - q_begin).
 void write_phase_slots(at::Tensor& grouped_dx, const Phase& phase, const PhaseInput& in,
-                       ChannelMap channels) {
+                       ChannelMap channels, bool zeroed) {
+  if (in.write == hip::PhaseWrite::Zero && zeroed) return;
   at::Tensor slots = grouped_dx;
   const PhaseDim* dims = phase.dims.data();
   for (int i = 0; i < phase.spatial_dims; ++i) {
@@ -101,12 +103,41 @@ void write_phase_slots(at::Tensor& grouped_dx, const Phase& phase, const PhaseIn
   for (int i = 0; i < phase.spatial_dims; ++i) {
     const int64_t count = dims[i].slots();
     const int64_t inside = std::clamp<int64_t>(in.result.size(2 + i) - dims[i].q_begin, 0, count);
-    if (inside < count) slots.narrow(3 + i, inside, count - inside).zero_();
+    if (inside < count && !zeroed) slots.narrow(3 + i, inside, count - inside).zero_();
     if (inside == 0) return;
     slots = slots.narrow(3 + i, 0, inside);
     result = result.narrow(3 + i, dims[i].q_begin, inside);
   }
   slots.copy_(result);
+}
+
+// How many of a channel's dx positions take a copied value: the slots of
+// the phases with a result, inside its extent.
+int64_t copied_positions(const Plan& plan, const std::vector<PhaseInput>& phases) {
+  int64_t copied = 0;
+  for (size_t r = 0; r < phases.size(); ++r) {
+    if (phases[r].write != hip::PhaseWrite::Copy) continue;
+    int64_t box = 1;
+    for (int i = 0; i < plan.phases[r].spatial_dims; ++i) {
+      const PhaseDim& dim = plan.phases[r].dims[i];
+      box *= std::clamp<int64_t>(phases[r].result.size(2 + i) - dim.q_begin, 0, dim.slots());
+    }
+    copied += box;
+  }
+  return copied;
+}
+
+// Whether to zero all of dx in one pass first: where zeros fill at least half
+// of it (swap1x1's 1x1 filter at stride s: 1 - 1/s^d) and no phase was
+// written in place before. One dense fill (a memset for a dense dx) then
+// replaces a strided fill per empty phase, each of which walks every row of
+// dx it has slots in, and each an ATen call of its own (15 of them at 4x4).
+bool zero_first(const at::Tensor& dx, const Plan& plan, const std::vector<PhaseInput>& phases) {
+  for (const PhaseInput& in : phases) {
+    if (in.write == hip::PhaseWrite::Keep) return false;
+  }
+  const int64_t positions = dx.numel() / (dx.size(0) * dx.size(1));
+  return 2 * copied_positions(plan, phases) <= positions;
 }
 
 // Strided ATen copies write each phase's slots: the formula itself,
@@ -116,9 +147,11 @@ void interleave_with_copies(at::Tensor& dx, const Plan& plan,
                             const std::vector<PhaseInput>& phases, ChannelMap channels) {
   const int64_t groups = dx.size(1) / channels.per_group;
   at::Tensor grouped_dx = dx.unflatten(1, {groups, channels.per_group});
+  const bool zeroed = zero_first(dx, plan, phases);
+  if (zeroed) dx.zero_();
   for (size_t r = 0; r < phases.size(); ++r) {
     if (phases[r].write == hip::PhaseWrite::Keep) continue;
-    write_phase_slots(grouped_dx, plan.phases[r], phases[r], channels);
+    write_phase_slots(grouped_dx, plan.phases[r], phases[r], channels, zeroed);
   }
 }
 

@@ -1,0 +1,256 @@
+"""Random shapes timed as a user's step: forward and backward, with and without bwdconv.
+
+    python -m bwdconv.bench.random_steps [--cases 40] [--seed 0] [--rounds 15]
+                                         [--classes swap1x1,phase,splitk,...]
+                                         [--tuned] [--fixed-heap] [--json FILE]
+
+Each case is a convolution drawn at random from a class of shapes that the
+rules of this device plan a strategy for (on the CPU: 1x1 strided input
+gradients in bfloat16 and large float32 ones, float16 channels_last strided
+ones, float16 weight gradients, float16 channels_last transposed forwards;
+docs/DESIGN.md, "Decisions"), or any strided convolution with `--tuned`. Its
+step (the functional call, `.backward()` of the sum, the gradients dropped
+before the next step) is timed without bwdconv, in the functional scope and
+in the aten scope, the modes in a random order each round
+(bench.overhead.step_ratios); a ratio above 1 is faster than PyTorch alone,
+with its 90% bootstrap interval. The suites time each gradient alone; this
+times what a training step pays, the work bwdconv leaves to aten and its
+per-call cost included, on shapes no suite holds.
+"""
+
+import argparse
+import json
+import random
+import time
+
+import torch
+import torch.nn.functional as F
+
+import bwdconv
+
+from . import device as dev
+from . import overhead, ratios
+
+
+def _sizes(draw, dims, low, high):
+    return [draw.randint(low, high) for _ in range(dims)]
+
+
+def _swap1x1(draw):
+    s = draw.choice([2, 2, 3, 4])
+    return dict(dims=2, dtype=torch.bfloat16, n=draw.choice([1, 2, 4, 8, 16]),
+                c_in=draw.choice([8, 16, 32, 64, 128, 256, 512]),
+                c_out=draw.choice([16, 32, 64, 128, 256, 512, 1024]),
+                k=[1, 1], s=[s, s] if draw.random() < 0.7 else [s, draw.choice([2, 3, 4])],
+                p=[draw.choice([0, 0, 0, 1]) for _ in range(2)], size=_sizes(draw, 2, 7, 96))
+
+
+def _swap1x1_float32(draw):
+    width = draw.choice([14, 28])
+    return dict(dims=2, dtype=torch.float32, n=draw.choice([8, 16, 32]),
+                c_in=draw.choice([256, 512, 1024]), c_out=draw.choice([512, 1024, 2048]),
+                k=[1, 1], s=[2, 2], size=[width, width], min_flops=1 << 31)
+
+
+def _phase(draw):
+    k = draw.choice([2, 3, 3, 4, 5])
+    return dict(dims=2, dtype=torch.float16, channels_last=True, n=draw.choice([1, 2, 4, 8]),
+                c_in=draw.choice([32, 64, 128, 256]), c_out=draw.choice([64, 128, 256]),
+                k=[k, k], s=[draw.choice([2, 2, 3])] * 2, p=[draw.randint(0, k // 2)] * 2,
+                size=_sizes(draw, 2, 8, 64))
+
+
+def _splitk(draw):
+    dims = draw.choice([1, 2, 2, 3])
+    groups = draw.choice([1, 1, 1, 2, 4])
+    k = [draw.choice([1, 2, 3, 3, 5]) for _ in range(dims)]
+    return dict(dims=dims, dtype=torch.float16, channels_last=dims > 1 and draw.random() < 0.5,
+                n=draw.choice([1, 2, 4, 8]), groups=groups,
+                c_in=groups * draw.choice([4, 8, 16, 32, 64]),
+                c_out=groups * draw.choice([4, 8, 16, 32, 64]), k=k,
+                s=[draw.choice([1, 1, 2, 3]) for _ in range(dims)],
+                d=[draw.choice([1, 1, 1, 2]) for _ in range(dims)],
+                p=[draw.randint(0, kk // 2 + 1) for kk in k],
+                size=_sizes(draw, dims, 6, {1: 400, 2: 48, 3: 16}[dims]), min_flops=1 << 20)
+
+
+def _phase_transposed(draw):
+    k = draw.choice([2, 3, 4])
+    return dict(dims=2, dtype=torch.float16, channels_last=True, transposed=True,
+                n=draw.choice([1, 2, 4]), c_in=draw.choice([32, 64, 128, 256]),
+                c_out=draw.choice([64, 128, 256]), k=[k, k], s=[2, 2],
+                p=[draw.randint(0, k // 2)] * 2, size=_sizes(draw, 2, 8, 40))
+
+
+def _strided(draw):
+    dims = draw.choice([1, 2, 2, 3])
+    k = [draw.choice([1, 2, 3, 4]) for _ in range(dims)]
+    return dict(dims=dims, dtype=draw.choice([torch.float32, torch.bfloat16, torch.float16]),
+                channels_last=dims > 1 and draw.random() < 0.5,
+                transposed=draw.random() < 0.3, n=draw.choice([1, 2, 4, 8]),
+                c_in=draw.choice([8, 16, 32, 64, 128]), c_out=draw.choice([8, 16, 32, 64, 128]),
+                k=k, s=[draw.choice([2, 2, 3]) for _ in range(dims)],
+                p=[draw.randint(0, kk // 2) for kk in k],
+                size=_sizes(draw, dims, 6, {1: 400, 2: 64, 3: 16}[dims]))
+
+
+# The rules' classes on the CPU (csrc/dispatch/plan.cpp), and any strided
+# convolution for --tuned.
+CLASSES = {"swap1x1": _swap1x1, "swap1x1_float32": _swap1x1_float32, "phase": _phase,
+           "splitk": _splitk, "phase_transposed": _phase_transposed, "strided": _strided}
+RULES_CLASSES = "swap1x1,phase,splitk,phase_transposed"
+
+
+def _output_sizes(case):
+    dims = range(case["dims"])
+    if case["transposed"]:
+        return [(case["size"][i] - 1) * case["s"][i] - 2 * case["p"][i] +
+                case["d"][i] * (case["k"][i] - 1) + 1 for i in dims]
+    return [(case["size"][i] + 2 * case["p"][i] - case["d"][i] * (case["k"][i] - 1) - 1) //
+            case["s"][i] + 1 for i in dims]
+
+
+def _flops(case):
+    """2 x the multiply-adds of the forward (each gradient has as many)."""
+    positions = case["size"] if case["transposed"] else _output_sizes(case)
+    total = 2 * case["n"] * case["c_in"] * case["c_out"] // case["groups"]
+    for position, tap in zip(positions, case["k"]):
+        total *= position * tap
+    return total
+
+
+def draw_case(draw, name, max_flops):
+    """A case of class `name` whose output is not empty and whose flops lie
+    in the class's range (from 2^18, or its own lower bound)."""
+    while True:
+        case = {"channels_last": False, "transposed": False, "groups": 1, **CLASSES[name](draw)}
+        case.setdefault("p", [0] * case["dims"])
+        case.setdefault("d", [1] * case["dims"])
+        flops = _flops(case)
+        if min(_output_sizes(case)) >= 1 and case.get("min_flops", 1 << 18) <= flops <= max_flops:
+            return {**case, "class": name, "flops": flops}
+
+
+def case_name(case):
+    joined = lambda values: "x".join(map(str, values))  # noqa: E731
+    kind = "conv_transpose" if case["transposed"] else "conv"
+    return (f"{kind}{case['dims']}d {str(case['dtype']).split('.')[-1]} "
+            f"{'channels_last' if case['channels_last'] else 'NCHW'} n{case['n']} "
+            f"c{case['c_in']}->{case['c_out']} in {joined(case['size'])} k{joined(case['k'])} "
+            f"s{joined(case['s'])} p{joined(case['p'])} d{joined(case['d'])} g{case['groups']}")
+
+
+def make_step(case, device):
+    """The step: the functional call (looked up at each call, as enable()
+    replaces it), then backward of the sum."""
+    x = torch.randn(case["n"], case["c_in"], *case["size"], dtype=case["dtype"], device=device)
+    if case["channels_last"]:
+        x = x.contiguous(memory_format=torch.channels_last if case["dims"] == 2
+                         else torch.channels_last_3d)
+    x.requires_grad_()
+    per_group = (case["c_out"] if case["transposed"] else case["c_in"]) // case["groups"]
+    first = case["c_in"] if case["transposed"] else case["c_out"]
+    w = torch.randn(first, per_group, *case["k"], dtype=case["dtype"], device=device,
+                    requires_grad=True)
+    s, p, d, g = case["s"], case["p"], case["d"], case["groups"]
+    if case["transposed"]:
+        name = f"conv_transpose{case['dims']}d"
+        call = lambda: getattr(F, name)(x, w, None, s, p, 0, g, d)  # noqa: E731
+    else:
+        name = f"conv{case['dims']}d"
+        call = lambda: getattr(F, name)(x, w, None, s, p, d, g)  # noqa: E731
+
+    def step():
+        x.grad = w.grad = None
+        call().sum().backward()
+    return step
+
+
+def served_by(step):
+    """{gradient: [strategy, ...]}: what the functional scope serves in one step."""
+    bwdconv.reset_served()
+    with overhead.mode("functional"):
+        step()
+    return {gradient: sorted(s for s, count in counts.items() if count)
+            for gradient, counts in bwdconv.served().items()}
+
+
+def time_case(case, device, rounds):
+    step = make_step(case, device)
+    step()
+    started = time.perf_counter()
+    step()
+    # About a few seconds a case: fewer rounds for slow steps, at least 6.
+    rounds = max(6, min(rounds, int(1.0 / max(time.perf_counter() - started, 1e-4))))
+    served = served_by(step)
+    without_ms, cells = overhead.step_ratios(step, device, rounds)
+    return {"class": case["class"], "case": case_name(case), "flops": case["flops"],
+            "rounds": rounds, "served": served, "without_ms": without_ms, **cells}
+
+
+def _print_row(row):
+    served = "; ".join(f"{g} {'+'.join(s)}" for g, s in row["served"].items() if s)
+    print(f"{row['case']}\n    {row['without_ms']:.3f} ms  functional "
+          f"{ratios.format_cell(row['functional'])}  aten {row['aten']['ratio']:.3f}  "
+          f"null {row['null']['ratio']:.3f}  ({served})", flush=True)
+
+
+def _summary(rows):
+    for mode in ("functional", "aten", "null"):
+        values = sorted(r[mode]["ratio"] for r in rows)
+        below = sum(r[mode]["ratio_ci90"][1] < 1 for r in rows)
+        print(f"{mode}: ratios {values[0]:.3f}-{values[-1]:.3f}, median "
+              f"{values[len(values) // 2]:.3f}; {below} of {len(rows)} with the whole 90% "
+              f"interval below 1")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=15, help="rounds of a fast step")
+    parser.add_argument("--classes", default=None,
+                        help=f"comma-separated, of {', '.join(CLASSES)} (default: "
+                             f"{RULES_CLASSES}; with --tuned: strided)")
+    parser.add_argument("--max-flops", type=float, default=2 ** 29)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--tuned", action="store_true",
+                        help="autotune each case first (decisions of this run only)")
+    parser.add_argument("--fixed-heap", action="store_true",
+                        help="fix glibc malloc's thresholds first (bench.overhead --fixed-heap)")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args(argv)
+    names = (args.classes or ("strided" if args.tuned else RULES_CLASSES)).split(",")
+    unknown = [n for n in names if n not in CLASSES]
+    if unknown:
+        parser.error(f"unknown classes {unknown}; known: {', '.join(CLASSES)}")
+    device = torch.device(args.device)
+    meta = dev.describe(device)
+    meta["fixed_heap"] = args.fixed_heap and dev.fix_heap_thresholds()
+    print(f"{meta['device']} | torch {meta['torch']} | {meta['threads']} threads | "
+          f"revision {meta['git_revision']} | load {meta.get('load_average')} | seed {args.seed}"
+          f"{' | tuned' if args.tuned else ' | the rules'}"
+          f"{' | fixed heap thresholds' if meta['fixed_heap'] else ''}")
+    draw = random.Random(args.seed)
+    torch.manual_seed(args.seed)
+    rows = []
+    from bwdconv import _tune
+
+    with overhead.decisions_of_this_run():
+        for index in range(args.cases):
+            case = draw_case(draw, names[index % len(names)], args.max_flops)
+            if args.tuned:
+                with _tune.autotuning():
+                    rows.append(time_case(case, device, args.rounds))
+            else:
+                rows.append(time_case(case, device, args.rounds))
+            _print_row(rows[-1])
+    _summary(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
