@@ -5,6 +5,7 @@ import io
 import json
 import os
 import pathlib
+import random
 import re
 import sys
 
@@ -876,3 +877,47 @@ def test_transforms_bench_times_every_serving_strategy_three_ways(tmp_path):
         assert set(r["median_ms"]) == set(transforms.SIDES)
         assert all(t > 0 for t in r["median_ms"].values())
     assert len(rows) >= 2 * 3  # scatter, phase and phase_stacked at least, per layer
+
+
+@pytest.mark.parametrize("name", ["swap1x1", "swap1x1_float32", "phase", "splitk",
+                                  "phase_transposed"])
+def test_random_step_classes_mostly_draw_shapes_the_cpu_rules_plan_their_strategy(name):
+    """bench.random_steps: a class's raw draws (before it redraws the ones the
+    rules plan otherwise) must mostly be shapes the rules give the class's
+    strategy, or the class no longer follows the rules it is named after."""
+    import random
+
+    from bwdconv.bench import random_steps
+
+    make, (gradient, strategy) = random_steps.CLASSES[name]
+    draw, hits, valid = random.Random(3), 0, 0
+    while valid < 40:
+        case = {"channels_last": False, "transposed": False, "groups": 1, **make(draw)}
+        case.setdefault("p", [0] * case["dims"])
+        case.setdefault("d", [1] * case["dims"])
+        if min(random_steps._output_sizes(case)) < 1:
+            continue
+        valid += 1
+        flops = random_steps._flops(case)
+        in_range = case.get("min_flops", 1 << 18) <= flops <= case.get("max_flops", 1 << 29)
+        hits += in_range and random_steps.planned(case, torch.device("cpu"))[gradient] == strategy
+    assert hits >= valid // 2, f"{hits} of {valid}"
+
+
+def test_random_steps_time_each_case_in_every_mode_and_name_what_served(tmp_path, capsys):
+    from bwdconv.bench import random_steps
+
+    out = tmp_path / "steps.json"
+    assert random_steps.main(["--cases", "2", "--classes", "swap1x1", "--rounds", "6",
+                              "--max-flops", str(2 ** 20), "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 2
+    for row in rows:
+        assert row["served"]["input"] == ["swap1x1"] and row["served"]["weight"] == ["aten"]
+        assert 2 ** 18 <= row["flops"] <= 2 ** 20
+        for mode in ("functional", "aten", "null"):
+            assert row[mode]["ratio"] > 0 and row[mode]["ms"] > 0
+    printed = capsys.readouterr().out
+    assert "functional: ratios" in printed and "with the whole 90% interval below 1" in printed
+    with pytest.raises(ValueError, match="no shape of class strided"):
+        random_steps.draw_case(random.Random(0), "strided", 1, torch.device("cpu"))

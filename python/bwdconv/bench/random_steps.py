@@ -8,7 +8,8 @@ Each case is a convolution drawn at random from a class of shapes that the
 rules of this device plan a strategy for (on the CPU: 1x1 strided input
 gradients in bfloat16 and large float32 ones, float16 channels_last strided
 ones, float16 weight gradients, float16 channels_last transposed forwards;
-docs/DESIGN.md, "Decisions"), or any strided convolution with `--tuned`. Its
+docs/DESIGN.md, "Decisions"; a draw the rules plan otherwise is drawn
+again), or any strided convolution with `--tuned`. Its
 step (the functional call, `.backward()` of the sum, the gradients dropped
 before the next step) is timed without bwdconv, in the functional scope and
 in the aten scope, the modes in a random order each round
@@ -46,10 +47,9 @@ def _swap1x1(draw):
 
 
 def _swap1x1_float32(draw):
-    width = draw.choice([14, 28])
     return dict(dims=2, dtype=torch.float32, n=draw.choice([8, 16, 32]),
-                c_in=draw.choice([256, 512, 1024]), c_out=draw.choice([512, 1024, 2048]),
-                k=[1, 1], s=[2, 2], size=[width, width], min_flops=1 << 31)
+                c_in=draw.choice([512, 1024]), c_out=draw.choice([1024, 2048]),
+                k=[1, 1], s=[2, 2], size=[28, 28], min_flops=1 << 31, max_flops=1 << 34)
 
 
 def _phase(draw):
@@ -94,11 +94,17 @@ def _strided(draw):
                 size=_sizes(draw, dims, 6, {1: 400, 2: 64, 3: 16}[dims]))
 
 
-# The rules' classes on the CPU (csrc/dispatch/plan.cpp), and any strided
-# convolution for --tuned.
-CLASSES = {"swap1x1": _swap1x1, "swap1x1_float32": _swap1x1_float32, "phase": _phase,
-           "splitk": _splitk, "phase_transposed": _phase_transposed, "strided": _strided}
+# The rules' classes on the CPU (csrc/dispatch/plan.cpp), each with the
+# gradient and strategy the rules plan for it, and any strided convolution
+# for --tuned.
+CLASSES = {"swap1x1": (_swap1x1, ("input", "swap1x1")),
+           "swap1x1_float32": (_swap1x1_float32, ("input", "swap1x1")),
+           "phase": (_phase, ("input", "phase")),
+           "splitk": (_splitk, ("weight", "splitk")),
+           "phase_transposed": (_phase_transposed, ("input", "phase")),
+           "strided": (_strided, None)}
 RULES_CLASSES = "swap1x1,phase,splitk,phase_transposed"
+DRAWS = 2000
 
 
 def _output_sizes(case):
@@ -119,16 +125,40 @@ def _flops(case):
     return total
 
 
-def draw_case(draw, name, max_flops):
-    """A case of class `name` whose output is not empty and whose flops lie
-    in the class's range (from 2^18, or its own lower bound)."""
-    while True:
-        case = {"channels_last": False, "transposed": False, "groups": 1, **CLASSES[name](draw)}
+def weight_size(case):
+    per_group = (case["c_out"] if case["transposed"] else case["c_in"]) // case["groups"]
+    first = case["c_in"] if case["transposed"] else case["c_out"]
+    return [first, per_group, *case["k"]]
+
+
+def planned(case, device):
+    """{gradient: strategy} of the rules for `case` on `device`."""
+    plan = bwdconv.explain([case["n"], case["c_in"], *case["size"]], weight_size(case),
+                           case["s"], case["p"], case["d"], case["groups"], dtype=case["dtype"],
+                           channels_last=case["channels_last"], device=device.type,
+                           transposed=case["transposed"])
+    return {"input": plan.input_strategy, "weight": plan.weight_strategy}
+
+
+def draw_case(draw, name, max_flops, device, rules=True):
+    """A case of class `name` whose output is not empty, whose flops lie in
+    the class's range (from 2^18, or its own lower bound) and, with `rules`,
+    for which the rules plan the class's strategy on `device`."""
+    make, expected = CLASSES[name]
+    for _ in range(DRAWS):
+        case = {"channels_last": False, "transposed": False, "groups": 1, **make(draw)}
         case.setdefault("p", [0] * case["dims"])
         case.setdefault("d", [1] * case["dims"])
         flops = _flops(case)
-        if min(_output_sizes(case)) >= 1 and case.get("min_flops", 1 << 18) <= flops <= max_flops:
-            return {**case, "class": name, "flops": flops}
+        low, high = case.get("min_flops", 1 << 18), case.get("max_flops", max_flops)
+        if min(_output_sizes(case)) < 1 or not low <= flops <= high:
+            continue
+        if rules and expected and planned(case, device)[expected[0]] != expected[1]:
+            continue
+        return {**case, "class": name, "flops": flops}
+    why = (f"that the rules plan {expected[1]} for on {device.type} (with --tuned the "
+           f"autotuner decides)" if rules and expected else f"within {max_flops:g} flops")
+    raise ValueError(f"no shape of class {name} in {DRAWS} draws {why}")
 
 
 def case_name(case):
@@ -148,10 +178,7 @@ def make_step(case, device):
         x = x.contiguous(memory_format=torch.channels_last if case["dims"] == 2
                          else torch.channels_last_3d)
     x.requires_grad_()
-    per_group = (case["c_out"] if case["transposed"] else case["c_in"]) // case["groups"]
-    first = case["c_in"] if case["transposed"] else case["c_out"]
-    w = torch.randn(first, per_group, *case["k"], dtype=case["dtype"], device=device,
-                    requires_grad=True)
+    w = torch.randn(weight_size(case), dtype=case["dtype"], device=device, requires_grad=True)
     s, p, d, g = case["s"], case["p"], case["d"], case["groups"]
     if case["transposed"]:
         name = f"conv_transpose{case['dims']}d"
@@ -238,7 +265,8 @@ def main(argv=None):
 
     with overhead.decisions_of_this_run():
         for index in range(args.cases):
-            case = draw_case(draw, names[index % len(names)], args.max_flops)
+            case = draw_case(draw, names[index % len(names)], args.max_flops, device,
+                             rules=not args.tuned)
             if args.tuned:
                 with _tune.autotuning():
                     rows.append(time_case(case, device, args.rounds))
