@@ -20,6 +20,7 @@ per-call cost included, on shapes no suite holds.
 """
 
 import argparse
+import contextlib
 import json
 import random
 import time
@@ -267,10 +268,7 @@ def main(argv=None):
         for index in range(args.cases):
             case = draw_case(draw, names[index % len(names)], args.max_flops, device,
                              rules=not args.tuned)
-            if args.tuned:
-                with _tune.autotuning():
-                    rows.append(time_case(case, device, args.rounds))
-            else:
+            with _tune.autotuning() if args.tuned else contextlib.nullcontext():
                 rows.append(time_case(case, device, args.rounds))
             _print_row(rows[-1])
     _summary(rows)
