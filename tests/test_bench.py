@@ -1,11 +1,10 @@
-"""The benchmark harness: MIOpenDriver parser, suites, and a tiny run end to end."""
+"""The benchmark harness: suites end to end, its columns and report, kernel bytes
+and traffic."""
 
-import contextlib
 import io
 import json
 import os
 import pathlib
-import random
 import re
 import sys
 
@@ -15,158 +14,10 @@ import torch
 import bwdconv
 
 from bwdconv._progress import progress_bar
-from bwdconv.bench import DriverLineError, parse_line, report, scale_case
+from bwdconv.bench import parse_line, report
 from bwdconv.bench.cli import main as bench_main
 from bwdconv.bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, FORWARD
 from bwdconv.bench.kernels import is_kernel_of, kernel_bytes, kernels
-
-SUITES = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "suites"
-
-SEED = ("convbfp16 -n 16 -c 16 -H 225 -W 225 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -l 1 -j 1 "
-        "-m conv -g 1 -F 4 -t 1 --in_layout NHWC --out_layout NHWC --fil_layout NHWC --iter 100")
-
-
-def test_seed_line_every_2d_flag():
-    case = parse_line(SEED)
-    assert case.dtype == torch.bfloat16
-    assert (case.batch, case.in_channels, case.out_channels) == (16, 16, 64)
-    assert case.input == (225, 225) and case.filter == (3, 3)
-    assert case.padding == (1, 1) and case.stride == (1, 1) and case.dilation == (1, 1)
-    assert case.groups == 1 and case.directions == BACKWARD_WEIGHT
-    assert case.channels_last and case.filter_channels_last
-    assert case.iterations == 100
-
-
-def test_long_flags_equal_short_flags():
-    short = parse_line("convfp16 -n 2 -c 8 -H 9 -W 10 -k 4 -y 3 -x 2 -p 1 -q 0 -u 2 -v 3 "
-                       "-l 2 -j 1 -g 2 -F 6 -i 7")
-    long = parse_line("convfp16 --batchsize 2 --in_channels 8 --in_h 9 --in_w 10 "
-                      "--out_channels 4 --fil_h 3 --fil_w 2 --pad_h 1 --pad_w 0 "
-                      "--conv_stride_h 2 --conv_stride_w 3 --dilation_h 2 --dilation_w 1 "
-                      "--group_count 2 --forw 6 --iter 7")
-    short.line = long.line = ""
-    assert short == long
-    assert short.dtype == torch.float16
-    assert short.direction_list() == [BACKWARD_DATA, BACKWARD_WEIGHT]
-
-
-def test_3d_flags():
-    case = parse_line("conv -n 2 -c 4 --in_d 8 -H 9 -W 10 -k 8 --fil_d 3 -y 1 -x 2 --pad_d 1 "
-                      "-p 0 -q 1 --conv_stride_d 2 -u 1 -v 3 --dilation_d 2 -l 1 -j 1 "
-                      "--spatial_dim 3 -F 2 --in_layout NDHWC --out_layout NDHWC")
-    assert case.dtype == torch.float32 and case.spatial_dims == 3
-    assert case.input == (8, 9, 10) and case.filter == (3, 1, 2)
-    assert case.padding == (1, 0, 1) and case.stride == (2, 1, 3) and case.dilation == (2, 1, 1)
-    assert case.channels_last
-
-
-def test_3d_short_flags_and_comments():
-    """MIOpenDriver's short 3D flags are punctuation; `#` starts a comment only
-    where it begins a word."""
-    case = parse_line("conv -n 1 -c 4 -H 8 -W 8 -k 4 -y 3 -x 3 --spatial_dim 3 -! 6 -@ 3 "
-                      "-# 2 -$ 1 -^ 2 -F 4  # a comment -u 9")
-    assert case.input == (6, 8, 8) and case.filter == (3, 3, 3)
-    assert case.stride == (2, 1, 1) and case.padding == (1, 0, 0) and case.dilation == (2, 1, 1)
-    assert case.directions == BACKWARD_WEIGHT
-    assert parse_line("conv -n 1 -c 2 #-c 9").in_channels == 2
-
-
-def test_every_miopen_driver_short_flag_is_accepted():
-    flags = ("-I NCHW -O NCHW -f NCHW -F 0 -n 1 -c 2 -H 5 -W 5 -k 2 -y 3 -x 3 -u 1 -v 1 "
-             "-p 0 -q 0 -r 0 -Y 0 -X 0 -i 3 -V 0 -C dir -t 1 -w 0 -s 0 -P 0 -o 0 -d x -e w "
-             "-b 0 -m conv -z default -Z 0 -L 1 -l 1 -j 1 -a b -g 1 -D dy -S -1")
-    assert parse_line("conv " + flags).input == (5, 5)
-    three = parse_line("conv --spatial_dim 3 -! 4 -@ 1 -# 1 -$ 0 -^ 1 -% 0 -n 1 -c 2 -k 2")
-    assert three.input == (4, 32, 32) and three.filter == (1, 3, 3)
-
-
-@pytest.mark.parametrize("line, padding", [
-    ("conv -n 1 -c 2 -H 7 -W 8 -k 2 -y 3 -x 5 -p 4 -q 4 -z default", (4, 4)),
-    ("conv -n 1 -c 2 -H 7 -W 8 -k 2 -y 3 -x 5 -p 4 -q 4 -z valid", (0, 0)),
-    # same: half of max(k - s, 0) when s divides the size, else of max(k - size % s, 0)
-    ("conv -n 1 -c 2 -H 7 -W 8 -k 2 -y 3 -x 5 -u 2 -v 2 -z same", (1, 1)),
-    ("conv -n 1 -c 2 -H 7 -W 8 -k 2 -y 3 -x 5 -l 2 -j 2 -p 1 -q 1 -z same", (1, 1)),
-])
-def test_pad_mode_sets_padding_as_miopen_driver_does(line, padding):
-    assert parse_line(line).padding == padding
-
-
-def test_forw_zero_means_every_direction():
-    case = parse_line("conv -n 1 -c 2 -H 5 -W 5 -k 2 -y 3 -x 3 -F 0")
-    assert case.direction_list() == [FORWARD, BACKWARD_DATA, BACKWARD_WEIGHT]
-
-
-@pytest.mark.parametrize("line", [
-    "conv -n 2 -c 4 -H 9 -W 9 -k 8 -y 3 -x 3 -u 2 -v 2 -g 2 -F 6",
-    "convbfp16 -n 1 -c 3 --in_d 4 -H 5 -W 6 -k 2 --fil_d 2 -y 1 -x 3 --spatial_dim 3 -F 2 "
-    "--in_layout NDHWC --out_layout NDHWC",
-    "conv -m trans -n 1 -c 8 -H 5 -W 5 -k 4 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -Y 1 -X 1 -F 5",
-    "convbfp16 -m trans -n 1 -c 4 --in_d 3 -H 5 -W 6 -k 2 --fil_d 2 -y 2 -x 2 --conv_stride_d 2 "
-    "-u 2 -v 3 --trans_output_pad_d 1 -X 2 --spatial_dim 3 -F 1",
-])
-def test_to_line_round_trips(line):
-    case = parse_line(line)
-    again = parse_line(case.to_line())
-    case.line = again.line = ""
-    assert again == case
-
-
-@pytest.mark.parametrize("line, message", [
-    ("conv -n 2 -G 3", "unknown flag '-G'"),
-    ("conv -n 2 -c 3 -z full", "--pad_mode must be default, same or valid"),
-    ("conv -n 2 --frobnicate 3", "unknown flag '--frobnicate'"),
-    ("convint8 -n 2", "unknown command 'convint8'"),
-    ("conv -n 2 -c", "flag '-c' has no value"),
-    ("conv -n two", "flag -n (--batchsize) needs an integer, got 'two'"),
-    ("conv -n 2 -n 3", "given twice"),
-    ("conv -n 1 -c 2 --in_d 4 -H 5 -W 5", "--in_d needs --spatial_dim 3"),
-    ("conv -n 1 -c 2 -H 5 -W 5 --in_layout NCWH", "unsupported layout 'NCWH'"),
-    ("conv -n 1 -c 2 -H 5 -W 5 -m deconv", "mode 'deconv' is not supported"),
-    ("conv -n 1 -c 2 -H 5 -W 5 -u 2 -v 2 -Y 1", "output padding (-Y/-X) needs -m trans"),
-    ("conv -m trans -n 1 -c 2 -H 5 -W 5 -u 2 -v 2 -X 2", "output padding 2 must be smaller"),
-    ("conv -m trans -n 1 -c 2 -H 1 -W 5 -y 3 -x 3 -p 2 -q 1", "output [-1, 5] is empty"),
-    ("conv -n 1 -c 4 -H 5 -W 5 -k 6 -g 4", "-g 4 must divide -c 4 and -k 6"),
-    ("conv -n 1 -c 2 -H 2 -W 5 -k 2 -y 3 -x 3", "smaller than the dilated filter"),
-    ("conv -n 1 -c 2 -H 5 -W 5 -u 0", "strides must be positive"),
-    ("conv -n 1 -c 2 -H 5 -W 5 -F 9", "-F must be 0-7"),
-    ("conv -n 1 -c 2 -H 5 -W 5 --spatial_dim 1", "--spatial_dim must be 2 or 3"),
-    ("", "empty line"),
-])
-def test_bad_lines_name_the_problem(line, message):
-    with pytest.raises(DriverLineError) as error:
-        parse_line(line)
-    assert message in str(error.value)
-
-
-def test_scale_keeps_groups_and_a_valid_shape():
-    case = parse_line("convfp16 -n 32 -c 256 -H 200 -W 200 -k 256 -y 3 -x 3 -p 1 -q 1 "
-                      "-u 2 -v 2 -g 32 -F 2")
-    small = scale_case(case, 8)
-    assert (small.batch, small.input) == (4, (25, 25))
-    assert small.in_channels % 32 == 0 and small.out_channels % 32 == 0
-    tiny = scale_case(parse_line("conv -n 1 -c 3 -H 7 -W 7 -k 4 -y 7 -x 7 -F 4"), 8)
-    assert tiny.input == (7, 7) and tiny.batch == 1
-
-
-def test_transposed_line_reads_as_miopen_driver_does():
-    case = parse_line("conv -m trans -n 2 -c 8 -H 5 -W 6 -k 4 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 "
-                      "-Y 1 -X 0 -g 2 -F 1")
-    assert case.transposed and case.output_padding == (1, 0)
-    assert case.input_size() == [2, 8, 5, 6] and case.weight_size() == [8, 2, 3, 3]
-    expected = torch.nn.functional.conv_transpose2d(
-        torch.zeros(case.input_size()), torch.zeros(case.weight_size()), stride=2, padding=1,
-        output_padding=(1, 0), groups=2)
-    assert case.transposed_output() == tuple(expected.shape[2:])
-    assert "trans" in case.label()
-
-
-@pytest.mark.parametrize("suite", ["seeds", "resnet50", "r3d18", "transposed"])
-def test_suites_parse(suite):
-    lines = [l for l in (SUITES / f"{suite}.txt").read_text().splitlines()
-             if l.strip() and not l.startswith("#")]
-    cases = [parse_line(l) for l in lines]
-    assert len(cases) >= 10
-    assert len({c.to_line() for c in cases}) == len(cases), "a suite lists a conv twice"
 
 
 def run_checked_suite(tmp_path, name, lines):
@@ -295,6 +146,8 @@ def test_both_swap1x1_writers_are_timed_where_both_serve(tmp_path):
 
 
 # A float32 NCHW 1x1 stride-2 input gradient, one call timed.
+
+
 ONE_LINE = ["conv", "-n", "2", "-c", "4", "-H", "8", "-W", "9", "-k", "8", "-y", "1", "-x", "1",
             "-u", "2", "-v", "2", "-F", "2"]
 
@@ -456,40 +309,6 @@ def test_traffic_reads_a_transposed_line_and_every_swap1x1_writer(tmp_path, caps
     assert epilogue[6] == "1.00" and epilogue[7] == "0", epilogue
 
 
-def test_overhead_benchmark_reports_every_kind_pass_and_scope(tmp_path, capsys):
-    from bwdconv.bench import overhead
-
-    out = tmp_path / "overhead.json"
-    assert overhead.main(["--samples", "3", "--calls", "2", "--no-models", "--device", "cpu",
-                          "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["tiny"]
-    assert {(r["kind"], r["planned"].split()[0], r["pass"]) for r in rows} == {
-        (k, p, s) for k in ("conv", "transposed") for p in ("aten", "strategy")
-        for s in ("forward", "forward+backward")}
-    for r in rows:
-        assert r["without_us"] > 0
-        for scope in ("functional", "aten"):
-            assert r[scope]["p25_us"] <= r[scope]["median_us"] <= r[scope]["p75_us"]
-    assert {"aten (new shape each call)", "aten (200 distinct calls)"} <= \
-        {r["planned"] for r in rows}
-    assert "transposed" in capsys.readouterr().out
-
-
-def test_overhead_benchmark_times_only_the_held_out_shapes_named(tmp_path, monkeypatch,
-                                                                 fresh_tuning):
-    from bwdconv.bench import overhead
-
-    tiny = [("conv2d tiny", (1, 2, 6, 6), (3, 2, 3, 3), 2, 1, torch.float32, False),
-            ("conv1d tiny", (1, 2, 8), (3, 2, 3), 2, 1, torch.float32, False)]
-    monkeypatch.setattr(overhead, "HELD_OUT", tiny)
-    out = tmp_path / "overhead.json"
-    assert overhead.main(["--tuned", "--held-out", "conv1d tiny", "--steps", "1", "--device",
-                          "cpu", "--json", str(out)]) == 0
-    result = json.loads(out.read_text())
-    assert [row["shape"] for row in result["tuned"]] == ["conv1d tiny"]
-    assert "tiny" not in result and "training" not in result
-
-
 def test_bench_columns_pay_the_pass_through_for_aten_and_the_op_for_a_strategy(monkeypatch):
     """A call planned for aten costs aten's own time plus the lookup (it
     passes through); a strategy its own time plus the op's per-call cost."""
@@ -512,113 +331,6 @@ def test_bench_peaks_of_a_call_planned_for_aten_are_atens_own():
     peaks = {"aten": 100, "bwdconv": 144, "tuned": 50, "phase": 50}
     run.add_call_peaks(peaks, {"bwdconv": "aten", "tuned": "phase"})
     assert peaks == {"aten": 100, "bwdconv": 100, "tuned": 50, "phase": 50}
-
-
-def test_the_ratio_interval_holds_the_true_ratio_and_narrows_with_rounds():
-    """The steps' bootstrap interval: exact where the ratio is exact, around
-    the ratio the times were drawn with, and narrower with more rounds."""
-    import random
-
-    from bwdconv.bench import ratios
-
-    base = [10.0 + i % 7 for i in range(50)]
-    assert ratios.ratio_interval(base, base) == (1.0, 1.0)
-    low, high = ratios.ratio_interval(base, [t * 1.25 for t in base])
-    assert low == pytest.approx(0.8) and high == pytest.approx(0.8)
-
-    draw = random.Random(5)
-
-    def widths(rounds):
-        without = [draw.gauss(20.0, 1.0) for _ in range(rounds)]
-        timed = [draw.gauss(20.0, 1.0) * 1.05 for _ in range(rounds)]
-        low, high = ratios.ratio_interval(without, timed)
-        assert low < 1 / 1.05 < high
-        return high - low
-    assert widths(800) < widths(50) / 2
-
-
-@pytest.mark.parametrize("kind", ["conv", "transposed"])
-def test_overhead_cases_call_what_each_mode_enabled(kind):
-    """The benchmark's calls reach torch.nn.functional as enable() left it:
-    bwdconv serves them in the functional scope, nothing does without it."""
-    from bwdconv.bench import overhead
-
-    _, forward_backward, forced = overhead.tiny_case(kind, "strategy", torch.device("cpu"))
-    held_out = overhead._held_out_step(
-        next(c for c in overhead.HELD_OUT if c[0].startswith(overhead.KINDS[kind])),
-        torch.device("cpu"))
-    for fn in (forward_backward, held_out):
-        for name, served in (("without", 0), ("functional", 1)):
-            bwdconv.reset_served()
-            with bwdconv.force_strategy(forced), overhead.mode(name):
-                fn()
-            assert sum(bwdconv.served()["input"].values()) == served, (fn, name)
-
-
-def test_the_null_comparison_switches_as_a_mode_does_and_runs_without_bwdconv(monkeypatch):
-    from bwdconv.bench import overhead
-
-    entered = []
-    real_enabled = bwdconv.enabled
-
-    @contextlib.contextmanager
-    def recording(scope="functional"):
-        entered.append(scope)
-        with real_enabled(scope):
-            yield
-
-    monkeypatch.setattr(bwdconv, "enabled", recording)
-    original = torch.nn.functional.conv2d
-    with overhead.mode(overhead.NULL):
-        assert torch.nn.functional.conv2d is original
-        assert not bwdconv.is_enabled()
-    assert entered == ["functional"]
-    with overhead.mode("without"):
-        pass
-    assert entered == ["functional"]
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
-def test_fixed_heap_thresholds_keep_blocks_of_megabytes_on_the_heap():
-    # In a fresh process of its own (the thresholds stay fixed for its
-    # lifetime): glibc maps a first 16 MiB block apart from the heap by
-    # default, and places it in the heap once the thresholds are fixed.
-    import subprocess
-
-    script = """
-import sys, torch
-from bwdconv.bench import device
-fixed = device.fix_heap_thresholds() if sys.argv[1] == "fixed" else False
-block = torch.empty(4 << 20)  # 16 MiB of float32
-address = block.data_ptr()
-with open("/proc/self/maps") as maps:
-    heaps = [line.split()[0].split("-") for line in maps if line.rstrip().endswith("[heap]")]
-print(fixed, any(int(low, 16) <= address < int(high, 16) for low, high in heaps))
-"""
-    outputs = {mode: subprocess.run([sys.executable, "-c", script, mode], capture_output=True,
-                                    text=True, check=True).stdout.split()
-               for mode in ("fixed", "default")}
-    assert outputs == {"fixed": ["True", "True"], "default": ["False", "False"]}
-
-
-def test_the_paired_ratio_cancels_a_drift_the_ratio_of_medians_does_not():
-    """Rounds whose speed drifts by a third over the run, the mode 2% slower
-    in each: the paired interval holds 1/1.02 tightly; the ratio of medians
-    is no more precise than the drift allows."""
-    import random
-
-    from bwdconv.bench import ratios
-
-    draw = random.Random(7)
-    drift = [1 + i / 300 for i in range(100)]
-    without = [20.0 * d * draw.gauss(1, 0.003) for d in drift]
-    timed = [20.0 * d * 1.02 * draw.gauss(1, 0.003) for d in drift]
-    round_ratios = [a / b for a, b in zip(without, timed)]
-    low, high = ratios.median_interval(round_ratios)
-    assert low < 1 / 1.02 < high and high - low < 0.002
-    paired_width = high - low
-    low, high = ratios.ratio_interval(without, timed)
-    assert high - low > 3 * paired_width
 
 
 def test_the_cudnn_benchmark_flag_is_applied_for_the_run_and_reported(tmp_path, monkeypatch,
@@ -794,24 +506,6 @@ def test_the_header_gives_the_per_call_cost_the_columns_add(tmp_path, monkeypatc
     assert meta["call_cost"].startswith("4.3 us added where a strategy is chosen")
 
 
-def test_the_models_bench_tunes_in_a_cache_of_its_own(monkeypatch):
-    """bench.models' tuned side runs with a temporary decisions cache, removed
-    afterwards, unless --tuning-cache names one; the header says which."""
-    from bwdconv.bench import models
-
-    users = os.environ["BWDCONV_CACHE_DIR"]
-    seen = []
-    monkeypatch.setattr(models, "_run", lambda args, decisions: seen.append(
-        (os.environ["BWDCONV_CACHE_DIR"], decisions)) or 0)
-    assert models.main(["--models", "unet"]) == 0
-    directory, words = seen.pop()
-    assert directory != users and not pathlib.Path(directory).exists()  # removed after
-    assert words == "the bench's own, in a temporary directory removed after the run"
-    assert os.environ["BWDCONV_CACHE_DIR"] == users
-    assert models.main(["--models", "unet", "--tuning-cache", "user"]) == 0
-    assert seen.pop() == (users, f"the user's, {users}/decisions-v1.json (--tuning-cache user)")
-
-
 def test_a_long_loop_writes_a_line_of_progress_where_stderr_is_no_terminal(monkeypatch):
     """In a log a loop shows its progress as whole lines, one per
     LINE_SECONDS at most and none before it has run that long (a postfix
@@ -834,90 +528,3 @@ def test_a_long_loop_writes_a_line_of_progress_where_stderr_is_no_terminal(monke
     assert 2 <= len(lines) <= 4, lines
     assert all(line.startswith("bench: ") for line in lines)
     assert lines[-1].split("|")[2].strip().startswith(("3/4", "4/4")), lines
-
-
-def test_rounds_draw_their_order_and_warm_each_entry_first():
-    """bench.device.time_in_rounds: every round calls each entry its count
-    plus one untimed call, inside its context, and the order changes between
-    rounds (a fixed order kept each entry after the same neighbour)."""
-    import contextlib
-
-    from bwdconv.bench import device as dev
-
-    calls, contexts = [], []
-
-    def entry(name):
-        @contextlib.contextmanager
-        def context():
-            contexts.append(name)
-            yield
-        return (lambda: calls.append(name)), context
-
-    names = ["a", "b", "c", "d"]
-    times = dev.time_in_rounds({n: entry(n) for n in names}, torch.device("cpu"), [2, 3, 2, 3, 2])
-    assert {n: len(t) for n, t in times.items()} == {n: 12 for n in names}
-    assert len(calls) == 4 * (12 + 5) and contexts.count("a") == 5
-    rounds = [contexts[i:i + 4] for i in range(0, 20, 4)]
-    assert all(sorted(r) == names for r in rounds) and len({tuple(r) for r in rounds}) > 1
-    first = calls[:3]  # round 0's first entry: one untimed call, then its two timed
-    assert first == [rounds[0][0]] * 3
-
-
-def test_transforms_bench_times_every_serving_strategy_three_ways(tmp_path):
-    """bench.transforms: each layer's serving strategies, with aten's time, the
-    filter built each call and reused; small, so only its shape is checked."""
-    from bwdconv.bench import transforms
-
-    out = tmp_path / "transforms.json"
-    assert transforms.main(["--rounds", "2", "--calls", "1", "--scale", "16",
-                            "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["rows"]
-    assert {r["layer"] for r in rows} == {layer[0] for layer in transforms.LAYERS}
-    for r in rows:
-        assert set(r["median_ms"]) == set(transforms.SIDES)
-        assert all(t > 0 for t in r["median_ms"].values())
-    assert len(rows) >= 2 * 3  # scatter, phase and phase_stacked at least, per layer
-
-
-@pytest.mark.parametrize("name", ["swap1x1", "swap1x1_float32", "phase", "splitk",
-                                  "phase_transposed"])
-def test_random_step_classes_mostly_draw_shapes_the_cpu_rules_plan_their_strategy(name):
-    """bench.random_steps: a class's raw draws (before it redraws the ones the
-    rules plan otherwise) must mostly be shapes the rules give the class's
-    strategy, or the class no longer follows the rules it is named after."""
-    import random
-
-    from bwdconv.bench import random_steps
-
-    make, (gradient, strategy) = random_steps.CLASSES[name]
-    draw, hits, valid = random.Random(3), 0, 0
-    while valid < 40:
-        case = {"channels_last": False, "transposed": False, "groups": 1, **make(draw)}
-        case.setdefault("p", [0] * case["dims"])
-        case.setdefault("d", [1] * case["dims"])
-        if min(random_steps._output_sizes(case)) < 1:
-            continue
-        valid += 1
-        flops = random_steps._flops(case)
-        in_range = case.get("min_flops", 1 << 18) <= flops <= case.get("max_flops", 1 << 29)
-        hits += in_range and random_steps.planned(case, torch.device("cpu"))[gradient] == strategy
-    assert hits >= valid // 2, f"{hits} of {valid}"
-
-
-def test_random_steps_time_each_case_in_every_mode_and_name_what_served(tmp_path, capsys):
-    from bwdconv.bench import random_steps
-
-    out = tmp_path / "steps.json"
-    assert random_steps.main(["--cases", "2", "--classes", "swap1x1", "--rounds", "6",
-                              "--max-flops", str(2 ** 20), "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["rows"]
-    assert len(rows) == 2
-    for row in rows:
-        assert row["served"]["input"] == ["swap1x1"] and row["served"]["weight"] == ["aten"]
-        assert 2 ** 18 <= row["flops"] <= 2 ** 20
-        for mode in ("functional", "aten", "null"):
-            assert row[mode]["ratio"] > 0 and row[mode]["ms"] > 0
-    printed = capsys.readouterr().out
-    assert "functional: ratios" in printed and "with the whole 90% interval below 1" in printed
-    with pytest.raises(ValueError, match="no shape of class strided"):
-        random_steps.draw_case(random.Random(0), "strided", 1, torch.device("cpu"))
