@@ -424,6 +424,7 @@ def round_mantissa(t, bits):
 # ---- the randomized step (scripts/gpu_random_cases.py), on the host target ----
 
 import gpu_random_cases  # noqa: E402
+import random_calls  # noqa: E402
 
 
 def random_step(tmp_path, *arguments):
@@ -480,7 +481,7 @@ def test_random_geometry_is_valid_and_holds_issue_40s_classes():
     rng = random.Random(3)
     classes = collections.Counter()
     for i in range(400):
-        geometry = gpu_random_cases.draw(rng, gpu_random_cases.KINDS[i % 2])
+        geometry = random_calls.draw(rng, random_calls.KINDS[i % 2])
         assert geometry.valid()
         classes.update(geometry.classes())
         if i % 8 == 0:  # aten agrees on the output's size
@@ -492,7 +493,7 @@ def test_random_geometry_is_valid_and_holds_issue_40s_classes():
     assert classes["stride-1 dim, padding at or past the kernel's extent"] >= 40
     assert classes["transposed, output cropped"] >= 80
     assert classes["dilation beside stride 1"] >= 40
-    for geometry, _ in gpu_random_cases.KNOWN_CASES:
+    for geometry, _ in random_calls.KNOWN_CASES:
         assert geometry.valid(), geometry
 
 

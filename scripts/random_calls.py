@@ -1,0 +1,204 @@
+"""The random calls of the GPU check's randomized step
+(scripts/gpu_random_cases.py): their geometry, how they are drawn, and the
+calls found wrong before (issue 40), which run first."""
+
+import collections
+import math
+
+import torch
+
+DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
+LAYOUTS = ("nchw", "channels_last")
+KINDS = ("conv", "transposed")
+SCOPES = ("functional", "aten")
+TF32_MODES = ("default", "off", "on")
+DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.bfloat16: "bfloat16",
+               torch.float16: "float16"}
+DTYPE_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
+
+
+class Geometry(collections.namedtuple(
+        "Geometry", "kind x_size w_size stride padding output_padding dilation groups")):
+    """One call: a convolution (weight O x C/g x k) or a transposed
+    convolution (weight C x O/g x k) of an input N x C x spatial."""
+
+    @property
+    def dims(self):
+        return len(self.stride)
+
+    @property
+    def extents(self):
+        return [d * (k - 1) + 1 for d, k in zip(self.dilation, self.w_size[2:])]
+
+    def output_spatial(self):
+        size = self.x_size[2:]
+        if self.kind == "conv":
+            return [(i + 2 * p - e) // s + 1 for i, p, e, s in
+                    zip(size, self.padding, self.extents, self.stride)]
+        return [(i - 1) * s - 2 * p + e + op for i, s, p, e, op in
+                zip(size, self.stride, self.padding, self.extents, self.output_padding)]
+
+    def output_channels(self):
+        return self.w_size[0] if self.kind == "conv" else self.w_size[1] * self.groups
+
+    def output_size(self):
+        return (self.x_size[0], self.output_channels(), *self.output_spatial())
+
+    def valid(self):
+        c = self.x_size[1]
+        if c % self.groups or self.output_channels() % self.groups:
+            return False
+        if self.kind == "conv" and self.w_size[1] * self.groups != c:
+            return False
+        if self.kind == "transposed":
+            if self.w_size[0] != c:
+                return False
+            if any(op >= max(s, d) for op, s, d in
+                   zip(self.output_padding, self.stride, self.dilation)):
+                return False
+        return all(o >= 1 for o in self.output_spatial()) and all(i >= 1 for i in self.x_size)
+
+    def classes(self):
+        """The geometry classes of issue 40 this call is in."""
+        found = set()
+        strided = any(s > 1 for s in self.stride)
+        for s, p, e, d in zip(self.stride, self.padding, self.extents, self.dilation):
+            if s == 1 and p >= e:
+                found.add("stride-1 dim, padding at or past the kernel's extent")
+            if s == 1 and d > 1 and strided:
+                found.add("dilation beside stride 1")
+        if self.kind == "transposed" and any(p > 0 for p in self.padding):
+            found.add("transposed, output cropped")
+        return found
+
+    def terms(self):
+        """How many products each result sums (the accuracy rule's K):
+        output, dx, dw, db."""
+        n, k = self.x_size[0], math.prod(self.w_size[2:])
+        out, c, o = math.prod(self.output_spatial()), self.x_size[1], self.output_channels()
+        g = self.groups
+        if self.kind == "conv":
+            return {"out": c // g * k + 1, "dx": o // g * k, "dw": n * out, "db": n * out}
+        return {"out": c // g * k + 1, "dx": o // g * k, "dw": n * math.prod(self.x_size[2:]),
+                "db": n * out}
+
+    def function(self):
+        return f"conv{self.dims}d" if self.kind == "conv" else f"conv_transpose{self.dims}d"
+
+    def keywords(self):
+        if self.kind == "conv":
+            return dict(stride=self.stride, padding=self.padding, dilation=self.dilation,
+                        groups=self.groups)
+        return dict(stride=self.stride, padding=self.padding,
+                    output_padding=self.output_padding, groups=self.groups,
+                    dilation=self.dilation)
+
+    def __str__(self):
+        def x(v):
+            return "x".join(map(str, v))
+        n, c, *size = self.x_size
+        text = (f"{self.function()} N{n} C{c}->{self.output_channels()} in {x(size)} "
+                f"k{x(self.w_size[2:])} s{x(self.stride)} p{x(self.padding)}")
+        if any(self.output_padding):
+            text += f" op{x(self.output_padding)}"
+        if any(d > 1 for d in self.dilation):
+            text += f" d{x(self.dilation)}"
+        if self.groups > 1:
+            text += f" g{self.groups}"
+        return text
+
+
+def conv(x, w, s, p, d=None, g=1):
+    dims = len(s)
+    return Geometry("conv", tuple(x), tuple(w), list(s), list(p), [0] * dims,
+                    list(d or [1] * dims), g)
+
+
+def transposed(x, w, s, p, op=None, d=None, g=1):
+    dims = len(s)
+    return Geometry("transposed", tuple(x), tuple(w), list(s), list(p),
+                    list(op or [0] * dims), list(d or [1] * dims), g)
+
+
+# Issue 40's wrong results (H200, and 7 of them on the host target), each
+# with its dtype, NCHW, then the host-mode float16 case.
+KNOWN_CASES = [
+    (conv((2, 19, 23, 2), (6, 19, 4, 4), [2, 1], [0, 1]), torch.float32),
+    (transposed((6, 72, 1, 12, 6), (72, 17, 7, 5, 1), [2, 2, 1], [2, 2, 2], g=4), torch.bfloat16),
+    (transposed((2, 44, 14, 12), (44, 1, 1, 1), [2, 1], [0, 3], d=[2, 1], g=4), torch.bfloat16),
+    (transposed((5, 9, 27, 2), (9, 12, 7, 4), [2, 1], [2, 1]), torch.float16),
+    (conv((5, 19, 31, 2), (22, 19, 1, 4), [2, 1], [0, 3], d=[1, 2]), torch.float16),
+    (conv((3, 24, 12, 6, 6), (2, 12, 3, 3, 5), [4, 2, 1], [2, 1, 3], d=[2, 1, 1], g=2),
+     torch.bfloat16),
+    (conv((3, 1, 33, 2), (16, 1, 2, 5), [2, 1], [1, 3], d=[2, 1]), torch.float32),
+    (transposed((4, 5, 39, 7), (5, 14, 7, 1), [2, 1], [2, 2], d=[1, 2]), torch.float32),
+    (conv((1, 30, 15, 3), (20, 15, 3, 1), [2, 1], [1, 3], g=2), torch.float32),
+    (transposed((2, 9, 9, 10, 4), (9, 21, 3, 7, 1), [4, 2, 1], [0, 0, 1], d=[1, 1, 2]),
+     torch.bfloat16),
+    (transposed((6, 1, 35, 8), (1, 11, 7, 1), [2, 1], [3, 1]), torch.float16),
+    (conv((2, 1, 13, 4), (3, 1, 1, 1), [2, 1], [0, 2]), torch.float16),
+    # found on the host target after issue 40: phase_stacked's sub-convolution
+    # in PyTorch's CPU bfloat16 conv3d, wrong on some calls (docs/limitations.md)
+    (conv((1, 8, 1, 3, 5), (2, 4, 5, 1, 5), [4, 1, 4], [2, 3, 0], g=2), torch.bfloat16),
+]
+
+
+def draw(rng, kind, min_dims=1):
+    """A valid random call of `kind`, small enough to run thousands of."""
+    while True:
+        geometry = _draw_once(rng, kind, min_dims)
+        if geometry.valid():
+            return geometry
+
+
+def _draw_once(rng, kind, min_dims):
+    dims = rng.choice([d for d in (1, 2, 2, 3) if d >= min_dims])
+    groups = rng.choice([1, 1, 1, 2, 3, 4])
+    stride = [rng.choice([1, 1, 2, 2, 3, 4]) for _ in range(dims)]
+    if all(s == 1 for s in stride) and rng.random() < 0.85:  # the strategies' domain
+        stride[rng.randrange(dims)] = rng.choice([2, 3, 4])
+    # Issue 40's class: a stride-1 dim whose padding reaches the kernel's extent.
+    past_extent = rng.random() < 0.35
+    largest_k = 7 if dims < 3 else 5
+    # Strided dims long (the walks' rows: issue 40's cases had 23-39), the others short.
+    long_size, short_size = {1: (64, 12), 2: (40, 12), 3: (12, 6)}[dims]
+    k, dilation, padding, output_padding, size = [], [], [], [], []
+    for s in stride:
+        ki = rng.choice([1, 1, 2, 3, 3, 4, 5, largest_k])
+        ki = min(ki, largest_k)
+        di = rng.choice([1, 1, 2, 3]) if s == 1 else rng.choice([1, 1, 1, 2])
+        extent = di * (ki - 1) + 1
+        tight = s == 1 and past_extent
+        if tight:
+            ni = rng.randint(1, 8)
+        else:
+            ni = rng.randint(1, long_size if s > 1 else short_size)
+        if kind == "conv":
+            pi = rng.randint(extent, extent + 2) if tight else rng.randint(0, (extent + 1) // 2)
+            ni = max(ni, extent - 2 * pi)
+            opi = 0
+        else:
+            opi = rng.randint(0, max(s, di) - 1) if rng.random() < 0.4 else 0
+            full = (ni - 1) * s + extent + opi  # the output before cropping
+            most = (full - 1) // 2
+            if tight or rng.random() < 0.4:  # crop hard: padding past the extent where it fits
+                pi = rng.randint(min(extent, most), most) if most >= 0 else 0
+            else:
+                pi = rng.randint(0, max(0, min(most, extent - 1)))
+        k.append(ki)
+        dilation.append(di)
+        padding.append(pi)
+        output_padding.append(opi)
+        size.append(ni)
+    n = rng.randint(1, 4)
+    c, o = groups * rng.randint(1, 6), groups * rng.randint(1, 6)
+    if kind == "conv":
+        return Geometry("conv", (n, c, *size), (o, c // groups, *k), stride, padding,
+                        output_padding, dilation, groups)
+    return Geometry("transposed", (n, c, *size), (c, o // groups, *k), stride, padding,
+                    output_padding, dilation, groups)
+
+
+def combinations():
+    """Every kind x dtype x layout, in the order the groups cycle through."""
+    return [(kind, dtype, layout) for dtype in DTYPES for layout in LAYOUTS for kind in KINDS]
