@@ -13,6 +13,8 @@ import torch
 
 import bwdconv
 
+from bwdconv.bench import random_steps
+
 def test_overhead_benchmark_reports_every_kind_pass_and_scope(tmp_path, capsys):
     from bwdconv.bench import overhead
 
@@ -217,16 +219,12 @@ def test_transforms_bench_times_every_serving_strategy_three_ways(tmp_path):
     assert len(rows) >= 2 * 3  # scatter, phase and phase_stacked at least, per layer
 
 
-@pytest.mark.parametrize("name", ["swap1x1", "swap1x1_float32", "phase", "splitk",
-                                  "phase_transposed"])
+@pytest.mark.parametrize("name", [name for name, (_, expected) in random_steps.CLASSES.items()
+                                  if expected])
 def test_random_step_classes_mostly_draw_shapes_the_cpu_rules_plan_their_strategy(name):
     """bench.random_steps: a class's raw draws (before it redraws the ones the
     rules plan otherwise) must mostly be shapes the rules give the class's
     strategy, or the class no longer follows the rules it is named after."""
-    import random
-
-    from bwdconv.bench import random_steps
-
     make, (gradient, strategy) = random_steps.CLASSES[name]
     draw, hits, valid = random.Random(3), 0, 0
     while valid < 40:
@@ -243,8 +241,6 @@ def test_random_step_classes_mostly_draw_shapes_the_cpu_rules_plan_their_strateg
 
 
 def test_random_steps_time_each_case_in_every_mode_and_name_what_served(tmp_path, capsys):
-    from bwdconv.bench import random_steps
-
     out = tmp_path / "steps.json"
     assert random_steps.main(["--cases", "2", "--classes", "swap1x1", "--rounds", "6",
                               "--max-flops", str(2 ** 20), "--json", str(out)]) == 0

@@ -95,11 +95,19 @@ def rows_for(label, strategy, record, minimum):
     return rows
 
 
+# Kernels each of whose launches writes a tensor of its own (relayout: grad_output,
+# the weight, the gradient back). A tensor freed between two launches can be
+# allocated again at the same address, so the recording's distinct bytes
+# would count a later tensor's stores as the earlier one's written again.
+OUTPUT_PER_LAUNCH = {"relayout"}
+
+
 def record_distinct_stores(record, launches):
     """Distinct bytes the launches stored: the whole recording's when every
-    recorded launch is among them (several launches writing one tensor), else
-    the launches' own."""
-    if len(launches) == len(record["launches"]):
+    recorded launch is among them and they share their output (several
+    launches writing one tensor), else the launches' own."""
+    shared_output = launches[0]["kernel"] not in OUTPUT_PER_LAUNCH
+    if shared_output and len(launches) == len(record["launches"]):
         return record["distinct_store_bytes"]
     return sum(launch["store"]["distinct_bytes"] for launch in launches)
 
