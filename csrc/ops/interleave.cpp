@@ -78,6 +78,12 @@ at::Tensor grouped_result(const PhaseInput& in, ChannelMap channels, int64_t gro
   return r.as_strided(sizes, strides, r.storage_offset() + in.channel_offset * r.stride(1));
 }
 
+// How many of the phase's slots along dim i its result reaches: those from
+// q_begin inside the result's extent; the slots past it are zeros.
+int64_t slots_inside(const PhaseDim& dim, const PhaseInput& in, int i) {
+  return std::clamp<int64_t>(in.result.size(2 + i) - dim.q_begin, 0, dim.slots());
+}
+
 // The phase's slots of dx (viewed [N, groups, per_group, I...]): its result
 // where it has one, zeros elsewhere (left as they are where dx `zeroed`
 // already holds them); each slot written once. Along each dim the slots are
@@ -102,7 +108,7 @@ void write_phase_slots(at::Tensor& grouped_dx, const Phase& phase, const PhaseIn
   at::Tensor result = grouped_result(in, channels, grouped_dx.size(1));
   for (int i = 0; i < phase.spatial_dims; ++i) {
     const int64_t count = dims[i].slots();
-    const int64_t inside = std::clamp<int64_t>(in.result.size(2 + i) - dims[i].q_begin, 0, count);
+    const int64_t inside = slots_inside(dims[i], in, i);
     if (inside < count && !zeroed) slots.narrow(3 + i, inside, count - inside).zero_();
     if (inside == 0) return;
     slots = slots.narrow(3 + i, 0, inside);
@@ -119,8 +125,7 @@ int64_t copied_positions(const Plan& plan, const std::vector<PhaseInput>& phases
     if (phases[r].write != hip::PhaseWrite::Copy) continue;
     int64_t box = 1;
     for (int i = 0; i < plan.phases[r].spatial_dims; ++i) {
-      const PhaseDim& dim = plan.phases[r].dims[i];
-      box *= std::clamp<int64_t>(phases[r].result.size(2 + i) - dim.q_begin, 0, dim.slots());
+      box *= slots_inside(plan.phases[r].dims[i], phases[r], i);
     }
     copied += box;
   }

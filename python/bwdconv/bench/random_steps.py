@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 import bwdconv
+from bwdconv._args import transposed_spatial_output
 
 from . import device as dev
 from . import overhead, ratios
@@ -109,12 +110,11 @@ DRAWS = 2000
 
 
 def _output_sizes(case):
-    dims = range(case["dims"])
     if case["transposed"]:
-        return [(case["size"][i] - 1) * case["s"][i] - 2 * case["p"][i] +
-                case["d"][i] * (case["k"][i] - 1) + 1 for i in dims]
-    return [(case["size"][i] + 2 * case["p"][i] - case["d"][i] * (case["k"][i] - 1) - 1) //
-            case["s"][i] + 1 for i in dims]
+        return transposed_spatial_output(case["size"], case["k"], case["s"], case["p"],
+                                         case["d"], [0] * case["dims"])
+    return [(size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in zip(
+        case["size"], case["k"], case["s"], case["p"], case["d"])]
 
 
 def _flops(case):
