@@ -3,6 +3,7 @@
 #include "ops/functional_route.h"
 
 #include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
@@ -297,12 +298,13 @@ Routing route_transposed(const at::Tensor& input, const at::Tensor& weight,
 // thread's state that route() reads on every call.
 CallKey route_key(bool transposed, int spatial_dims, const at::Tensor& input,
                   const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                  const Arguments& arguments) {
+                  const Arguments& arguments, std::optional<at::ScalarType> autocast) {
   CallKey key;
   key.add(transposed ? 2 : 1);  // this file's tags (aten_scope.cpp's: 3 and 4)
   key.add(spatial_dims | int64_t{input.requires_grad()} << 8 |
           int64_t{weight.requires_grad()} << 9 | int64_t{at::GradMode::is_enabled()} << 10 |
-          int64_t{bias.has_value()} << 11);
+          int64_t{bias.has_value()} << 11 |
+          (autocast ? static_cast<int64_t>(*autocast) + 1 : 0) << 12);
   key.add_operand(input);
   key.add_operand(weight);
   if (bias) key.add_operand(*bias);
@@ -317,29 +319,52 @@ Routing planned_route(bool transposed, const at::Tensor& input, const at::Tensor
                     : route_convolution(input, weight, bias, arguments, spatial_dims);
 }
 
-// The route of a call whose operands bwdconv plans, from this thread's memo
-// when it has the call (route_cache.h), else planned and memoised when aten
-// computes it all.
-Routing memoised_route(bool transposed, const at::Tensor& input, const at::Tensor& weight,
-                       const std::optional<at::Tensor>& bias, const Arguments& arguments,
-                       int spatial_dims) {
-  const CallKey key = route_key(transposed, spatial_dims, input, weight, bias, arguments);
-  const AtenCallLookup lookup(key);
-  if (lookup.found()) return {Route::aten, *lookup.found()};
-  const Routing routing = planned_route(transposed, input, weight, bias, arguments, spatial_dims);
-  if (routing.route == Route::aten) lookup.remember(routing.counted);
-  return routing;
-}
-
-// A routed call: where it goes and, for Route::bwdconv, its operands (owned
-// by the caller's arguments) and arguments as read.
+// A routed call: where it goes and, for Route::bwdconv, its operands (as
+// the convolution computes with them: autocast's casts made) and arguments
+// as read.
 struct RoutedCall {
   Route route = Route::original;
-  const at::Tensor* input = nullptr;
-  const at::Tensor* weight = nullptr;
+  at::Tensor input, weight;
   std::optional<at::Tensor> bias;
   Arguments arguments;
 };
+
+// The dtype autocast computes the convolution in, where autocast is on for
+// the input's device (aten's convolutions are lower-precision ops there).
+std::optional<at::ScalarType> autocast_dtype(const at::Tensor& input) {
+  const c10::DeviceType device = input.device().type();
+  if (!at::autocast::is_autocast_enabled(device)) return std::nullopt;
+  return at::autocast::get_autocast_dtype(device);
+}
+
+// Casts the call's operands as autocast casts aten's convolution's (each
+// floating operand on the device, but float64, to `dtype`; the weight from
+// autocast's own cache, which aten's cast then finds), so that the call is
+// planned, tuned and keyed in the dtype it computes in (docs/DESIGN.md,
+// "Pass-through").
+void cast_as_autocast(at::ScalarType dtype, RoutedCall& call) {
+  const c10::DeviceType device = call.input.device().type();
+  call.input = at::autocast::cached_cast(dtype, call.input, device);
+  call.weight = at::autocast::cached_cast(dtype, call.weight, device);
+  if (call.bias) call.bias = at::autocast::cached_cast(dtype, *call.bias, device);
+}
+
+// The route of a call whose operands bwdconv plans, from this thread's memo
+// when it has the call (route_cache.h), else planned and memoised when aten
+// computes it all. Under autocast the key holds the autocast dtype, and a
+// call not in the memo is planned on its operands as autocast casts them.
+Routing memoised_route(bool transposed, RoutedCall& call, int spatial_dims) {
+  const std::optional<at::ScalarType> autocast = autocast_dtype(call.input);
+  const CallKey key = route_key(transposed, spatial_dims, call.input, call.weight, call.bias,
+                                call.arguments, autocast);
+  const AtenCallLookup lookup(key);
+  if (lookup.found()) return {Route::aten, *lookup.found()};
+  if (autocast) cast_as_autocast(*autocast, call);
+  const Routing routing = planned_route(transposed, call.input, call.weight, call.bias,
+                                        call.arguments, spatial_dims);
+  if (routing.route == Route::aten) lookup.remember(routing.counted);
+  return routing;
+}
 
 // Where a functional call with `signature` goes.
 RoutedCall route(const Signature& signature, int spatial_dims, PyObject* args,
@@ -352,32 +377,32 @@ RoutedCall route(const Signature& signature, int spatial_dims, PyObject* args,
     return {Route::original};
   }
   RoutedCall call;
-  call.input = &THPVariable_Unpack((*bound)[kInput]);
-  call.weight = &THPVariable_Unpack((*bound)[kWeight]);
-  if (!read_arguments(signature, *bound, spatial_dims, *call.weight, call.arguments)) {
+  call.input = THPVariable_Unpack((*bound)[kInput]);
+  call.weight = THPVariable_Unpack((*bound)[kWeight]);
+  if (!read_arguments(signature, *bound, spatial_dims, call.weight, call.arguments)) {
     return {Route::python};
   }
   if (bias_object != nullptr && bias_object != Py_None) {
     call.bias = THPVariable_Unpack(bias_object);
   }
-  const Routing routing = memoised_route(transposed, *call.input, *call.weight, call.bias,
-                                         call.arguments, spatial_dims);
+  const Routing routing = memoised_route(transposed, call, spatial_dims);
   // With the aten scope enabled, that scope counts what PyTorch's node computes.
   if (routing.route == Route::aten && !aten_scope_enabled()) count_aten_call(routing.counted);
   const bool python_only = routing.route == Route::bwdconv &&
-                           (call.input->dim() != spatial_dims + 2 ||  // unbatched
+                           (call.input.dim() != spatial_dims + 2 ||  // unbatched
                             at::impl::torch_function_mode_enabled());
   call.route = python_only ? Route::python : routing.route;
   return call;
 }
 
 // bwdconv's op for a call routed to it, without the GIL (as torch.ops
-// releases it; the tuning hook takes it back). The operands are held here
-// first, as torch.ops holds its arguments, so that another thread cannot
+// releases it; the tuning hook takes it back). The routed call holds its
+// operands, as torch.ops holds its arguments, so that another thread cannot
 // free them meanwhile.
 at::Tensor call_op(bool transposed, const RoutedCall& call) {
   const Arguments& a = call.arguments;
-  const at::Tensor input = *call.input, weight = *call.weight;
+  const at::Tensor& input = call.input;
+  const at::Tensor& weight = call.weight;
   pybind11::gil_scoped_release no_gil;
   if (!transposed) {
     return call_convolution(input, weight, call.bias, a.stride, a.padding, a.dilation,
