@@ -24,6 +24,7 @@ KEYS = {
     "cache": {"path", "exists", "error", "entries", "this_device", "this_device_and_versions"},
     "kernels_on_host": None,
     "environment": None,
+    "bad_settings": None,
 }
 
 

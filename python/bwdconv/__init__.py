@@ -6,7 +6,7 @@
     bwdconv.enable("aten")    # every aten::convolution_backward in the process
 """
 
-from . import grad
+from . import _settings, _tune, grad
 from ._enable import disable, enable, enabled, is_enabled
 from ._explain import (
     Explanation,
@@ -72,5 +72,9 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_apply_environment()
-_apply_kernel_environment()
+# The BWDCONV_* variables, each checked (bwdconv._settings): a bad one fails
+# the import, naming it, except in the doctor, which reports it.
+_environment_errors = _settings.environment_errors(
+    (_apply_environment, _apply_kernel_environment, _tune._apply_environment))
+if not _settings.doctor_is_starting():
+    _settings.raise_environment_errors(_environment_errors)

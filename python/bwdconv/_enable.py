@@ -16,7 +16,7 @@ import threading
 
 import torch
 
-from . import _tune, functional
+from . import _settings, _tune, functional
 from ._library import _C
 
 __all__ = ["enable", "disable", "is_enabled", "enabled"]
@@ -61,6 +61,9 @@ def enable(scope="functional", autotune=None, *, export_ops=False, memory_budget
     `export_ops=True` records bwdconv's ops instead.
     """
     _check_scope(scope)
+    _settings.optional_bool("enable", "autotune", autotune)
+    if not isinstance(export_ops, bool):
+        raise TypeError(f"enable(): export_ops must be True or False, not {export_ops!r}")
     if memory_budget is not None:
         _tune.set_memory_budget(memory_budget)
     if autotune is not None:

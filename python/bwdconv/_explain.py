@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from . import _keys, _tune
+from . import _keys, _settings, _tune
 from ._args import expand, transposed_spatial_output
 from ._library import _C
 from ._memory import megabytes
@@ -123,8 +123,9 @@ class Explanation:
                 lines += _measurement_lines(p["measurement"]["gradients"][gradient])
             for c in plan["candidates"]:
                 if c["strategy"] != plan["strategy"]:
-                    verdict = "ranked lower" if c["serves"] else "refused"
-                    lines.append(f"    {c['strategy']}: {verdict}: {c['reason']}")
+                    # A serving candidate's reason says how it ranked.
+                    verdict = "" if c["serves"] else "refused: "
+                    lines.append(f"    {c['strategy']}: {verdict}{c['reason']}")
         if "swap1x1" in p:
             writer = p["swap1x1"]
             lines.append(f"  swap1x1 writes dx: {writer['writer']} ({writer['reason']})")
@@ -227,17 +228,35 @@ def forced_strategy():
     return _C.forcing()[0]
 
 
-@contextlib.contextmanager
+def _checked_forcing(name, swap1x1_writer, strict):
+    """force_strategy's arguments, once each is one the planner knows."""
+    if name is not None:
+        _settings.choice("force_strategy(): name", name, strategies())
+    if swap1x1_writer is not None:
+        _settings.choice("force_strategy(): swap1x1_writer", swap1x1_writer, swap1x1_writers())
+    if not isinstance(strict, bool):
+        raise TypeError(f"force_strategy(): strict must be True or False, not {strict!r}")
+    return name, swap1x1_writer, strict
+
+
 def force_strategy(name, *, swap1x1_writer=None, strict=False):
     """Forces strategy `name` (None: plan freely) for the body of a `with` block;
-    `swap1x1_writer` (one of swap1x1_writers(): "fused", "in_place",
-    "epilogue") also forces how swap1x1 writes dx.
+    `swap1x1_writer` (one of swap1x1_writers()) also forces how swap1x1 writes
+    dx. The arguments are checked here, where they are given.
 
-    The forced strategy computes every gradient it can serve; the others are
-    planned as usual (explain and served() say which), and a forced writer
-    that cannot serve gives way to the planner's. With `strict=True` backward
-    raises ValueError instead, where the strategy can serve neither gradient
-    of a convolution or the writer cannot serve."""
+    The forced strategy computes every gradient it can serve, and a
+    transposed convolution's forward when it can; the others are planned as
+    usual (explain and served() say which), and a forced writer that cannot
+    serve gives way to the planner's. A gradient is planned when its backward
+    runs, so a forward inside the block with its backward after the block
+    is planned without the forcing. With `strict=True`, a call the strategy
+    or the writer cannot serve raises ValueError instead: a transposed
+    forward when it runs, a gradient when its backward runs."""
+    return _forcing(*_checked_forcing(name, swap1x1_writer, strict))
+
+
+@contextlib.contextmanager
+def _forcing(name, swap1x1_writer, strict):
     previous = _C.forcing()
     _C.set_forcing(name, swap1x1_writer, strict)
     try:
@@ -248,10 +267,12 @@ def force_strategy(name, *, swap1x1_writer=None, strict=False):
 
 def _apply_environment():
     """BWDCONV_STRATEGY=<name> forces a strategy for the whole process,
-    BWDCONV_SWAP1X1_WRITER=<fused|in_place|epilogue> how swap1x1 writes dx, and
+    BWDCONV_SWAP1X1_WRITER=<writer> how swap1x1 writes dx, and
     BWDCONV_STRATEGY_STRICT=1 makes that forcing strict (see force_strategy)."""
-    strict = os.environ.get("BWDCONV_STRATEGY_STRICT", "0")
-    if strict not in ("0", "1"):
-        raise ValueError(f"BWDCONV_STRATEGY_STRICT must be 0 or 1, got {strict!r}")
-    _C.set_forcing(os.environ.get("BWDCONV_STRATEGY") or None,
-                   os.environ.get("BWDCONV_SWAP1X1_WRITER") or None, strict == "1")
+    strict, name, writer = _settings.each(
+        lambda: _settings.from_environment("BWDCONV_STRATEGY_STRICT", _settings.flag, False),
+        lambda: _settings.from_environment("BWDCONV_STRATEGY", _settings.choice_of(*strategies()),
+                                           None),
+        lambda: _settings.from_environment("BWDCONV_SWAP1X1_WRITER",
+                                           _settings.choice_of(*swap1x1_writers()), None))
+    _C.set_forcing(name, writer, strict)

@@ -3,8 +3,8 @@ csrc/hip kernels themselves on the host grid (the GPU kernels' code, run on
 the CPU: slower, for tests and for measuring the kernels' memory traffic)."""
 
 import contextlib
-import os
 
+from . import _settings
 from ._library import _C
 
 
@@ -29,7 +29,6 @@ def kernels_on_host(*, wide_index=False):
 
 def _apply_environment():
     """BWDCONV_CPU_KERNELS=host runs the kernels on the host grid for the whole process."""
-    value = os.environ.get("BWDCONV_CPU_KERNELS", "aten")
-    if value not in ("aten", "host"):
-        raise ValueError(f"BWDCONV_CPU_KERNELS must be 'aten' or 'host', not {value!r}")
+    value = _settings.from_environment("BWDCONV_CPU_KERNELS", _settings.choice_of("aten", "host"),
+                                       "aten")
     _C.set_kernel_switches(value == "host", False)

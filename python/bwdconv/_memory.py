@@ -141,7 +141,7 @@ def megabytes(count):
 
 # ---- autotuning's memory budget --------------------------------------------
 
-def parse_memory_budget(value):
+def parse_memory_budget(value, name="memory_budget"):
     """("gradient", None), ("bytes", n) or ("factor", f) from a memory budget:
     "gradient" (the default: the bytes of the gradient a candidate writes), a
     byte count (an int, or its digits), or a factor of aten's peak ("1.5x": a
@@ -156,8 +156,8 @@ def parse_memory_budget(value):
     with contextlib.suppress(ValueError):
         if text.endswith("x") and float(text[:-1]) >= 0:
             return ("factor", float(text[:-1]))
-    raise ValueError(f"bwdconv: a memory budget is 'gradient', a byte count or a factor of "
-                     f"aten's peak such as '1.5x', not {value!r}")
+    raise ValueError(f"{name}={value!r}: expected 'gradient', a byte count or a factor of "
+                     "aten's peak such as '1.5x'")
 
 
 def memory_budget_bytes(budget, gradient_sizes, dtype, aten_peak):

@@ -62,7 +62,7 @@ import warnings
 
 import torch
 
-from . import _accuracy, _cache, _keys, _memory, _overhead
+from . import _accuracy, _cache, _keys, _memory, _overhead, _settings
 from ._args import transposed_spatial_output
 from ._library import _C
 
@@ -72,22 +72,21 @@ NOISE_FLOOR = 0.02       # a win must exceed 2% even when the measured noise is 
 STABLE = 0.01            # spread / sqrt(rounds) below which a median is stable
 MIN_ROUNDS = 5
 MAX_ROUNDS = 50
-KEY_SECONDS = float(os.environ.get("BWDCONV_AUTOTUNE_KEY_SECONDS", "2"))
+KEY_SECONDS = 2.0        # BWDCONV_AUTOTUNE_KEY_SECONDS (_apply_environment)
 SAMPLE_SECONDS = 1e-3    # a GPU sample lasts at least about this long (calls_per_sample)
 MAX_CALLS_PER_SAMPLE = 32
-BUDGET_SECONDS = float(os.environ.get("BWDCONV_AUTOTUNE_BUDGET", "300"))
+BUDGET_SECONDS = 300.0   # BWDCONV_AUTOTUNE_BUDGET (_apply_environment)
 
 
 class _State:
     def __init__(self):
         self.lock = threading.Lock()
-        self.autotune = os.environ.get("BWDCONV_AUTOTUNE", "0") == "1"
+        self.autotune = False     # BWDCONV_AUTOTUNE (_apply_environment)
         self.spent = 0.0          # seconds of tuning in this process
         self.tuned = 0            # keys tuned in this process
         self.timer = None         # test-only: (gradient, label) -> seconds
         self.peak = None          # test-only: (gradient, label, measured bytes) -> bytes
-        self.memory_budget = _memory.parse_memory_budget(
-            os.environ.get("BWDCONV_MEMORY_BUDGET", "gradient"))
+        self.memory_budget = _memory.parse_memory_budget("gradient")
         self.call_cost = None     # test-only: seconds per call instead of the measured cost
         self.progress = None      # callable(key) told before each key is tuned
         self.cache = _cache.DecisionCache()
@@ -96,9 +95,27 @@ class _State:
 _state = _State()
 
 
+def _apply_environment():
+    """BWDCONV_AUTOTUNE, BWDCONV_AUTOTUNE_BUDGET, BWDCONV_AUTOTUNE_KEY_SECONDS
+    and BWDCONV_MEMORY_BUDGET, read at import (bwdconv._settings)."""
+    global KEY_SECONDS, BUDGET_SECONDS
+    KEY_SECONDS, BUDGET_SECONDS, _state.memory_budget, autotune = _settings.each(
+        lambda: _settings.from_environment("BWDCONV_AUTOTUNE_KEY_SECONDS", _settings.seconds,
+                                           KEY_SECONDS),
+        lambda: _settings.from_environment("BWDCONV_AUTOTUNE_BUDGET", _settings.seconds,
+                                           BUDGET_SECONDS),
+        lambda: _settings.from_environment(
+            "BWDCONV_MEMORY_BUDGET", lambda name, text: _memory.parse_memory_budget(text, name),
+            _state.memory_budget),
+        lambda: _settings.from_environment("BWDCONV_AUTOTUNE", _settings.flag, False))
+    set_autotune(autotune)
+
+
 def set_autotune(on):
     """Switches autotuning on or off for the process (BWDCONV_AUTOTUNE=1 at
     import switches it on)."""
+    if not isinstance(on, bool):
+        raise TypeError(f"set_autotune(): on must be True or False, not {on!r}")
     with _state.lock:
         _state.autotune = bool(on)
         if on:  # keys the rules decided are asked again, and the hook's shortcut withdrawn

@@ -112,6 +112,7 @@ def report():
         "cache": cache(),
         "kernels_on_host": bwdconv.kernels_on_host_enabled(),
         "environment": _variables.in_effect(),
+        "bad_settings": list(bwdconv._environment_errors),
     }
 
 
@@ -184,6 +185,8 @@ def text(facts):
         f"GPU kernels on the host for CPU tensors: {_shown(facts['kernels_on_host'])}",
         "environment:",
         *_environment_lines(facts["environment"]),
+        *(["bad settings (import bwdconv fails until they are fixed):"]
+          + [f"  {error}" for error in facts["bad_settings"]] if facts["bad_settings"] else []),
     ]
 
 
@@ -200,7 +203,7 @@ def main(argv=None):
         print(json.dumps(facts, indent=2, sort_keys=True))
     else:
         print("\n".join(text(facts)))
-    return 0
+    return 1 if facts["bad_settings"] else 0
 
 
 if __name__ == "__main__":

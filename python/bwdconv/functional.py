@@ -241,8 +241,12 @@ def _python_path(kind, spatial_dims, args, kwargs):
             result = kind.planned(*arguments, spatial_dims)
             if result is not PASS_THROUGH:
                 return result
-        except (RuntimeError, ValueError, TypeError, IndexError):
-            pass  # an invalid call: the original raises PyTorch's own error
+        except (RuntimeError, ValueError, TypeError, IndexError) as error:
+            # An invalid call: the original raises PyTorch's own error. A
+            # valid one that strict forcing refused raises the refusal.
+            if _C.forcing()[2]:
+                kind.originals[spatial_dims](*args, **kwargs)
+                raise error
     return kind.originals[spatial_dims](*args, **kwargs)
 
 
