@@ -219,6 +219,7 @@ if __name__ == "__main__":  # pip and setuptools run it so; tests load its funct
         description="Planned, faster convolution backward for PyTorch",
         package_dir={"": "python"},
         packages=find_packages("python"),
+        package_data={"bwdconv.bench": ["suites/*.txt"]},
         ext_modules=[extension(TOOLCHAIN)],
         cmdclass={"build_ext": BuildExtensionWithRecord},
         entry_points={

@@ -10,7 +10,7 @@ from bwdconv.bench import DriverLineError, parse_line, scale_case
 from bwdconv.bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, FORWARD
 
 
-SUITES = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "suites"
+SUITES = pathlib.Path(__file__).resolve().parents[1] / "python" / "bwdconv" / "bench" / "suites"
 
 
 SEED = ("convbfp16 -n 16 -c 16 -H 225 -W 225 -k 64 -y 3 -x 3 -p 1 -q 1 -u 1 -v 1 -l 1 -j 1 "

@@ -1,7 +1,7 @@
 """Offline tuning: fills the decisions cache for given shapes, then prints the
 decisions.
 
-    python -m bwdconv.tune --suite seeds                      # suites under benchmarks/suites
+    python -m bwdconv.tune --suite seeds                      # suites shipped with bwdconv
     python -m bwdconv.tune convbfp16 -n 16 -c 64 -H 56 -W 56 -k 64 -y 1 -x 1 -u 2 -v 2
     python -m bwdconv.tune --model resnet50 --input-size 32x3x224x224 [--dtype bfloat16]
     python -m bwdconv.tune --show | --clear
@@ -22,7 +22,7 @@ import torch
 import bwdconv
 
 from . import _tune
-from .bench.cli import add_layout_option, cases_from, split_lines
+from .bench.cli import add_layout_option, cases_from, known_suites, split_lines
 from .bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, scale_case
 from ._progress import progress_bar
 from .bench.run import make_operands
@@ -119,7 +119,8 @@ def parser():
                     "verified fastest per shape in the decisions cache. Options first, then "
                     "MIOpenDriver lines.")
     p.add_argument("--suite", action="append", default=[],
-                   help="suite name under benchmarks/suites (seeds, resnet50, r3d18) or a file")
+                   help=f"a suite shipped with bwdconv ({', '.join(known_suites())}) or a file of "
+                        "MIOpenDriver lines")
     p.add_argument("--scale", type=int, default=1,
                    help="shrink batch, channels and spatial size of the lines by this factor "
                         "(default 1: decisions are per exact shape)")

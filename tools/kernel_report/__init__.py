@@ -38,4 +38,4 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL_DIR = ROOT / "csrc" / "hip"
-SEEDS = ROOT / "benchmarks" / "suites" / "seeds.txt"
+SEEDS = ROOT / "python" / "bwdconv" / "bench" / "suites" / "seeds.txt"

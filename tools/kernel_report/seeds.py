@@ -1,4 +1,4 @@
-"""The seed lines (benchmarks/suites/seeds.txt): each line's convolution, as
+"""The seed lines (python/bwdconv/bench/suites/seeds.txt): each line's convolution, as
 the report's models read it."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The modelled issue-bound ceiling of the data-movement kernels on H100 SXM and
-MI300X for the seed lines (benchmarks/suites/seeds.txt), each on the walk the
+MI300X for the seed lines (python/bwdconv/bench/suites/seeds.txt), each on the walk the
 host launches for it: for a dense dst (dx and the scatter buffer always are)
 the staged walk where its rows fit (stride-2 rows, or the interleave's rows of
 a few channels in packets along W: staged_rows), else the dense walk where the

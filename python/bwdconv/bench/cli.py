@@ -25,22 +25,22 @@ from . import report
 from .driver import DTYPES, DriverLineError, parse_line, scale_case, with_dtype, with_layout
 from .run import run_case
 
-SUITE_DIRS = [
-    pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "suites",  # source checkout
-    pathlib.Path.cwd() / "benchmarks" / "suites",
-]
+# The suites ship with the package, so they are found from anywhere.
+SUITES = pathlib.Path(__file__).resolve().parent / "suites"
+
+
+def known_suites():
+    return sorted(p.stem for p in SUITES.glob("*.txt"))
 
 
 def suite_path(name):
     candidate = pathlib.Path(name)
     if candidate.suffix and candidate.exists():
         return candidate
-    for directory in SUITE_DIRS:
-        path = directory / f"{name}.txt"
-        if path.exists():
-            return path
-    known = sorted({p.stem for d in SUITE_DIRS if d.exists() for p in d.glob("*.txt")})
-    raise SystemExit(f"unknown suite {name!r}; known suites: {', '.join(known) or 'none found'}")
+    path = SUITES / f"{name}.txt"
+    if path.exists():
+        return path
+    raise SystemExit(f"unknown suite {name!r}; known suites: {', '.join(known_suites())}")
 
 
 def read_suite(path):
@@ -95,7 +95,8 @@ def parser():
         description="Times aten, each bwdconv strategy and the planner's choice on "
                     "MIOpenDriver lines. Harness options first, then the lines.")
     p.add_argument("--suite", action="append", default=[],
-                   help="suite name under benchmarks/suites (seeds, resnet50, r3d18) or a file")
+                   help=f"a suite shipped with bwdconv ({', '.join(known_suites())}) or a file of "
+                        "MIOpenDriver lines")
     p.add_argument("--scale", type=int, default=None,
                    help="shrink batch, channels and spatial size by this factor "
                         "(default: 1 on a GPU, 8 on the CPU)")

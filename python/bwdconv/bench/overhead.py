@@ -242,7 +242,7 @@ def training_step_ratios(device, steps):
     return results
 
 
-# Held out of every suite in benchmarks/suites: (name, make input, make weight,
+# Held out of every suite in python/bwdconv/bench/suites: (name, make input, make weight,
 # stride, padding, dtype, channels_last).
 HELD_OUT = [
     ("conv2d 3x3 s2 f32", (8, 32, 56, 56), (64, 32, 3, 3), 2, 1, torch.float32, False),
