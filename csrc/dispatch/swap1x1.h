@@ -81,8 +81,10 @@ struct Swap1x1Choice {
 };
 
 // The writer for a geometry swap1x1 serves: `forced` when given and it can
-// serve, otherwise in_place on GPUs where it can serve, fused elsewhere (the
-// epilogue writer only when forced or tuned: not yet measured on a GPU). A
+// serve, otherwise in_place on GPUs where it can serve and a GEMM row fills a
+// 32-byte sector (faster than fused on the H200's channels_last U-Net layer,
+// benchmarks/results/gpu-2026-11-28-h200), fused elsewhere (the epilogue
+// writer only when forced or tuned: it lost to aten there on every line). A
 // writer forced where it cannot serve gives fused, or with `strict` throws
 // std::invalid_argument with the reason.
 Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& geometry,
