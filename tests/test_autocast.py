@@ -104,3 +104,16 @@ def test_a_compiled_model_under_autocast_plans_as_eager(scope):
     assert strategies_used(served) == strategies_used(eager)
     assert y_compiled.dtype == torch.bfloat16
     torch.testing.assert_close(y_compiled, y_eager, rtol=2e-2, atol=2e-2)
+
+
+def test_explain_model_under_autocast_plans_what_training_serves_and_counts_nothing():
+    model = two_layers()
+    x = torch.randn(8, 3, 56, 56)
+    bwdconv.reset_served()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        explained = bwdconv.explain_model(model, x).counts()
+    assert bwdconv.served() == {g: {s: 0 for s in bwdconv.strategies()}
+                                for g in ("input", "weight")}
+    with bwdconv.enabled():
+        served, _, _ = served_by_step(model, x, torch.bfloat16)
+    assert explained == strategies_used(served)

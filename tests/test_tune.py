@@ -211,6 +211,22 @@ def test_explain_and_explain_model_show_the_measurement():
         "measured"]
 
 
+def test_explain_model_shows_a_transposed_forward_as_training_runs_it():
+    """A transposed forward autograd records is decided for training: the
+    model's table shows that decision, measured, as explain(training=True)."""
+    layer = torch.nn.ConvTranspose2d(8, 4, 2, stride=2, bias=False)
+    x = torch.randn(2, 8, 6, 6, requires_grad=True)
+    _tune._state.timer = timer({"aten": 2e-3, "swap1x1[fused]": 1e-3, "phase_stacked": 3e-3,
+                                "phase": 3e-3, "scatter": 3e-3, "relayout": 3e-3})
+    with bwdconv.enabled(), bwdconv.autotuning():
+        layer(x).sum().backward()
+    bwdconv.set_autotune(False)
+    explained = bwdconv.explain(x, layer.weight, 2, transposed=True, training=True).to_dict()
+    assert explained["input"]["measured"]
+    row = bwdconv.explain_model(layer, x).layers[0]
+    assert row["forward"] == explained["input"]["strategy"] and row["measured"]["forward"]
+
+
 def test_forcing_beats_a_measured_decision():
     x, w, dy = operands(STRIDED)
     _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})

@@ -50,16 +50,39 @@ def swap1x1_writers():
     return list(_C.swap1x1_writers())
 
 
+# What explain_model's own forward passes computed, by `measured`: not the
+# user's work, so served() leaves it out.
+_uncounted = {False: collections.Counter(), True: collections.Counter()}
+
+
 def served(measured=False):
     """How many input and weight gradients each strategy has computed since the
     last reset_served(): {"input": {"aten": n, ...}, "weight": {...}};
     `measured=True`: only those a measured decision (autotuning) chose."""
-    return _C.served_counts(measured)
+    counts = _C.served_counts(measured)
+    return {gradient: {strategy: n - _uncounted[measured][gradient, strategy]
+                       for strategy, n in per_strategy.items()}
+            for gradient, per_strategy in counts.items()}
 
 
 def reset_served():
     """Sets every served() count back to zero."""
     _C.reset_served_counts()
+    for uncounted in _uncounted.values():
+        uncounted.clear()
+
+
+@contextlib.contextmanager
+def not_counted_in_served():
+    """What the body of the `with` block computes is left out of served()."""
+    before = {measured: served(measured) for measured in _uncounted}
+    try:
+        yield
+    finally:
+        for measured, uncounted in _uncounted.items():
+            for gradient, per_strategy in served(measured).items():
+                for strategy, n in per_strategy.items():
+                    uncounted[gradient, strategy] += n - before[measured][gradient][strategy]
 
 
 class Explanation:

@@ -4,7 +4,7 @@ import collections
 
 import torch
 
-from . import functional
+from . import _explain, functional
 from ._enable import enabled
 from ._explain import explain
 
@@ -69,18 +69,34 @@ def _module_names(model):
     return stack, handles
 
 
+def _computed_dtype(input):
+    """The dtype a convolution of `input` computes in: autocast's where it is
+    on for the input's device and casts the input, else the input's."""
+    device = input.device.type
+    if torch.is_autocast_enabled(device) and input.is_floating_point() and \
+            input.dtype != torch.float64:
+        return torch.get_autocast_dtype(device)
+    return input.dtype
+
+
 def explain_model(model, *example_inputs, **example_kwargs):
     """Runs one forward pass of `model` with bwdconv enabled and returns, for
-    every convolution it calls, the plan bwdconv makes for its backward. The
-    model's buffers (batch-norm statistics) are restored afterwards."""
+    every convolution it calls, the plan bwdconv makes for it as training (or
+    inference, under no_grad) runs it: under autocast in autocast's dtype. The
+    model's buffers (batch-norm statistics) are restored afterwards, and the
+    pass is not counted in served()."""
     layers = []
     saved_buffers = [(b, b.detach().clone()) for b in model.buffers()]
     stack, handles = _module_names(model)
 
     def observe(input, weight, stride, padding, dilation, groups, output_padding):
         transposed = output_padding is not None
+        # As the call computes: in autocast's dtype under autocast, and, for a
+        # transposed forward that autograd records, decided for training.
         plan = explain(input, weight, stride, padding, dilation, groups, transposed=transposed,
-                       output_padding=output_padding or 0)
+                       output_padding=output_padding or 0, dtype=_computed_dtype(input),
+                       training=torch.is_grad_enabled() and (input.requires_grad
+                                                             or weight.requires_grad))
         measured = {g: plan.to_dict()[g]["measured"] for g in ("input", "weight")}
         layers.append({
             "name": stack[-1] if stack and stack[-1] else "<model>",
@@ -101,7 +117,7 @@ def explain_model(model, *example_inputs, **example_kwargs):
 
     functional._observers.append(observe)
     try:
-        with enabled():
+        with enabled(), _explain.not_counted_in_served():
             model(*example_inputs, **example_kwargs)
     finally:
         functional._observers.remove(observe)
