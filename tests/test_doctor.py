@@ -4,6 +4,7 @@ the decisions cache truthfully, with stable keys."""
 import importlib.metadata
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -142,3 +143,19 @@ def test_every_cli_has_a_console_entry_point():
     assert {"bwdconv-bench", "bwdconv-tune", "bwdconv-doctor"} <= set(scripts)
     assert scripts["bwdconv-doctor"].load() is doctor.main
     assert all(callable(e.load()) for e in scripts.values())
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for name in scripts:  # each documented for users
+        assert f"`{name}`" in readme, name
+
+
+def test_each_cli_help_says_what_it_does_in_whole_sentences():
+    from bwdconv import demo, tune
+    from bwdconv.bench import cli
+
+    for make in (doctor.parser, tune.parser, cli.parser):
+        assert make().description.rstrip().endswith("."), make
+    assert demo.__doc__.split("\n\n")[0].split()[-1].endswith(".")
+    help_text = subprocess.run([sys.executable, "-m", "bwdconv.demo", "--help"],
+                               capture_output=True, text=True, check=True).stdout
+    assert "checking the gradients against the same steps with bwdconv disabled." in \
+        " ".join(help_text.split())

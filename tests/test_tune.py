@@ -225,6 +225,10 @@ def test_explain_model_shows_a_transposed_forward_as_training_runs_it():
     assert explained["input"]["measured"]
     row = bwdconv.explain_model(layer, x).layers[0]
     assert row["forward"] == explained["input"]["strategy"] and row["measured"]["forward"]
+    from bwdconv import tune
+    rows = tune.decision_rows(bwdconv.decisions())
+    assert {r["call"] for r in rows if r["gradient"] == "input"} == {"conv_transpose"}
+    assert tune.TRANSPOSED_NOTE in tune.table(rows)
 
 
 def test_forcing_beats_a_measured_decision():

@@ -52,7 +52,8 @@ def train(model, inputs, steps):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bwdconv.demo",
+                                     description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)

@@ -91,6 +91,7 @@ def decision_rows(entries):
                 "shape": geometry.replace("conv input ", "").replace(" weight ", " w ")
                 .replace("stride ", "s").replace("padding ", "p").replace("dilation ", "d")
                 .replace("groups ", "g"),
+                "call": "conv_transpose" if "transposed forward" in grads else "conv",
                 "dtype": dtype, "layout": layout.replace("input ", ""),
                 "weight layout": weight_layout.replace("weight ", ""),
                 "grads": grads.replace("grads ", ""), "gradient": gradient,
@@ -101,6 +102,12 @@ def decision_rows(entries):
     return rows
 
 
+# Under a table with conv_transpose rows.
+TRANSPOSED_NOTE = ("conv_transpose: a transposed convolution, shown as its matching convolution "
+                   "(input = the transposed convolution's output, the same weight); its forward "
+                   "is that convolution's input gradient")
+
+
 def table(rows):
     if not rows:
         return "no decisions"
@@ -109,6 +116,8 @@ def table(rows):
     lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
     lines.append("  ".join("-" * widths[c] for c in columns))
     lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
+    if any(r["call"] == "conv_transpose" for r in rows):
+        lines.append(TRANSPOSED_NOTE)
     return "\n".join(line.rstrip() for line in lines)
 
 
