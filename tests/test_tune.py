@@ -137,6 +137,30 @@ def test_the_noise_rule():
     assert _tune.decide({"aten": [1.0] * 5, "phase": [0.9, 0.5, 1.3, 0.7, 1.1]})[0] == "aten"
 
 
+def test_the_noise_rule_pairs_each_round_with_atens():
+    """Load that slows one round slows both sides of its pairs alike: a
+    candidate 10% faster in every round wins however the rounds vary, while
+    one that is faster only in the rounds aten was slowed is noise."""
+    loaded = [1.0, 8.0, 1.0, 20.0, 1.0, 3.0]
+    assert _tune.decide({"aten": loaded, "phase": [0.9 * t for t in loaded]})[0] == "phase"
+    label, _, noise, reason = _tune.decide(
+        {"aten": [1.0, 8.0, 1.0, 20.0, 1.0, 3.0], "phase": [1.0, 1.0, 1.05, 1.0, 1.0, 1.0]})
+    assert label == "aten" and noise > 0.5 and "noise" in reason
+
+
+def test_long_tuning_says_what_it_does(capsys, monkeypatch):
+    x, w, dy = operands(STRIDED)
+    _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})
+    monkeypatch.setattr(_tune._state, "spent", 0.0)
+    monkeypatch.setattr(_tune._state, "reported_at", None)
+    with bwdconv.autotuning():
+        input_gradient(STRIDED, x, w, dy)  # the first seconds: quiet
+        assert capsys.readouterr().err == ""
+        _tune._state.spent = _tune.PROGRESS_AFTER_SECONDS + 1
+        input_gradient(ONE_BY_ONE, *operands(ONE_BY_ONE))
+    assert "bwdconv: autotuning a new shape" in capsys.readouterr().err
+
+
 def test_a_wrong_candidate_is_excluded_with_a_warning_and_gradients_stay_correct():
     x, w, dy = operands(STRIDED)
     expected = aten_gradients(dy, x, w, *STRIDED[2:])[0]
@@ -182,17 +206,21 @@ def test_real_timing_measures_every_candidate_and_decides_by_its_medians():
     decided = entry["gradients"]["input"]
     assert "aten" in decided["times"] and len(decided["times"]) >= 3, decided["times"]
     assert all(t["n"] >= _tune.MIN_ROUNDS for t in decided["times"].values())
-    median = {label: t["median_us"] for label, t in decided["times"].items()}
-    fastest = min((label for label in median if label != "aten"), key=median.get)
-    beats_aten = median[fastest] * (1 + decided["noise"]) < median["aten"]
-    rounding = 0.01 * (1 + decided["noise"])  # medians are stored to 0.01 us
+    ratios = decided["ratios_to_aten"]
+    assert set(ratios) == set(decided["times"]) - {"aten"}
+    assert all(r["n"] == decided["times"]["aten"]["n"] for r in ratios.values())
+    fastest = min(ratios, key=lambda label: ratios[label]["median"])
+    noise = max(_tune.NOISE_FLOOR, ratios[fastest]["spread"])
+    assert decided["noise"] == pytest.approx(noise, abs=1e-4)
+    beats_aten = ratios[fastest]["median"] * (1 + noise) < 1
+    rounding = 1e-4 * (1 + noise)  # ratios are stored to 4 digits
     if decided["choice"] == "aten":
-        assert median[fastest] * (1 + decided["noise"]) >= median["aten"] - rounding, decided
+        assert ratios[fastest]["median"] * (1 + noise) >= 1 - rounding, decided
     else:
         assert fastest.split("[")[0] == decided["choice"] and (
-            beats_aten or abs(median[fastest] * (1 + decided["noise"]) - median["aten"])
-            <= rounding), decided
-        assert decided["speedup"] == pytest.approx(median["aten"] / median[fastest], rel=1e-3)
+            beats_aten or abs(ratios[fastest]["median"] * (1 + noise) - 1) <= rounding), decided
+        assert decided["speedup"] == pytest.approx(1 / ratios[fastest]["median"], rel=1e-3)
+    assert decided["load_average"] is None or decided["load_average"] >= 0
 
 
 def test_explain_and_explain_model_show_the_measurement():

@@ -20,9 +20,10 @@ on the call's real operands:
    and divides by their count, the same count for every candidate of the
    decision (one call each, timed after the warm-up, sets it), so that a
    sample is not one call from an idle GPU with the launch latency in it.
-   A candidate's spread is twice the median
-   absolute deviation of its times over their median (the relative
-   interquartile range of a symmetric distribution, robust to outliers).
+   Every round times each candidate once, so each candidate's time pairs
+   with aten's of the same round: their ratio is what load on the machine
+   (another process's threads, a thread descheduled for a time slice) moves
+   least, as it falls on both sides of a pair alike.
    A transposed forward that autograd records is timed with aten's backward
    after it (_then_backward). The candidates run under no_grad.
 3. What the user pays: every candidate but aten has the per-call cost of
@@ -30,10 +31,13 @@ on the call's real operands:
    (_overhead.call_costs, measured once per process), since a call planned
    for aten passes through to PyTorch's node. A candidate that wins its
    kernel time by less than that cost does not replace aten.
-4. The noise rule: the fastest candidate replaces aten only when
-   median(candidate) * (1 + noise) < median(aten), where noise is the larger
-   spread of the two in this run, and at least NOISE_FLOOR. Otherwise aten
-   is kept.
+4. The noise rule: the candidate with the lowest median ratio to aten
+   replaces aten only when median(ratio) * (1 + noise) < 1, where noise is
+   the spread of its ratios (twice their median absolute deviation over
+   their median: the relative interquartile range of a symmetric
+   distribution, robust to outliers), and at least NOISE_FLOOR. Otherwise
+   aten is kept. The decision records the ratio's median and spread, and the
+   machine's load average where the operating system gives one.
 
 Before it is timed, each verified candidate's peak memory is measured on one
 more call, its gradient included, and aten's as PyTorch's own backward takes
@@ -56,6 +60,7 @@ import functools
 import math
 import os
 import statistics
+import sys
 import threading
 import time
 import warnings
@@ -76,6 +81,8 @@ KEY_SECONDS = 2.0        # BWDCONV_AUTOTUNE_KEY_SECONDS (_apply_environment)
 SAMPLE_SECONDS = 1e-3    # a GPU sample lasts at least about this long (calls_per_sample)
 MAX_CALLS_PER_SAMPLE = 32
 BUDGET_SECONDS = 300.0   # BWDCONV_AUTOTUNE_BUDGET (_apply_environment)
+PROGRESS_AFTER_SECONDS = 3.0  # tuning this long in a process starts its progress lines
+PROGRESS_EVERY_SECONDS = 5.0
 
 
 class _State:
@@ -89,6 +96,7 @@ class _State:
         self.memory_budget = _memory.parse_memory_budget("gradient")
         self.call_cost = None     # test-only: seconds per call instead of the measured cost
         self.progress = None      # callable(key) told before each key is tuned
+        self.reported_at = None   # tuning seconds spent at the last progress line
         self.cache = _cache.DecisionCache()
 
 
@@ -231,8 +239,7 @@ def _hook(request):
         return "rules"
     if _why_not_now(request):
         return None
-    if _state.progress is not None:
-        _state.progress(key)
+    (_state.progress or _report_progress)(key)
     started = time.perf_counter()
     then_backward = _keys.recorded_forward(request)
     try:
@@ -246,6 +253,20 @@ def _hook(request):
             _state.tuned += 1
     _state.cache.put(key, entry)
     return _answer(entry)
+
+
+def _report_progress(key):
+    """A line on stderr before a shape is tuned, once tuning has taken
+    PROGRESS_AFTER_SECONDS in this process, and then at most every
+    PROGRESS_EVERY_SECONDS, so that a long first step says what it does."""
+    spent = _state.spent
+    if spent < PROGRESS_AFTER_SECONDS or (
+            _state.reported_at is not None and spent - _state.reported_at < PROGRESS_EVERY_SECONDS):
+        return
+    _state.reported_at = spent
+    shape = key.split(" | ")[6] if key.count(" | ") >= 6 else key
+    print(f"bwdconv: autotuning a new shape ({_state.tuned} tuned, {spent:.0f} s of the "
+          f"{BUDGET_SECONDS:g} s budget so far): {shape}", file=sys.stderr, flush=True)
 
 
 # ---- measuring ---------------------------------------------------------------
@@ -392,6 +413,11 @@ def _verified(gradient, candidates, run, shape, dtype, terms):
     return kept, excluded
 
 
+def _ratio_summary(ratios):
+    return {"median": round(statistics.median(ratios), 4),
+            "spread": round(_relative_spread(ratios), 4), "n": len(ratios)}
+
+
 def _summary(samples):
     ordered = sorted(samples)
     q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 \
@@ -400,21 +426,35 @@ def _summary(samples):
             "p25_us": round(q1 * 1e6, 2), "p75_us": round(q3 * 1e6, 2), "n": len(ordered)}
 
 
+def _ratios_to_aten(samples, label):
+    """Per round, `label`'s time over aten's in the same round."""
+    return [t / a for t, a in zip(samples[label], samples["aten"])]
+
+
 def decide(samples):
     """(label, speedup over aten, noise, reason): the noise rule of the module
-    docstring applied to {label: [seconds]} ("aten" among the labels)."""
-    median = {label: statistics.median(s) for label, s in samples.items()}
-    others = [label for label in samples if label != "aten"]
-    if not others:
+    docstring applied to {label: [seconds per round]} ("aten" among the
+    labels, every list one time per round)."""
+    ratios = {label: _ratios_to_aten(samples, label) for label in samples if label != "aten"}
+    if not ratios:
         return "aten", 1.0, 0.0, "aten is the only candidate"
-    best = min(others, key=median.get)
-    noise = max(NOISE_FLOOR, _relative_spread(samples["aten"]), _relative_spread(samples[best]))
-    speedup = median["aten"] / median[best]
-    if median[best] * (1 + noise) < median["aten"]:
-        return best, speedup, noise, (f"{best} {speedup:.2f}x faster than aten, above the "
-                                      f"noise {noise:.1%}")
+    median = {label: statistics.median(r) for label, r in ratios.items()}
+    best = min(ratios, key=median.get)
+    noise = max(NOISE_FLOOR, _relative_spread(ratios[best]))
+    speedup = 1 / median[best]
+    if median[best] * (1 + noise) < 1:
+        return best, speedup, noise, (f"{best} {speedup:.2f}x faster than aten, round by round, "
+                                      f"above the noise {noise:.1%}")
     return "aten", 1.0, noise, (f"nothing beat aten by more than the noise {noise:.1%} "
-                                f"(best: {best} {speedup:.2f}x)")
+                                f"(best: {best} {speedup:.2f}x, round by round)")
+
+
+def _load_average():
+    """The machine's one-minute load average, where the system gives one."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def _output_padding(input, weight, output_size, stride, padding, dilation):
@@ -510,6 +550,9 @@ def _measure(request, key, then_backward):
             "noise": round(noise, 4), "rules": request["rules"][gradient],
             "reason": f"measured on this device {measured_at}: {why}",
             "times": {label: _summary(s) for label, s in samples.items()},
+            "ratios_to_aten": {label: _ratio_summary(_ratios_to_aten(samples, label))
+                               for label in samples if label != "aten"},
+            "load_average": _load_average(),
             "calls_per_sample": calls, "peak_bytes": peaks, "memory_budget_bytes": budget,
             "excluded": excluded,
         }
