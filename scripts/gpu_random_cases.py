@@ -220,7 +220,8 @@ def run(args):
                "kind": collections.Counter(), "scope": collections.Counter(),
                "forcing": collections.Counter(), "tf32": collections.Counter(),
                "class": collections.Counter()},
-        "served": {label: {"input": collections.Counter(), "weight": collections.Counter()}
+        "served": {label: {"input": collections.Counter(), "weight": collections.Counter(),
+                           "forward": collections.Counter()}
                    for label, _, _ in plan},
         "worst": [],
     }
@@ -251,7 +252,7 @@ def run(args):
 def served_by_forced(stats, label):
     strategy = label.split("[")[0]
     by = stats["served"][label]
-    return by["input"].get(strategy, 0) + by["weight"].get(strategy, 0)
+    return sum(counts.get(strategy, 0) for counts in by.values())
 
 
 def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32, bias, device,
@@ -360,10 +361,11 @@ def report(stats, target):
     lines.append("- closest to the bound (error / bound): " + "; ".join(
         f"{r:.2f} {w}" for r, w in stats["worst"][:3]))
     lines += ["", "| forcing | cases | served input gradients (by strategy) | "
-              "served weight gradients |", "|---|---|---|---|"]
+              "served weight gradients | served transposed forwards |", "|---|---|---|---|---|"]
     for label, by in stats["served"].items():
         lines.append(f"| {label} | {stats['by']['forcing'][label]} | "
-                     f"{format_counts(by['input'])} | {format_counts(by['weight'])} |")
+                     f"{format_counts(by['input'])} | {format_counts(by['weight'])} | "
+                     f"{format_counts(by['forward'])} |")
     if stats["never_served"]:
         lines.append("")
         lines.append(f"- forced strategies that served nothing: {', '.join(stats['never_served'])}")

@@ -89,7 +89,7 @@ def test_inference_forward_is_planned_and_atens(name, scope):
     bwdconv.reset_served()
     with bwdconv.enabled(scope), bwdconv.force_strategy("phase"), torch.inference_mode():
         got = model(x)
-    assert bwdconv.served()["input"]["phase"] > 0
+    assert bwdconv.served()["forward"]["phase"] > 0
     torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-12)
 
 

@@ -126,10 +126,10 @@ at::Tensor planned_transposed_forward(const at::Tensor& input, const at::Tensor&
   }
   geometry->transposed = true;
   const BackwardCall call = transposed_forward_call(input, weight, params);
-  const PlanLookup planned = plan_for_call(*geometry, call);
+  const PlanLookup planned = resolve_plan(*geometry, &call);
   const Plan& plan = *planned.plan;
   if (!planned.pending && plan.input.strategy == Strategy::aten) {
-    memo.remember({true, plan.input.measured, false, false});
+    memo.remember({true, plan.input.measured, false, false, /*forward=*/true});
   }
   return in_atens_transposed_layout(
       compute_transposed_forward(plan, input, weight, bias, output_padding), input, weight,
@@ -237,10 +237,10 @@ Gradients planned_transposed_backward(const BackwardArguments& a, std::array<boo
               : std::nullopt;
   if (!geometry) return native_backward(a, mask);
   const BackwardCall call = backward_call(a.input, &a.grad_output, nullptr, false, true, params);
-  const PlanLookup planned = plan_for_call(*geometry, call);
+  const PlanLookup planned = resolve_plan(*geometry, &call);
   const std::shared_ptr<const Plan>& plan = planned.plan;
   if (plan->weight.strategy == Strategy::aten) {
-    count_served(Gradient::weight, plan->weight);
+    count_served(Served::weight, plan->weight);
     if (!planned.pending) aten_only = AtenCall{false, false, true, plan->weight.measured};
     return native_backward(a, mask);
   }
@@ -284,7 +284,7 @@ Gradients planned_forward_backward(const BackwardArguments& a, std::array<bool, 
   if (!geometry) return native_backward(a, mask);
   const BackwardCall call =
       backward_call(grad_output, &a.input, &a.weight, mask[0], mask[1], params);
-  const PlanLookup planned = plan_for_call(*geometry, call);
+  const PlanLookup planned = resolve_plan(*geometry, &call);
   const std::shared_ptr<const Plan>& plan = planned.plan;
   const bool input_by_us = mask[0] && plan->input.strategy != Strategy::aten;
   const bool weight_by_us = mask[1] && plan->weight.strategy != Strategy::aten;

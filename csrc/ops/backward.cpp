@@ -45,25 +45,34 @@ Forcing unpack(uint32_t word) {
   return forcing;
 }
 
-using Counts = std::array<std::array<std::atomic<int64_t>, kStrategyCount>, 2>;
+using Counts = std::array<std::array<std::atomic<int64_t>, kStrategyCount>, 3>;
 Counts served{};
 Counts served_measured{};  // the part of `served` that a measured decision chose
 
-std::atomic<int64_t>& counter(Counts& counts, Gradient gradient, Strategy strategy) {
-  return counts[static_cast<size_t>(gradient)][static_cast<size_t>(strategy)];
+std::atomic<int64_t>& counter(Counts& counts, Served served, Strategy strategy) {
+  return counts[static_cast<size_t>(served)][static_cast<size_t>(strategy)];
 }
 
 }  // namespace
 
 // The tuner's own runs are not counted.
-void count_served(Gradient gradient, Strategy strategy, bool measured) {
-  if (tuning_on_this_thread()) return;
-  counter(served, gradient, strategy)++;
-  if (measured) counter(served_measured, gradient, strategy)++;
+const char* served_name(Served what) {
+  switch (what) {
+    case Served::input: return "input";
+    case Served::weight: return "weight";
+    case Served::forward: return "forward";
+  }
+  return "?";
 }
 
-void count_served(Gradient gradient, const GradientPlan& plan) {
-  count_served(gradient, plan.strategy, plan.measured);
+void count_served(Served what, Strategy strategy, bool measured) {
+  if (tuning_on_this_thread()) return;
+  counter(served, what, strategy)++;
+  if (measured) counter(served_measured, what, strategy)++;
+}
+
+void count_served(Served what, const GradientPlan& plan) {
+  count_served(what, plan.strategy, plan.measured);
 }
 
 void set_forcing(const Forcing& forcing) {
@@ -73,8 +82,8 @@ void set_forcing(const Forcing& forcing) {
 
 Forcing current_forcing() { return unpack(packed_forcing.load()); }
 
-int64_t served_count(Gradient gradient, Strategy strategy, bool measured_only) {
-  return counter(measured_only ? served_measured : served, gradient, strategy).load();
+int64_t served_count(Served what, Strategy strategy, bool measured_only) {
+  return counter(measured_only ? served_measured : served, what, strategy).load();
 }
 
 void reset_served_counts() {
@@ -156,45 +165,19 @@ std::shared_ptr<const Plan> rules_plan(const ConvGeometry& geometry, const Forci
 
 }  // namespace
 
-PlanLookup plan_lookup(const ConvGeometry& geometry, const Forcing& forcing,
-                       const BackwardCall* call) {
+PlanLookup resolve_plan(const ConvGeometry& geometry, const BackwardCall* call,
+                        const Forcing& forcing) {
   if (call && !forcing.strategy && !forcing.swap1x1_writer) {
     DecisionLookup decision = look_up_decision(geometry, *call);
-    if (decision.plan || decision.pending) {
-      return {avoiding_out_of_memory(std::move(decision.plan)), decision.pending};
-    }
+    if (decision.plan) return {avoiding_out_of_memory(std::move(decision.plan)), false};
+    if (decision.pending) return {avoiding_out_of_memory(rules_plan(geometry, forcing)), true};
   }
   return {avoiding_out_of_memory(rules_plan(geometry, forcing)), false};
 }
 
-std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const BackwardCall* call) {
-  return plan_for(geometry, current_forcing(), call);
-}
-
-namespace {
-
-// plan_lookup's answer with the rules' plan filled in where tuning is pending.
-PlanLookup plan_with_pending(const ConvGeometry& geometry, const Forcing& forcing,
-                             const BackwardCall* call) {
-  PlanLookup lookup = plan_lookup(geometry, forcing, call);
-  if (!lookup.plan) lookup.plan = avoiding_out_of_memory(rules_plan(geometry, forcing));
-  return lookup;
-}
-
-}  // namespace
-
-std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,
-                                     const BackwardCall* call) {
-  return plan_with_pending(geometry, forcing, call).plan;
-}
-
-PlanLookup plan_for_call(const ConvGeometry& geometry, const BackwardCall& call) {
-  return plan_with_pending(geometry, current_forcing(), &call);
-}
-
 std::shared_ptr<const Plan> aten_only_plan(const ConvGeometry& geometry,
                                            const BackwardCall& call) {
-  PlanLookup lookup = plan_lookup(geometry, current_forcing(), &call);
+  PlanLookup lookup = resolve_plan(geometry, &call);
   if (lookup.pending) return nullptr;
   const Plan& plan = *lookup.plan;
   const bool aten_only = (!call.wants_input || plan.input.strategy == Strategy::aten) &&
@@ -231,7 +214,7 @@ at::Tensor by_aten(Gradient gradient, const Plan& plan, const at::Tensor& grad_o
 // memory (out_of_memory.h).
 at::Tensor compute(Gradient gradient, const Plan& plan, const at::Tensor& grad_output,
                    const at::Tensor& operand, const at::Tensor* counterpart,
-                   at::MemoryFormat format) {
+                   at::MemoryFormat format, Served counted_as) {
   const Strategy strategy = plan.of(gradient).strategy;
   const GradientFn fn = implementation(strategy, gradient);
   TORCH_INTERNAL_ASSERT(fn != nullptr, strategy_name(strategy), " planned for the ",
@@ -251,7 +234,7 @@ at::Tensor compute(Gradient gradient, const Plan& plan, const at::Tensor& grad_o
         fell_back = true;
         return aten();
       });
-  count_served(gradient, fell_back ? GradientPlan{} : plan.of(gradient));
+  count_served(counted_as, fell_back ? GradientPlan{} : plan.of(gradient));
   return in_layout(result, format);
 }
 
@@ -260,13 +243,13 @@ at::Tensor compute(Gradient gradient, const Plan& plan, const at::Tensor& grad_o
 at::Tensor compute_grad_input(const Plan& plan, const at::Tensor& grad_output,
                               const at::Tensor& weight) {
   return compute(Gradient::input, plan, grad_output, weight, nullptr,
-                 op_gradient_memory_format(grad_output, weight));
+                 op_gradient_memory_format(grad_output, weight), Served::input);
 }
 
 at::Tensor compute_grad_weight(const Plan& plan, const at::Tensor& grad_output,
                                const at::Tensor& input) {
   return compute(Gradient::weight, plan, grad_output, input, nullptr,
-                 op_gradient_memory_format(input, grad_output));
+                 op_gradient_memory_format(input, grad_output), Served::weight);
 }
 
 at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
@@ -274,7 +257,7 @@ at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
                                       const std::optional<at::Tensor>& bias,
                                       at::IntArrayRef output_padding) {
   if (plan.input.strategy == Strategy::aten) {
-    count_served(Gradient::input, plan.input);
+    count_served(Served::forward, plan.input);
     const ConvParams p = geometry_params(plan.geometry);
     // aten's composite itself: the aten scope's kernel for aten::convolution
     // would plan this call again.
@@ -283,7 +266,7 @@ at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
   }
   // Laid out by PyTorch's rule, as aten.convolution's fake lays it out.
   at::Tensor output = compute(Gradient::input, plan, input, weight, nullptr,
-                              gradient_memory_format(input, weight));
+                              gradient_memory_format(input, weight), Served::forward);
   if (bias && bias->defined()) {
     std::vector<int64_t> per_channel(output.dim(), 1);
     per_channel[1] = -1;
@@ -298,13 +281,14 @@ std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tens
     // Each gradient alone, aten's (planned, or where a strategy runs out of
     // memory) from the call's real operands.
     at::Tensor grad_input = compute(Gradient::input, plan, grad_output, weight, &input,
-                                    op_gradient_memory_format(grad_output, weight));
+                                    op_gradient_memory_format(grad_output, weight),
+                                    Served::input);
     return {std::move(grad_input),
             compute(Gradient::weight, plan, grad_output, input, &weight,
-                    op_gradient_memory_format(input, grad_output))};
+                    op_gradient_memory_format(input, grad_output), Served::weight)};
   }
-  count_served(Gradient::input, plan.input);
-  count_served(Gradient::weight, plan.weight);
+  count_served(Served::input, plan.input);
+  count_served(Served::weight, plan.weight);
   auto [grad_input, grad_weight] =
       aten_grads(grad_output, input, weight, geometry_params(plan.geometry));
   return {in_layout(grad_input, op_gradient_memory_format(grad_output, weight)),

@@ -40,22 +40,21 @@ at::Tensor compute_grad_bias(const at::Tensor& grad_output);
 
 struct BackwardCall;
 
-// The plan for a validated geometry: the forced strategy, if any, else the
-// measured decision for `call` (decisions.h), if any, else the rules; cached
-// per shape. Throws ValueError when strict forcing cannot serve it.
-std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry,
-                                     const BackwardCall* call = nullptr);
+// What served() counts: an input or a weight gradient, or a transposed
+// convolution's forward (the matching convolution's input gradient).
+enum class Served { input, weight, forward };
+const char* served_name(Served served);
 
-// How many gradients each strategy has computed since the last reset: a cheap,
-// always-on record of what actually ran; `measured_only`: only those a
-// measured decision chose.
-int64_t served_count(Gradient gradient, Strategy strategy, bool measured_only = false);
+// How many of each computation each strategy has made since the last reset:
+// a cheap, always-on record of what actually ran; `measured_only`: only
+// those a measured decision chose.
+int64_t served_count(Served served, Strategy strategy, bool measured_only = false);
 void reset_served_counts();
 
-// Counts one gradient computed as `plan` says (for callers that compute it
+// Counts one computation made as `plan` says (for callers that compute it
 // without compute_grad_*).
-void count_served(Gradient gradient, const GradientPlan& plan);
-void count_served(Gradient gradient, Strategy strategy, bool measured);
+void count_served(Served served, const GradientPlan& plan);
+void count_served(Served served, Strategy strategy, bool measured);
 
 // What every plan made from now on is forced to use: a strategy (nothing:
 // plan freely) and how swap1x1 writes dx when it serves (nothing: the
@@ -80,23 +79,18 @@ struct PlanKeyHash {
   size_t operator()(const std::vector<int64_t>& key) const;
 };
 
-// plan_for under the given forcing instead of the current one.
-std::shared_ptr<const Plan> plan_for(const ConvGeometry& geometry, const Forcing& forcing,
-                                     const BackwardCall* call = nullptr);
-
-// plan_for's answer without tuning: the plan (forced, measured or the
-// rules'), or nullptr with `pending` when the autotuner waits to measure the
-// call's key on real operands.
+// The one way to a plan: the forced strategy's under `forcing` (the current
+// forcing by default), else the measured decision for `call`, else the
+// rules', each cached per shape (docs/DESIGN.md, "Decisions"). `pending`:
+// the autotuner waits to measure the call's key on real operands, and the
+// plan is the rules', for this call only. Throws ValueError where strict
+// forcing cannot serve.
 struct PlanLookup {
   std::shared_ptr<const Plan> plan;
   bool pending = false;
 };
-PlanLookup plan_lookup(const ConvGeometry& geometry, const Forcing& forcing,
-                       const BackwardCall* call);
-
-// plan_for's plan for `call`, and whether the autotuner waits to measure
-// the call's key (then the plan is the rules', for this call only).
-PlanLookup plan_for_call(const ConvGeometry& geometry, const BackwardCall& call);
+PlanLookup resolve_plan(const ConvGeometry& geometry, const BackwardCall* call,
+                        const Forcing& forcing = current_forcing());
 
 // The plan of a backward described by `call` when it computes each gradient
 // the call wants with aten under the current forcing, with no tuning

@@ -38,7 +38,7 @@ at::Tensor convolution_backward_input(const at::Tensor& grad_output, const at::T
       backward_geometry("bwdconv.convolution_backward_input", grad_output, input_size,
                         weight.sizes(), "weight", weight, params);
   const BackwardCall call = backward_call(grad_output, nullptr, &weight, true, false, params);
-  return compute_grad_input(*plan_for(geometry, &call), grad_output, weight);
+  return compute_grad_input(*resolve_plan(geometry, &call).plan, grad_output, weight);
 }
 
 at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::Tensor& input,
@@ -50,7 +50,7 @@ at::Tensor convolution_backward_weight(const at::Tensor& grad_output, const at::
       backward_geometry("bwdconv.convolution_backward_weight", grad_output, input.sizes(),
                         weight_size, "input", input, params);
   const BackwardCall call = backward_call(grad_output, &input, nullptr, false, true, params);
-  return compute_grad_weight(*plan_for(geometry, &call), grad_output, input);
+  return compute_grad_weight(*resolve_plan(geometry, &call).plan, grad_output, input);
 }
 
 // The forward of a transposed convolution is the input gradient of the
@@ -65,7 +65,7 @@ at::Tensor conv_transpose(const at::Tensor& input, const at::Tensor& weight,
       transposed_geometry("bwdconv.conv_transpose", input, weight, bias, params, output_padding);
   geometry.transposed = true;
   const BackwardCall call = transposed_forward_call(input, weight, params);
-  return compute_transposed_forward(*plan_for(geometry, &call), input, weight, bias,
+  return compute_transposed_forward(*resolve_plan(geometry, &call).plan, input, weight, bias,
                                     output_padding);
 }
 
@@ -81,7 +81,7 @@ std::tuple<at::Tensor, at::Tensor> convolution_backward(
               "device, but got ", input.dtype(), " on ", input.device(), " and ", weight.dtype(),
               " on ", weight.device());
   const BackwardCall call = backward_call(grad_output, &input, &weight, true, true, params);
-  return compute_grads(*plan_for(geometry, &call), grad_output, input, weight);
+  return compute_grads(*resolve_plan(geometry, &call).plan, grad_output, input, weight);
 }
 
 }  // namespace
@@ -104,7 +104,10 @@ TORCH_LIBRARY(bwdconv, m) {
       "int[] padding, int[] dilation, int groups) -> (Tensor grad_input, Tensor grad_weight)");
 }
 
-TORCH_LIBRARY_IMPL(bwdconv, CPU, m) {
+namespace {
+
+// The same kernels serve CPU and GPU tensors: the strategies choose per device.
+void register_kernels(torch::Library& m) {
   m.impl("convolution", TORCH_FN(convolution));
   m.impl("conv_transpose", TORCH_FN(conv_transpose));
   m.impl("convolution_backward_input", TORCH_FN(convolution_backward_input));
@@ -112,12 +115,10 @@ TORCH_LIBRARY_IMPL(bwdconv, CPU, m) {
   m.impl("convolution_backward", TORCH_FN(convolution_backward));
 }
 
-TORCH_LIBRARY_IMPL(bwdconv, CUDA, m) {
-  m.impl("convolution", TORCH_FN(convolution));
-  m.impl("conv_transpose", TORCH_FN(conv_transpose));
-  m.impl("convolution_backward_input", TORCH_FN(convolution_backward_input));
-  m.impl("convolution_backward_weight", TORCH_FN(convolution_backward_weight));
-  m.impl("convolution_backward", TORCH_FN(convolution_backward));
-}
+}  // namespace
+
+TORCH_LIBRARY_IMPL(bwdconv, CPU, m) { register_kernels(m); }
+
+TORCH_LIBRARY_IMPL(bwdconv, CUDA, m) { register_kernels(m); }
 
 }  // namespace bwdconv::ops

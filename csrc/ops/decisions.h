@@ -1,6 +1,6 @@
 // Measured decisions: per backward call key (geometry, operand layouts,
 // device, wanted gradients), the strategy the autotuner measured fastest and
-// verified against aten on this device. Consulted by plan_for (and plan_lookup) after forcing
+// verified against aten on this device. Consulted by resolve_plan (backward.h) after forcing
 // and before the planner's rules. The table is filled by a tuning hook that
 // Python registers (python/bwdconv/_tune.py): it answers from the persistent
 // cache or tunes on the call's real operands.
@@ -123,7 +123,7 @@ struct DecisionLookup {
 };
 DecisionLookup look_up_decision(const ConvGeometry& geometry, const BackwardCall& call);
 
-// Whether plan_for consults the decisions at all (default true); false: the
+// Whether resolve_plan consults the decisions at all (default true); false: the
 // rules decide, e.g. for the benchmark's column of the planner's rules.
 void use_decisions(bool use);
 

@@ -290,8 +290,10 @@ Routing route_transposed(const at::Tensor& input, const at::Tensor& weight,
         aten_only_plan(*geometry, backward_call(input, nullptr, nullptr, false, true, params));
     if (!weight_plan) return {Route::bwdconv};
   }
-  return {Route::aten,
-          counted_gradients(&plan->input, weight_plan ? &weight_plan->weight : nullptr)};
+  Routing routing{Route::aten,
+                  counted_gradients(&plan->input, weight_plan ? &weight_plan->weight : nullptr)};
+  routing.counted.forward = true;
+  return routing;
 }
 
 // Every field of a call that its validity and route depend on, beyond the

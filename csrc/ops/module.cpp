@@ -233,7 +233,7 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   Forcing forcing = current_forcing();
   const std::optional<std::string> strict_refusal = strict_forcing_refusal(g, forcing);
   forcing.strict = false;
-  const std::shared_ptr<const Plan> shared = plan_for(g, forcing, &call);
+  const std::shared_ptr<const Plan> shared = resolve_plan(g, &call, forcing).plan;
   const Plan& plan = *shared;
 
   pybind11::dict result;
@@ -346,16 +346,16 @@ pybind11::list swap1x1_writer_names() {
   return names;
 }
 
-// {"input": {"aten": n, ...}, "weight": {...}}; `measured_only`: only the
-// gradients a measured decision chose.
+// {"input": {"aten": n, ...}, "weight": {...}, "forward": {...}};
+// `measured_only`: only those a measured decision chose.
 pybind11::dict served_counts(bool measured_only) {
   pybind11::dict counts;
-  for (Gradient gradient : {Gradient::input, Gradient::weight}) {
+  for (Served served : {Served::input, Served::weight, Served::forward}) {
     pybind11::dict per_strategy;
     for (Strategy strategy : all_strategies()) {
-      per_strategy[strategy_name(strategy)] = served_count(gradient, strategy, measured_only);
+      per_strategy[strategy_name(strategy)] = served_count(served, strategy, measured_only);
     }
-    counts[gradient_name(gradient)] = per_strategy;
+    counts[served_name(served)] = per_strategy;
   }
   return counts;
 }

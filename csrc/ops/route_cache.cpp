@@ -89,8 +89,11 @@ void AtenCallLookup::remember(const AtenCall& call) const {
 }
 
 void count_aten_call(const AtenCall& call) {
-  if (call.input) count_served(Gradient::input, Strategy::aten, call.input_measured);
-  if (call.weight) count_served(Gradient::weight, Strategy::aten, call.weight_measured);
+  if (call.input) {
+    count_served(call.forward ? Served::forward : Served::input, Strategy::aten,
+                 call.input_measured);
+  }
+  if (call.weight) count_served(Served::weight, Strategy::aten, call.weight_measured);
 }
 
 void forget_aten_calls() { epoch.fetch_add(1, std::memory_order_acq_rel); }

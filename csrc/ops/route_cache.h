@@ -51,10 +51,12 @@ class CallKey {
   uint64_t second_ = 0x2545f4914f6cdd1dull;
 };
 
-// What a memoised call counts in served() for each gradient it computes.
+// What a memoised call counts in served() for each gradient it computes;
+// `forward`: its input gradient is a transposed convolution's forward.
 struct AtenCall {
   bool input = false, input_measured = false;
   bool weight = false, weight_measured = false;
+  bool forward = false;
 };
 
 // This thread's memo of `key` in the epoch current when the lookup is made:

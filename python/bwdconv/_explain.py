@@ -56,9 +56,11 @@ _uncounted = {False: collections.Counter(), True: collections.Counter()}
 
 
 def served(measured=False):
-    """How many input and weight gradients each strategy has computed since the
-    last reset_served(): {"input": {"aten": n, ...}, "weight": {...}};
-    `measured=True`: only those a measured decision (autotuning) chose."""
+    """How many input and weight gradients, and transposed convolutions'
+    forwards, each strategy has computed since the last reset_served():
+    {"input": {"aten": n, ...}, "weight": {...}, "forward": {...}} (the keys of
+    explain_model(...).counts()); `measured=True`: only those a measured
+    decision (autotuning) chose."""
     counts = _C.served_counts(measured)
     return {gradient: {strategy: n - _uncounted[measured][gradient, strategy]
                        for strategy, n in per_strategy.items()}

@@ -24,7 +24,8 @@ class ModelExplanation:
 
     def counts(self):
         """{"input": {strategy: n}, "weight": {...}}: what one backward should
-        serve; "forward": {strategy: n} for the transposed layers' forwards."""
+        serve; "forward": {strategy: n} for the transposed layers' forwards
+        (served()'s keys)."""
         counts = {"input": collections.Counter(), "weight": collections.Counter(),
                   "forward": collections.Counter()}
         for layer in self.layers:
@@ -33,7 +34,7 @@ class ModelExplanation:
                     counts[gradient][layer[gradient]] += 1
             if layer["transposed"]:
                 counts["forward"][layer["forward"]] += 1
-        return {g: dict(c) for g, c in counts.items() if c or g != "forward"}
+        return {g: dict(c) for g, c in counts.items()}
 
     def __str__(self):
         rows = [("layer", "input", "weight", "stride", "forward", "input grad", "weight grad")]

@@ -46,7 +46,7 @@ fast (_memory: by default the bytes of the gradient it writes), unless it
 takes no more than the strategy the rules plan, which runs without tuning.
 
 Decisions go to the persistent cache (_cache.py) and to the C++ decision
-table that plan_for consults after forcing and before the rules. Cached
+table that resolve_plan (csrc/ops/backward.h) consults after forcing and before the rules. Cached
 decisions apply whether or not autotuning is on. No tuning happens during
 CUDA/HIP graph capture, torch.compile tracing (fake or meta tensors), with
 forward-mode AD active, or once the process's budget is spent: the cached
@@ -178,7 +178,7 @@ def decision_for(request):
     return _state.cache.get(_keys.key_of(request))
 
 
-# ---- the hook plan_for calls -----------------------------------------------
+# ---- the hook resolve_plan calls--------------------------------------------
 
 def _answer(entry):
     """The C++ table's form of a cache entry."""

@@ -19,7 +19,7 @@ import torch.autograd.forward_ad as _forward_ad
 from torch._subclasses.fake_tensor import FakeTensor
 
 from ._library import _C
-from ._args import check_input_rank, expand
+from ._args import check_input_rank, expand, transposed_spatial_output
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d"]
@@ -172,12 +172,6 @@ def _planned_convolution(input, weight, bias, stride, padding, dilation, groups,
     return out.squeeze(0) if unbatched else out
 
 
-def _transposed_output_sizes(input, weight, stride, padding, output_padding, dilation):
-    """Per spatial dim, (I - 1)s - 2p + d(K - 1) + output_padding + 1."""
-    return [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, op, d in zip(
-        input.shape[2:], weight.shape[2:], stride, padding, output_padding, dilation)]
-
-
 def _planned_transposed(input, weight, bias, stride, padding, output_padding, groups, dilation,
                         spatial_dims):
     unbatched = check_input_rank(input, spatial_dims)
@@ -188,8 +182,8 @@ def _planned_transposed(input, weight, bias, stride, padding, output_padding, gr
             (stride, "stride"), (padding, "padding"), (output_padding, "output_padding"),
             (dilation, "dilation")))
     if any(extra >= step for extra, step in zip(output_padding, stride)) or \
-            not all(size > 0 for size in _transposed_output_sizes(
-                input, weight, stride, padding, output_padding, dilation)):
+            not all(size > 0 for size in transposed_spatial_output(
+                input.shape[2:], weight.shape[2:], stride, padding, dilation, output_padding)):
         # Not planned, as the router does not plan them (docs/DESIGN.md,
         # "Transposed convolutions"): an output padding valid for aten below
         # the dilation only, and an empty output (or a negative one aten
