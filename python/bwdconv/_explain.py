@@ -46,7 +46,7 @@ def strategies(gradient=None):
 
 def swap1x1_writers():
     """The names of the ways swap1x1 can write dx (csrc/dispatch/swap1x1.h):
-    fused, in_place and epilogue."""
+    fused and in_place."""
     return list(_C.swap1x1_writers())
 
 
@@ -230,8 +230,8 @@ def forced_strategy():
 @contextlib.contextmanager
 def force_strategy(name, *, swap1x1_writer=None, strict=False):
     """Forces strategy `name` (None: plan freely) for the body of a `with` block;
-    `swap1x1_writer` (one of swap1x1_writers(): "fused", "in_place",
-    "epilogue") also forces how swap1x1 writes dx.
+    `swap1x1_writer` (one of swap1x1_writers(): "fused", "in_place") also
+    forces how swap1x1 writes dx.
 
     The forced strategy computes every gradient it can serve; the others are
     planned as usual (explain and served() say which), and a forced writer
@@ -248,7 +248,7 @@ def force_strategy(name, *, swap1x1_writer=None, strict=False):
 
 def _apply_environment():
     """BWDCONV_STRATEGY=<name> forces a strategy for the whole process,
-    BWDCONV_SWAP1X1_WRITER=<fused|in_place|epilogue> how swap1x1 writes dx, and
+    BWDCONV_SWAP1X1_WRITER=<fused|in_place> how swap1x1 writes dx, and
     BWDCONV_STRATEGY_STRICT=1 makes that forcing strict (see force_strategy)."""
     strict = os.environ.get("BWDCONV_STRATEGY_STRICT", "0")
     if strict not in ("0", "1"):

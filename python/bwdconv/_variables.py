@@ -14,8 +14,7 @@ MEANINGS = {
     "BWDCONV_STRATEGY": ("runtime", "forces a strategy on every gradient it can serve"),
     "BWDCONV_STRATEGY_STRICT": ("runtime", "1: the forcing is strict, backward raises where "
                                            "the forced strategy or writer cannot serve"),
-    "BWDCONV_SWAP1X1_WRITER": ("runtime", "forces how swap1x1 writes dx: fused, in_place or "
-                                          "epilogue"),
+    "BWDCONV_SWAP1X1_WRITER": ("runtime", "forces how swap1x1 writes dx: fused or in_place"),
     "BWDCONV_AUTOTUNE": ("runtime", "1: autotuning on for the process"),
     "BWDCONV_AUTOTUNE_BUDGET": ("runtime", "seconds of tuning per process"),
     "BWDCONV_AUTOTUNE_KEY_SECONDS": ("runtime", "the time cap for tuning one shape"),

@@ -31,11 +31,10 @@ from .walks import dense_lanes, staged_kernel
 NVCC_FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr"]
 HIPCC_FLAGS = ["-O3", "-std=c++17", "-x", "hip"]
 
-# Kernels by role: what moves data (bits copied, no arithmetic), what computes
-# splitk, and the GEMMs on warp matrix products (tap_gemm, swap1x1's epilogue writer).
+# Kernels by role: what moves data (bits copied, no arithmetic) and what computes
+# splitk.
 DATA_MOVEMENT_SOURCES = ("interleave.cu", "relayout.cu", "scatter.cu")
 SPLITK_SOURCES = ("splitk.cu",)
-MATRIX_SOURCES = ("tap_gemm.cu",)
 
 
 def find_tool(name: str, extra_dirs: list[Path]) -> str | None:
@@ -175,8 +174,6 @@ def role_of(source: str) -> str:
         return "data_movement"
     if source in SPLITK_SOURCES:
         return "splitk"
-    if source in MATRIX_SOURCES:
-        return "matrix"
     return "other"
 
 

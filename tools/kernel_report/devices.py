@@ -4,14 +4,7 @@ from these."""
 
 NV_ARCHS = ("sm_80", "sm_90")
 AMD_ARCHS = ("gfx90a", "gfx940")
-THREADS_PER_BLOCK = 256  # launch.h's kThreadsPerBlock
-# Kernels launched with blocks of another size (their sources' kThreads).
-THREADS_BY_KERNEL = {"tap_gemm_kernel": 128}
-
-
-def threads_per_block(kernel: str) -> int:
-    """The threads of `kernel`'s blocks (its name up to the template arguments)."""
-    return THREADS_BY_KERNEL.get(kernel.split("<", 1)[0], THREADS_PER_BLOCK)
+THREADS_PER_BLOCK = 256  # launch.h's kThreadsPerBlock, relayout_tile.h's kRelayoutThreads
 
 # H100 SXM5 (sm_90):
 #  - 132 SMs, 1.98 GHz boost clock (FP64/FP32 clock), 3.35 TB/s HBM3: NVIDIA H100
