@@ -31,9 +31,7 @@
 #
 # More steps, outside the default run (BWDCONV_GPU_STEPS names them, "all" is
 # every step): bench_channels_last, bound, overhead, tune, kernels,
-# kernels_channels_last, kernels_transposed, models, models_bf16, profile (Nsight Compute's
-# sections for tap_gemm, swap1x1's epilogue writer, on U-Net's layer in both
-# layouts: scripts/gpu_profile.py).
+# kernels_channels_last, kernels_transposed, models, models_bf16.
 #
 # BWDCONV_GPU_STEPS="build bench ..." runs only the named steps (the others
 # keep the result an earlier run left in the same directory, which the report
@@ -56,7 +54,7 @@ echo "$RUN_ID" > "$OUT/run.id"
 DEFAULT_STEPS=(build gpu_tests random sanitizer_memcheck sanitizer_racecheck memory bench_transposed
                bench)
 MORE_STEPS=(bench_channels_last bound overhead tune kernels kernels_channels_last kernels_transposed
-            models models_bf16 profile)
+            models models_bf16)
 STEPS=("${DEFAULT_STEPS[@]}" "${MORE_STEPS[@]}")
 case "${BWDCONV_GPU_STEPS:-}" in
   "") SELECTED=" ${DEFAULT_STEPS[*]} " ;;
@@ -69,7 +67,7 @@ esac
 # about 160 s of an H200's 335).
 declare -A STEP_SECONDS=(
   [build]=240 [gpu_tests]=70 [random]=90 [sanitizer_memcheck]=40 [sanitizer_racecheck]=60
-  [memory]=25 [bench_transposed]=80 [bench]=80 [bench_channels_last]=60 [bound]=30 [overhead]=90 [profile]=90
+  [memory]=25 [bench_transposed]=80 [bench]=80 [bench_channels_last]=60 [bound]=30 [overhead]=90
   [tune]=60 [kernels]=40 [kernels_channels_last]=40 [kernels_transposed]=40 [models]=60 [models_bf16]=60)
 RANDOM_SECONDS="${BWDCONV_GPU_RANDOM_SECONDS:-70}"
 RANDOM_CASES="${BWDCONV_GPU_RANDOM_CASES:-10000}"
@@ -235,22 +233,6 @@ step kernels_channels_last "$PYTHON" -m bwdconv.bench.kernels --suite seeds --la
 step kernels_transposed "$PYTHON" -m bwdconv.bench.kernels --suite transposed
 step models "$PYTHON" -m bwdconv.bench.models
 step models_bf16 "$PYTHON" -m bwdconv.bench.models --dtype bfloat16
-# What bounds tap_gemm (0.20x aten on U-Net's layer on the H200, and not its
-# index arithmetic: benchmarks/results/gpu-2026-11-28-h200): one launch of it
-# per layout under Nsight Compute.
-profile_tap_gemm() {
-  local ncu layout
-  ncu="$(command -v ncu || echo /usr/local/cuda/bin/ncu)"
-  for layout in "" --channels-last; do
-    "$ncu" --kernel-name regex:tap_gemm --launch-skip 2 --launch-count 1 \
-      --section SpeedOfLight --section LaunchStats --section Occupancy \
-      --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-      --section SchedulerStats --section WarpStateStats \
-      "$PYTHON" scripts/gpu_profile.py --strategy swap1x1 --writer epilogue $layout || return 1
-  done
-}
-export -f profile_tap_gemm
-step profile bash -c profile_tap_gemm
 
 {
   echo "# bwdconv GPU check"
@@ -326,7 +308,6 @@ PY
   show models.log cat; show models_bf16.log cat; echo '```'
   echo; echo "### Kernel = stride against GEMM + one write"; echo; echo '```'
   show bound.log cat; echo '```'
-  echo; echo "## tap_gemm under Nsight Compute"; echo; echo '```'; show profile.log cat; echo '```'
 } > "$OUT/report.md"
 
 echo

@@ -1,9 +1,9 @@
 """One layer's call through a forced strategy, repeated, for a profiler to
-capture (the GPU check's `profile` step runs it under Nsight Compute):
+capture, on demand:
 
-    python scripts/gpu_profile.py --strategy swap1x1 --writer epilogue
-    ncu -k regex:tap_gemm --launch-skip 2 --launch-count 1 --set full \\
-        python scripts/gpu_profile.py --strategy swap1x1 --writer epilogue
+    python scripts/gpu_profile.py --strategy swap1x1 --writer fused
+    ncu -k regex:interleave --launch-skip 2 --launch-count 1 --set full \\
+        python scripts/gpu_profile.py --strategy swap1x1 --writer fused
 
 The layer is the U-Net up-convolution of the transposed suite,
 ConvTranspose2d 128->64 k2 s2 on 8x128x128x128 in bfloat16 (NCHW unless

@@ -40,7 +40,7 @@ CASES = [((2, 8, 9, 11), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),
          # kernel = stride (a transposed convolution's U-Net up-convolution,
          # as its matching convolution): swap1x1's taps, one phase each
          ((2, 8, 12, 14), (6, 4, 2, 2), [2, 2], [0, 0], [1, 1], 2),
-         # ungrouped, where swap1x1's epilogue writer (tap_gemm) serves too
+         # the same, ungrouped
          ((2, 8, 12, 14), (6, 8, 2, 2), [2, 2], [0, 0], [1, 1], 1),
          # issue 40: a stride-1 dim whose padding passes the kernel's extent
          ((2, 19, 23, 2), (6, 19, 4, 4), [2, 1], [0, 1], [1, 1], 1)]

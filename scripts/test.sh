@@ -27,7 +27,7 @@ run_with_progress "the cmake build" '^\[[0-9]+/[0-9]+\] ' "$BUILD/build.log" \
 grep -E "^\[[0-9]+/[0-9]+\] .*(nvcc|hipcc)" "$BUILD/build.log" || true  # show both kernel compiles
 echo "== cmake build took $((SECONDS - start)) s"
 
-echo "== kernel report: resources and per-element loops of csrc/hip from nvcc/cuobjdump and hipcc"
+echo "== kernel report: the rules on csrc/hip's resources, from nvcc/cuobjdump and hipcc"
 start=$SECONDS
 # Fails on any of its rules (spills, data-movement stack frames, compiler-made
 # LDS, data-movement occupancy below 50%, splitk's products neither on the

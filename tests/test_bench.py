@@ -290,23 +290,24 @@ def test_a_transposed_line_as_its_matching_convolution():
 
 
 def test_traffic_reads_a_transposed_line_and_every_swap1x1_writer(tmp_path, capsys):
-    """bwdconv.bench.traffic on a transposed float16 kernel = stride line: its
-    forward as the matching input gradient, with a row for the epilogue
-    writer's tap_gemm (timed nowhere on the CPU, measured here), which
-    writes dx once."""
+    """bwdconv.bench.traffic on a transposed float16 line, filter 2x2 within
+    the stride 3 (holes between the taps), in channels_last: its forward as
+    the matching input gradient, with a row for each swap1x1 writer's
+    interleave pass, the fused one writing all of dx and the in_place one
+    only the holes, each once."""
     from bwdconv.bench.traffic import main as traffic_main
 
     suite = tmp_path / "transposed.txt"
-    suite.write_text("convfp16 -m trans -n 2 -c 8 -H 6 -W 8 -k 8 -y 2 -x 2 -u 2 -v 2 -F 5\n")
-    traffic_main(["--suite", str(suite), "--scale", "1"])
+    suite.write_text("convfp16 -m trans -n 1 -c 8 -H 6 -W 8 -k 8 -y 2 -x 2 -u 3 -v 3 -F 5\n")
+    traffic_main(["--suite", str(suite), "--scale", "1", "--layout", "channels_last"])
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
             if line.startswith("| convfp16 ")]
     assert all(row[0].endswith("trans") for row in rows)
     kernels = {(row[1], row[2]): row for row in rows}
-    assert {("swap1x1[epilogue]", "tap_gemm"), ("splitk", "splitk_reduce")} <= set(kernels)
-    assert any(strategy == "swap1x1[fused]" for strategy, _ in kernels)
-    epilogue = kernels[("swap1x1[epilogue]", "tap_gemm")]
-    assert epilogue[6] == "1.00" and epilogue[7] == "0", epilogue
+    writers = {("swap1x1[fused]", "interleave"), ("swap1x1[in_place]", "interleave")}
+    assert writers | {("splitk", "splitk_reduce")} <= set(kernels)
+    for writer in writers:
+        assert kernels[writer][6] == "1.00" and kernels[writer][7] == "0", kernels[writer]
 
 
 def test_bench_columns_pay_the_pass_through_for_aten_and_the_op_for_a_strategy(monkeypatch):

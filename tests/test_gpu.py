@@ -178,63 +178,6 @@ def test_interleave_beyond_two_to_the_31_elements():
     expect_swap1x1_past_two_to_the_31("fused")
 
 
-# Filters within the stride, one group, for swap1x1's epilogue writer: U-Net's
-# kernel = stride (several row and column blocks; Q = 1155 and 1024, so
-# grad_output read an element at a time and 8 columns at a time in NCHW, 8
-# channels at a time in channels_last), a padded 1x1 with holes, 16 taps,
-# 3-D kernel = stride, dilated taps with output padding.
-EPILOGUE_CASES = [
-    ((2, 64, 66, 70), (96, 64, 2, 2), [2, 2], [0, 0], [1, 1], 1),
-    ((2, 64, 64, 64), (96, 64, 2, 2), [2, 2], [0, 0], [1, 1], 1),
-    ((2, 16, 33, 31), (32, 16, 1, 1), [2, 2], [1, 0], [1, 1], 1),
-    ((1, 24, 40, 36), (40, 24, 4, 4), [4, 4], [0, 0], [1, 1], 1),
-    ((2, 8, 12, 10, 14), (12, 8, 2, 2, 2), [2, 2, 2], [0, 0, 0], [1, 1, 1], 1),
-    ((3, 5, 29, 21), (7, 5, 2, 1), [4, 2], [1, 0], [3, 1], 1),
-]
-
-
-@pytest.mark.skipif(torch.cuda.is_available() and torch.version.hip is not None,
-                    reason="the epilogue writer has no ROCm kernel yet")
-@pytest.mark.parametrize("channels_last", [False, True])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_epilogue_writer_on_gpu(dtype, channels_last):
-    """swap1x1's epilogue writer (tap_gemm, warp matrix products) under the
-    accuracy rule, in aten's layout, and recorded into a CUDA graph that
-    replays to the same bits."""
-    for case in EPILOGUE_CASES:
-        x, w, dy, (ref_x, ref_w) = operands(case, dtype, channels_last)
-        s, p, d, groups = case[2:]
-        aten_x, aten_w = aten_gradients(dy, x, w, s, p, d, groups)
-
-        def call():
-            return torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d,
-                                                                groups)
-
-        with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True):
-            gx = call()
-            graph = torch.cuda.CUDAGraph()
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                expected = call()
-            torch.cuda.current_stream().wait_stream(stream)
-            with torch.cuda.graph(graph):
-                captured = call()
-        graph.replay()
-        torch.cuda.synchronize()
-        assert gx.stride() == aten_x.stride(), case
-        bound = accuracy_bounds(case, dtype, x, w, dy, [aten_x, aten_w], [ref_x, ref_w])[0]
-        assert error(gx, ref_x) <= bound, case
-        assert torch.equal(captured, expected), case
-
-
-@pytest.mark.skipif(torch.cuda.is_available() and torch.version.hip is not None,
-                    reason="the epilogue writer has no ROCm kernel yet")
-def test_epilogue_writer_beyond_two_to_the_31_elements():
-    """The epilogue writer's 64-bit offsets (tap_gemm, its cells holding the holes too)."""
-    expect_swap1x1_past_two_to_the_31("epilogue")
-
-
 @pytest.mark.parametrize("entry", [e for e in bwdconv.registry() if e.deterministic["gpu"]],
                          ids=lambda e: e.name)
 def test_deterministic_strategies_are_deterministic_on_gpu(entry):

@@ -69,7 +69,7 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "Ran: build gpu_tests random sanitizer_memcheck sanitizer_racecheck memory " \
            "bench_transposed." in report
     assert "Not in this run: bench_channels_last bound overhead tune kernels " \
-           "kernels_channels_last kernels_transposed models models_bf16 profile." in report
+           "kernels_channels_last kernels_transposed models models_bf16." in report
     # Every step's command is in the record, cudnn.benchmark on for both suites.
     assert "--suite transposed --check --iter 20 --cudnn-benchmark on" in report
     assert "--suite seeds --check --iter 20 --cudnn-benchmark on" in report
@@ -82,7 +82,7 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "--cudnn" not in memcheck
     assert "--own-kernels-only" not in racecheck + memcheck
     summary = run.stdout.strip().splitlines()
-    assert summary[-1].startswith("profile") and "outside this run's steps" in summary[-1]
+    assert summary[-1].startswith("models_bf16") and "outside this run's steps" in summary[-1]
 
 
 def test_steps_of_an_earlier_run_are_marked_as_such(tmp_path):
@@ -588,7 +588,7 @@ def test_the_random_step_tells_a_wrong_aten_from_a_rounding_one():
     assert "out is wrong" in far_off(garbage.to(torch.bfloat16))
 
 
-# ---- the profile step's driver (scripts/gpu_profile.py), on the CPU ----
+# ---- the profiler's driver (scripts/gpu_profile.py), on the CPU ----
 
 import gpu_profile  # noqa: E402
 

@@ -1,10 +1,8 @@
 """The csrc/hip kernels themselves, run on the host grid for CPU tensors
 (bwdconv.kernels_on_host): scatter, the interleave pass of phase,
-phase_stacked and swap1x1 (its fused and in_place writers), swap1x1's
-epilogue writer (the tap_gemm kernel, against its ATen path, the fused
-writer's) and
-splitk's kernel path (its
-products on ATen's batched GEMM, its reduce kernel), through the ops, on random 1-3D shapes with groups, dilation and padding, in
+phase_stacked and swap1x1 (its fused and in_place writers) and splitk's
+kernel path (its products on ATen's batched GEMM, its reduce kernel),
+through the ops, on random 1-3D shapes with groups, dilation and padding, in
 every dtype, NCHW and channels_last, with more phases than one launch carries,
 on rows the staged walk takes (NCHW) or packs (channels_last), and scatter also with its 64-bit element offsets forced on.
 
@@ -65,17 +63,16 @@ PADDED_ROW_CASES = [
     (((6, 11, 69, 6), (1, 11, 7, 1), [2, 1], [3, 1], [1, 1], 1), torch.float16),
     (((2, 1, 13, 4), (3, 1, 1, 1), [2, 1], [0, 2], [1, 1], 1), torch.float16),
 ]
-# Filters within the stride that swap1x1's epilogue writer serves in 16-bit
-# dtypes (one group): U-Net's kernel = stride with several row and column
-# blocks, 16 taps, a 3-D kernel = stride, a padded 1x1 (holes and cropping),
+# Filters within the stride in 16-bit dtypes (one group): U-Net's kernel =
+# stride, 16 taps, a 3-D kernel = stride, a padded 1x1 (holes and cropping),
 # taps dilated apart, and output padding past the taps' reach.
-EPILOGUE_CASES = [((2, 40, 18, 16), (24, 40, 2, 2), [2, 2], [0, 0], [1, 1], 1),
-                  ((1, 6, 16, 12), (9, 6, 4, 4), [4, 4], [0, 0], [1, 1], 1),
-                  ((1, 4, 6, 8, 4), (5, 4, 2, 2, 2), [2, 2, 2], [0, 0, 0], [1, 1, 1], 1),
-                  ((2, 5, 11, 9), (7, 5, 1, 1), [2, 3], [1, 0], [1, 1], 1),
-                  ((1, 3, 13, 10), (4, 3, 2, 1), [4, 2], [1, 0], [3, 1], 1),
-                  ((2, 6, 9, 11), (3, 6, 3, 2), [3, 2], [0, 0], [1, 1], 1)]
-EPILOGUE_DTYPES = (torch.float16, torch.bfloat16)
+WITHIN_STRIDE_CASES = [((2, 40, 18, 16), (24, 40, 2, 2), [2, 2], [0, 0], [1, 1], 1),
+                       ((1, 6, 16, 12), (9, 6, 4, 4), [4, 4], [0, 0], [1, 1], 1),
+                       ((1, 4, 6, 8, 4), (5, 4, 2, 2, 2), [2, 2, 2], [0, 0, 0], [1, 1, 1], 1),
+                       ((2, 5, 11, 9), (7, 5, 1, 1), [2, 3], [1, 0], [1, 1], 1),
+                       ((1, 3, 13, 10), (4, 3, 2, 1), [4, 2], [1, 0], [3, 1], 1),
+                       ((2, 6, 9, 11), (3, 6, 3, 2), [3, 2], [0, 0], [1, 1], 1)]
+WITHIN_STRIDE_DTYPES = (torch.float16, torch.bfloat16)
 # (strategy, swap1x1 writer) for every input-gradient strategy that launches a
 # kernel, swap1x1 once per writer.
 INPUT_FORCINGS = [(e.name, writer) for e in bwdconv.registry()
@@ -137,8 +134,8 @@ def input_cases():
     """(trial, case, dtype, channels_last) for random shapes (a third of them
     with a padded stride-1 last dim, in every dtype and both layouts), the
     in_place shapes, the many-phase shapes, the staged shapes (NCHW), the
-    packet shapes (channels_last) and the padded-row shapes (NCHW, each in
-    the dtype it was found wrong in)."""
+    packet shapes (channels_last), the padded-row shapes (NCHW, each in
+    the dtype it was found wrong in) and the 16-bit shapes within the stride."""
     rng = random.Random(SEED)
     cases = [random_case(rng, within_stride=trial % 3 == 0, padded_stride_one=trial % 3 == 2)
              for trial in range(96)]
@@ -151,12 +148,12 @@ def input_cases():
              for trial, case in enumerate(cases)]
     drawn += [(len(drawn) + i, case, dtype, False)
               for i, (case, dtype) in enumerate(PADDED_ROW_CASES)]
-    return drawn + [(len(drawn) + i, case, EPILOGUE_DTYPES[i % 2], i % 3 == 1)
-                    for i, case in enumerate(EPILOGUE_CASES)]
+    return drawn + [(len(drawn) + i, case, WITHIN_STRIDE_DTYPES[i % 2], i % 3 == 1)
+                    for i, case in enumerate(WITHIN_STRIDE_CASES)]
 
 
 def test_data_movement_kernels_write_what_the_aten_writers_write():
-    checked, wide, many_phases, in_place, staged, packets, epilogue = 0, 0, 0, 0, 0, 0, 0
+    checked, wide, many_phases, in_place, staged, packets = 0, 0, 0, 0, 0, 0
     relayouts = 0  # calls whose conversions ran relayout's transpose kernel
     padded_rows = set()  # (dtype, channels_last) of checked padded stride-1 rows
     for trial, case, dtype, last in input_cases():
@@ -192,7 +189,6 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
             checked += 1
             many_phases += case in MANY_PHASE_CASES
             in_place += forcing[1] == "in_place"
-            epilogue += launched == ["tap_gemm"]
             relayouts += forcing[0] == "relayout" and "relayout" in launched
             staged += any(name.endswith("_staged") for name in launched)
             packets += case in PACKET_CASES and "interleave_staged" in launched
@@ -200,7 +196,6 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
                 padded_rows.add((dtype, last))
     assert checked >= 200 and wide >= 50
     assert many_phases >= 2 * len(MANY_PHASE_CASES) and in_place >= len(IN_PLACE_CASES)
-    assert epilogue >= len(EPILOGUE_CASES)
     assert relayouts >= 40  # 55 of the drawn cases are NCHW ones relayout serves
     assert staged >= 3 * len(STAGED_CASES)  # each shape through two strategies or more
     assert packets >= 4  # phase and phase_stacked on the 2- and 4-byte packet shapes

@@ -53,11 +53,3 @@ def test_the_splitk_reduce_alone_is_no_product_kernel():
     # no tensor-core rule applies to it
     assert gates.violations([kernel("splitk_reduce_kernel<float, float>", "splitk")]) == []
 
-
-def test_matrix_kernels_need_tensor_core_instructions():
-    on_cores = kernel("tap_gemm_kernel<Half>", "matrix", {"tensor_core_instructions": 16})
-    assert gates.violations([on_cores]) == []
-    found = gates.violations([kernel("tap_gemm_kernel<BFloat16>", "matrix")])
-    assert found == ["tap_gemm_kernel<BFloat16> [sm_90]: warp matrix products without "
-                     "HMMA/HGMMA instructions"]
-    assert gates.violations([kernel("tap_gemm_kernel<BFloat16>", "matrix")], ("splitk",)) == []

@@ -13,3 +13,21 @@ ptxas info    : Used 28 registers, used 1 barriers, 40 bytes cumulative stack si
 def test_ptxas_resources():
     assert nvidia.parse_ptxas(PTXAS)["_Z1kv"] == {
         "registers": 28, "stack": 40, "spill_stores": 8, "spill_loads": 12, "smem": 8704}
+
+
+SASS = """\
+\t\tFunction : _Z1kv
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/               @P0 EXIT ;
+        /*0020*/                   HMMA.16816.F32 R4, R8, R12, R4 ;
+        /*0030*/               @!P1 HMMA.16816.F32 R4, R8, R14, R4 ;
+        /*0040*/                   STG.E [R4.64], R2 ;
+        /*0050*/                   BRA 0x50 ;
+        /*0060*/                   NOP ;
+"""
+
+
+def test_sass_instructions_and_tensor_core_instructions():
+    opcodes = nvidia.parse_sass(SASS)["_Z1kv"]
+    assert opcodes[:3] == ["S2R", "EXIT", "HMMA.16816.F32"]
+    assert nvidia.nv_code_facts(opcodes) == {"instructions": 6, "tensor_core_instructions": 2}

@@ -1,9 +1,6 @@
 """swap1x1's ways of writing dx, forced: `fused` (one interleave pass from
-the small GEMM result), `in_place` (a batched GEMM into dx's strided slots,
-then only the holes zeroed) and `epilogue` (one tap_gemm kernel whose
-epilogue writes each product into its dx element; 16-bit only; for CPU
-tensors on the host grid under kernels_on_host, else ATen's fused path),
-against aten and float64 math."""
+the small GEMM result) and `in_place` (a batched GEMM into dx's strided slots,
+then only the holes zeroed), against aten and float64 math."""
 
 import os
 import random
@@ -237,131 +234,14 @@ def test_environment_variable_forces_a_writer():
     assert bad.returncode != 0 and "BWDCONV_SWAP1X1_WRITER='scattered': expected one of fused" in bad.stderr
 
 
-def random_epilogue_case(rng, vectors=False):
-    """A 1-3D convolution with taps within the stride (a 1x1 filter, kernel =
-    stride, or taps dilated apart), one group, padding below the dilated
-    filter, and up to s-1 rows of dx past the taps' reach (output padding).
-    With `vectors`, grad_output's last dim and channels are multiples of 8,
-    so that tap_gemm reads it 16 bytes at a time in either layout (8
-    columns in NCHW, 8 channels in channels_last)."""
-    dims = rng.randint(1, 3)
-    s = [rng.randint(1, 4) for _ in range(dims)]
-    k = [rng.randint(1, si) for si in s]
-    d = [rng.randint(1, (si - 1) // (ki - 1)) if ki > 1 else 1 for si, ki in zip(s, k)]
-    extent = [di * (ki - 1) + 1 for di, ki in zip(d, k)]
-    p = [rng.randint(0, e - 1) for e in extent]
-    q = [rng.randint(1, 4 if dims == 3 else 8) for _ in range(dims)]
-    if vectors:
-        q[-1] = 8 * rng.randint(1, 2)
-    size = [max(1, si * (qi - 1) + e - 2 * pi) + rng.randint(0, si - 1)
-            for si, qi, e, pi in zip(s, q, extent, p)]
-    c, o, n = rng.randint(1, 24), rng.randint(1, 40), rng.randint(1, 3)
-    if vectors:
-        o = 8 * rng.randint(1, 5)
-    return (n, c, *size), (o, c, *k), s, p, d
-
-
-@pytest.mark.parametrize("vectors", [False, True])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_epilogue_writer_on_random_shapes(dtype, vectors):
-    """The epilogue writer's dx (tap_gemm on the host grid) on random shapes
-    in both layouts: aten's strides, and within the accuracy rule (twice
-    aten's error against float64 math, plus 1e-5 of the reference's
-    magnitude); the kernel is what ran. With `vectors` the shapes let it
-    read grad_output 16 bytes at a time."""
-    rng = random.Random(4040 + (dtype == torch.bfloat16) + 2 * vectors)
-    bwdconv.reset_served()
-    for trial in range(30):
-        x_size, w_size, s, p, d = random_epilogue_case(rng, vectors)
-        g = torch.Generator().manual_seed(trial)
-        x64 = torch.randn(x_size, generator=g, dtype=torch.float64)
-        w64 = torch.randn(w_size, generator=g, dtype=torch.float64)
-        y = torch.ops.aten.convolution(x64, w64, None, s, p, d, False, [0] * len(s), 1)
-        dy64 = torch.randn(y.shape, generator=g, dtype=torch.float64)
-        x, w, dy = x64.to(dtype), w64.to(dtype), dy64.to(dtype)
-        if trial % 2 and dy.dim() > 3:
-            fmt = torch.channels_last if dy.dim() == 4 else torch.channels_last_3d
-            x, dy = x.contiguous(memory_format=fmt), dy.contiguous(memory_format=fmt)
-        where = f"trial {trial} {(x_size, w_size, s, p, d)} {dtype}"
-        reference = aten_gradients(dy64, x64, w64, s, p, d, 1)[0]
-        theirs = aten_gradients(dy, x, w, s, p, d, 1)[0]
-        bwdconv._library._C.start_kernel_recording()
-        with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True), \
-                bwdconv.kernels_on_host():
-            ours = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x_size), s, p, d, 1)
-        launched = [launch["kernel"] for launch in
-                    bwdconv._library._C.stop_kernel_recording()["launches"]]
-        assert launched == ["tap_gemm"], where
-        assert ours.dtype == dtype and ours.stride() == theirs.stride(), where
-        error = lambda t: (t.double() - reference).abs().max().item()  # noqa: E731
-        assert error(ours) <= 2 * error(theirs) + 1e-5 * reference.abs().max().item(), where
-    assert bwdconv.served()["input"]["swap1x1"] == 30
-
-
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_epilogue_writer_transposed_forward_kernel_equal_to_stride(dtype):
-    """U-Net's ConvTranspose2d k2 s2 in NCHW through F.conv_transpose2d with
-    the epilogue writer forced: under kernels_on_host one tap_gemm launch
-    writes the whole output (its cells, products and holes alike), in
-    aten's layout, within the accuracy rule; without it ATen's path (the
-    fused writer's) gives the same values and launches nothing."""
-    g = torch.Generator().manual_seed(6)
-    x64 = torch.randn(2, 32, 9, 7, generator=g, dtype=torch.float64)
-    w64 = torch.randn(32, 20, 2, 2, generator=g, dtype=torch.float64)
-    reference = torch.nn.functional.conv_transpose2d(x64, w64, stride=2)
-    x, w = x64.to(dtype), w64.to(dtype)
-    theirs = torch.nn.functional.conv_transpose2d(x, w, stride=2)
-    bwdconv.enable()
-    bwdconv._library._C.start_kernel_recording()
-    with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True), \
-            bwdconv.kernels_on_host():
-        ours = torch.nn.functional.conv_transpose2d(x, w, stride=2)
-    launched = [launch["kernel"] for launch in
-                bwdconv._library._C.stop_kernel_recording()["launches"]]
-    assert launched == ["tap_gemm"]
-    # Without the host grid the CPU takes ATen's path: no kernel runs.
-    bwdconv._library._C.start_kernel_recording()
-    with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True):
-        atens = torch.nn.functional.conv_transpose2d(x, w, stride=2)
-    assert bwdconv._library._C.stop_kernel_recording()["launches"] == []
-    torch.testing.assert_close(atens, ours)
-    assert ours.dtype == dtype and ours.stride() == theirs.stride()
-    error = lambda t: (t.double() - reference).abs().max().item()  # noqa: E731
-    assert error(ours) <= 2 * error(theirs) + 1e-5 * reference.abs().max().item()
-
-
-@pytest.mark.parametrize("dtype, groups, reason", [
-    (torch.float32, 1, "float16 and bfloat16, not float32"),
-    (torch.bfloat16, 2, "grouped"),
-])
-def test_epilogue_forced_where_it_cannot_serve_gives_way_unless_strict(dtype, groups, reason):
-    case = ((2, 4, 8, 8), (4, 4 // groups, 2, 2), [2, 2], [0, 0])
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(case[0], generator=g).to(dtype)
-    w = torch.randn(case[1], generator=g).to(dtype)
-    dy = torch.randn(2, 4, 4, 4, generator=g).to(dtype)
-    plan = bwdconv.explain(list(case[0]), list(case[1]), 2, dtype=dtype, groups=groups).to_dict()
-    assert reason in plan["swap1x1"]["refusals"]["epilogue"]
-    expected = aten_gradients(dy, x, w, case[2], case[3], [1, 1], groups)[0]
-    with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue"):
-        ours = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), case[2],
-                                                            case[3], [1, 1], groups)
-    torch.testing.assert_close(ours, expected)
-    with pytest.raises(ValueError, match=reason):
-        with bwdconv.force_strategy("swap1x1", swap1x1_writer="epilogue", strict=True):
-            torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), case[2], case[3],
-                                                         [1, 1], groups)
-
-
-def test_the_tuner_and_the_bench_time_the_epilogue_writer_only_off_the_cpu():
+def test_the_tuner_and_the_bench_time_every_writer_that_can_serve():
     sizes = ([8, 128, 64, 64], [64, 128, 2, 2], 2, 0)
-    cuda = bwdconv.explain(*sizes, dtype=torch.bfloat16, device="cuda").to_dict()["swap1x1"]
-    assert cuda["timed"] == ["fused", "epilogue"] and cuda["writer"] == "fused"
-    cpu = bwdconv.explain(*sizes, dtype=torch.bfloat16).to_dict()["swap1x1"]
-    assert cpu["timed"] == ["fused"] and cpu["refusals"]["epilogue"] is None
-    rocm = bwdconv.explain(*sizes, dtype=torch.bfloat16, device="hip").to_dict()["swap1x1"]
-    assert "ROCm" in rocm["refusals"]["epilogue"] and "epilogue" not in rocm["timed"]
+    nchw = bwdconv.explain(*sizes, dtype=torch.bfloat16, device="cuda").to_dict()["swap1x1"]
+    assert nchw["timed"] == ["fused"] and nchw["writer"] == "fused"
+    assert "not channels_last" in nchw["refusals"]["in_place"]
+    rows = bwdconv.explain(*sizes, dtype=torch.bfloat16, device="cuda",
+                           channels_last=True).to_dict()["swap1x1"]
+    assert rows["timed"] == ["fused", "in_place"] and rows["refusals"]["in_place"] is None
     text = str(bwdconv.explain(*sizes, dtype=torch.float32, device="cuda"))
-    assert "    epilogue: refused: its warp matrix products take float16 and bfloat16" in text
     assert "    in_place: refused: dx is not channels_last" in text
-    assert bwdconv.swap1x1_writers() == ["fused", "in_place", "epilogue"]
+    assert bwdconv.swap1x1_writers() == ["fused", "in_place"]

@@ -49,7 +49,6 @@ const char* swap1x1_writer_name(Swap1x1Writer writer) {
   switch (writer) {
     case Swap1x1Writer::fused: return "fused";
     case Swap1x1Writer::in_place: return "in_place";
-    case Swap1x1Writer::epilogue: return "epilogue";
   }
   return "?";
 }
@@ -69,38 +68,10 @@ std::optional<Swap1x1Writer> parse_swap1x1_writer(const std::string& name) {
   return std::nullopt;
 }
 
-std::optional<std::string> epilogue_refusal(const ConvGeometry& g) {
-  if (g.dtype != DType::Float16 && g.dtype != DType::BFloat16) {
-    return std::string("its warp matrix products take float16 and bfloat16, not ") +
-           dtype_name(g.dtype);
-  }
-  if (g.groups != 1) return "grouped: its GEMM has one group";
-  int64_t taps = 1;
-  for (int i = 0; i < g.spatial_dims; ++i) taps *= g.filter[i];
-  // csrc/hip/tap_gemm.h, kTapGemmMaxTaps: a block's 64 rows hold whole channels.
-  if (taps > 64) return std::to_string(taps) + " taps: a block's 64 rows hold at most 64";
-  int64_t cell = 1;
-  for (int i = 0; i < g.spatial_dims; ++i) cell *= g.stride[i];
-  // csrc/hip/tap_gemm.h, kTapGemmMaxCell: a block's cells stay below 2^31 elements.
-  if (cell > (int64_t{1} << 16)) {
-    return "strides whose product is " + std::to_string(cell) + ": a cell holds at most 2^16";
-  }
-  if (g.device == DeviceKind::HIP) return "not written for ROCm's matrix cores yet";
-  return std::nullopt;
-}
-
-bool cells_cover_dx(const ConvGeometry& g) {
-  for (int i = 0; i < g.spatial_dims; ++i) {
-    if (g.stride[i] * g.output[i] - g.padding[i] < g.input[i]) return false;
-  }
-  return true;
-}
-
 std::optional<std::string> writer_refusal(Swap1x1Writer writer, const ConvGeometry& g) {
   switch (writer) {
     case Swap1x1Writer::fused: return std::nullopt;
     case Swap1x1Writer::in_place: return in_place_refusal(g);
-    case Swap1x1Writer::epilogue: return epilogue_refusal(g);
   }
   return std::nullopt;
 }
@@ -143,8 +114,7 @@ int64_t in_place_batch_stride(const ConvGeometry& g) {
 std::vector<Swap1x1Writer> timed_writers(const ConvGeometry& g) {
   std::vector<Swap1x1Writer> writers;
   for (const Swap1x1Writer writer : kSwap1x1Writers) {
-    const bool host_grid_only = writer == Swap1x1Writer::epilogue && g.device == DeviceKind::CPU;
-    if (!host_grid_only && !writer_refusal(writer, g)) writers.push_back(writer);
+    if (!writer_refusal(writer, g)) writers.push_back(writer);
   }
   return writers;
 }

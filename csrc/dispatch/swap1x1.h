@@ -15,12 +15,10 @@ namespace bwdconv {
 enum class Swap1x1Writer {
   fused,     // the GEMM writes a small result; one interleave pass writes all of dx from it
   in_place,  // a batched GEMM writes straight into dx's strided slots; a pass zeroes the holes
-  epilogue,  // one kernel: the GEMM's epilogue writes each product into its dx element
 };
 
 // Every writer, in the order explanations and the tuner list them.
-constexpr Swap1x1Writer kSwap1x1Writers[] = {Swap1x1Writer::fused, Swap1x1Writer::in_place,
-                                             Swap1x1Writer::epilogue};
+constexpr Swap1x1Writer kSwap1x1Writers[] = {Swap1x1Writer::fused, Swap1x1Writer::in_place};
 
 // Why swap1x1 cannot serve the geometry, or nothing when it can: the taps
 // must not overlap, so that every dx element receives at most one of them:
@@ -49,30 +47,11 @@ std::optional<std::string> in_place_refusal(const ConvGeometry& geometry);
 // more than one value.
 int64_t in_place_batch_stride(const ConvGeometry& geometry);
 
-// Why the epilogue writer's kernel (csrc/hip/tap_gemm.h) cannot serve, or
-// nothing when it can: 16-bit elements (its warp matrix products), one
-// group, at most 64 taps (a block's rows are whole channels), strides whose
-// product is at most 2^16 (a block's cells), and not on
-// ROCm (no matrix-core products written for it yet). On the CPU its work is
-// ATen's (the fused writer's CPU path), or its kernel on the host grid where
-// the kernels run for CPU tensors (forced only: never the planner's choice).
-std::optional<std::string> epilogue_refusal(const ConvGeometry& geometry);
-
-// Whether the cells of grad_output's positions cover dx, so that the
-// epilogue writer (which writes whole cells: dx positions s*q - p + r,
-// 0 <= r < s, products and holes) leaves nothing unwritten: in every dim
-// s*O - p >= I (the cells run from -p to s*O - p without a gap; output
-// padding past them is the tail that needs zeroing; docs/DESIGN.md, "swap1x1").
-bool cells_cover_dx(const ConvGeometry& geometry);
-
-// Why `writer` cannot serve the geometry (in_place_refusal,
-// epilogue_refusal; fused always can).
+// Why `writer` cannot serve the geometry (in_place_refusal; fused always can).
 std::optional<std::string> writer_refusal(Swap1x1Writer writer, const ConvGeometry& geometry);
 
 // The writers worth timing for the geometry (the tuner's and the bench's):
-// those that can serve, but not the epilogue writer on the CPU, where it is
-// the fused writer's ATen path or its kernel on the host grid, which proves
-// the kernel rather than runs it fast.
+// those that can serve.
 std::vector<Swap1x1Writer> timed_writers(const ConvGeometry& geometry);
 
 struct Swap1x1Choice {
@@ -83,8 +62,7 @@ struct Swap1x1Choice {
 // The writer for a geometry swap1x1 serves: `forced` when given and it can
 // serve, otherwise in_place on GPUs where it can serve and a GEMM row fills a
 // 32-byte sector (faster than fused on the H200's channels_last U-Net layer,
-// benchmarks/results/gpu-2026-11-28-h200), fused elsewhere (the epilogue
-// writer only when forced or tuned: it lost to aten there on every line). A
+// benchmarks/results/gpu-2026-11-28-h200), fused elsewhere. A
 // writer forced where it cannot serve gives fused, or with `strict` throws
 // std::invalid_argument with the reason.
 Swap1x1Choice choose_swap1x1_writer(const ConvGeometry& geometry,

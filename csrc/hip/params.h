@@ -191,30 +191,4 @@ struct RelayoutParams {
   int element_bytes = 0;
 };
 
-// tap_gemm (docs/DESIGN.md, "swap1x1", the epilogue writer): for a filter
-// within the stride, dx[n, c, s*q + t*d - p] = sum_o w[o, c, t] dy[n, o, q]
-// for every tap t and position q, as one GEMM whose epilogue writes the
-// cell of each q: dx positions s*q - p + r, 0 <= r < s per dim, its products
-// at r = t*d and zeros at the other offsets (positions outside dx are
-// dropped; positions in no cell, past s*O - p, are left as they are). Views in logical order:
-// grad_output [N, O, Q...], dx [N, C, I...]. The filter comes as `rows`, the
-// GEMM's left operand: row c*T + t (T = prod(filter), taps row-major, the
-// last dim's fastest) holds w[0..O, c, t] in its first O elements, zeros
-// after them, `row_elements` (O rounded up to a multiple of 8) apart, the
-// matrix 16-byte aligned. 16-bit elements only (`element`: ElementType
-// Float16 or BFloat16), fp32 sums. Offsets are 64-bit.
-struct TapGemmParams {
-  const void* grad_output = nullptr;
-  const void* rows = nullptr;
-  void* dx = nullptr;
-  TensorView grad_output_view;
-  TensorView dx_view;
-  int64_t row_elements = 0;
-  int64_t filter[kMaxSpatialDims] = {1, 1, 1};
-  int64_t stride[kMaxSpatialDims] = {1, 1, 1};
-  int64_t padding[kMaxSpatialDims] = {};
-  int64_t dilation[kMaxSpatialDims] = {1, 1, 1};
-  int element = 0;
-};
-
 }  // namespace bwdconv::hip

@@ -11,7 +11,6 @@
 
 #include "ops/aten.h"
 #include "ops/interleave.h"
-#include "hip/tap_gemm.h"
 #include "ops/kernels.h"
 #include "ops/weight_cache.h"
 
@@ -176,47 +175,6 @@ void gemm_into_slots(const ConvGeometry& g, const at::Tensor& grad_output,
   }
 }
 
-// The filter as tap_gemm's rows (csrc/hip/params.h, TapGemmParams): row
-// c*T + t is w[:, c, t], padded with zeros to a multiple of 8 elements so
-// that a block reads it 16 bytes at a time; [C*T, row_elements], built once
-// per weight version (weight_cache.h).
-at::Tensor weight_in_rows(const at::Tensor& weight) {
-  const auto transform = [] { return std::string("swap1x1 epilogue rows"); };
-  return cached_filter(weight, transform, [&] {
-    const int64_t out_channels = weight.size(0);
-    const at::Tensor rows = weight.reshape({out_channels, -1}).t();
-    const int64_t padding = (8 - out_channels % 8) % 8;
-    return at::constant_pad_nd(rows, {0, padding}).contiguous();
-  });
-}
-
-// The epilogue writer (docs/DESIGN.md, "swap1x1"): one tap_gemm kernel
-// writes every grad_output position's cell of dx, its products and holes;
-// a tail past the cells (output padding) is zeroed first. For CPU tensors
-// it runs on the host grid.
-void gemm_with_epilogue(const ConvGeometry& g, const at::Tensor& grad_output,
-                        const at::Tensor& weight, at::Tensor& dx) {
-  if (!cells_cover_dx(g)) dx.zero_();
-  const at::Tensor rows = weight_in_rows(weight);
-  hip::TapGemmParams p;
-  p.grad_output = grad_output.const_data_ptr();
-  p.rows = rows.const_data_ptr();
-  p.dx = dx.mutable_data_ptr();
-  p.grad_output_view = kernel_view(grad_output);
-  p.dx_view = kernel_view(dx);
-  p.row_elements = rows.size(1);
-  for (int i = 0; i < g.spatial_dims; ++i) {
-    p.filter[i] = g.filter[i];
-    p.stride[i] = g.stride[i];
-    p.padding[i] = g.padding[i];
-    p.dilation[i] = g.dilation[i];
-  }
-  p.element = static_cast<int>(element_type(dx.scalar_type(), "tap_gemm"));
-  run_kernel("tap_gemm", dx, [&](auto target, hip::NativeStream stream) {
-    return hip::launch_tap_gemm<decltype(target)::value>(p, stream);
-  });
-}
-
 }  // namespace
 
 at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
@@ -224,13 +182,6 @@ at::Tensor swap1x1_grad_input(const Plan& plan, const at::Tensor& grad_output,
   const ConvGeometry& g = plan.geometry;
   at::Tensor dx = empty_input_gradient(plan, grad_output, format);
   std::vector<PhaseInput> inputs(plan.phases.size());
-  // The epilogue writer's kernel, where kernels run; on the CPU by default
-  // its work is ATen's GEMM and strided copies, the fused writer's CPU path
-  // below (docs/DESIGN.md, "swap1x1").
-  if (plan.swap1x1->writer == Swap1x1Writer::epilogue && runs_kernels(dx)) {
-    gemm_with_epilogue(g, grad_output, weight, dx);
-    return dx;
-  }
   if (plan.swap1x1->writer == Swap1x1Writer::in_place) {
     // The planner chose in_place from grad_output's layout, which leads dx's.
     TORCH_INTERNAL_ASSERT(format != at::MemoryFormat::Contiguous && dx.is_contiguous(format),

@@ -46,7 +46,7 @@ def strategies(gradient=None):
 
 def swap1x1_writers():
     """The names of the ways swap1x1 can write dx (csrc/dispatch/swap1x1.h):
-    fused, in_place and epilogue."""
+    fused and in_place."""
     return list(_C.swap1x1_writers())
 
 

@@ -333,9 +333,8 @@ def calls_per_sample(warm_seconds, cap):
 
     Enough calls that the fastest candidate's sample lasts SAMPLE_SECONDS,
     so that every sample lasts at least that: the fastest and aten are what
-    the noise rule compares, while the slowest is often far from both (the
-    epilogue writer at 4x aten in U-Net's ConvTranspose2d k2 s2 on an H200)
-    and would leave the count at 1 where batching matters. At least 1, at
+    the noise rule compares, while the slowest is often far from both (at
+    several times aten) and would leave the count at 1 where batching matters. At least 1, at
     most MAX_CALLS_PER_SAMPLE, and no more than lets MIN_ROUNDS rounds of
     every candidate fit in `cap` seconds, so that a slow candidate repeated
     does not take the tuner past the key's time cap when one call of each

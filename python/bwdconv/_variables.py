@@ -14,8 +14,7 @@ MEANINGS = {
     "BWDCONV_STRATEGY": ("runtime", "forces a strategy on every gradient it can serve"),
     "BWDCONV_STRATEGY_STRICT": ("runtime", "1 (or true, yes, on): the forcing is strict, a call "
                                            "the forced strategy or writer cannot serve raises"),
-    "BWDCONV_SWAP1X1_WRITER": ("runtime", "forces how swap1x1 writes dx: fused, in_place or "
-                                          "epilogue"),
+    "BWDCONV_SWAP1X1_WRITER": ("runtime", "forces how swap1x1 writes dx: fused or in_place"),
     "BWDCONV_AUTOTUNE": ("runtime", "1 (or true, yes, on): autotuning on for the process"),
     "BWDCONV_AUTOTUNE_BUDGET": ("runtime", "seconds of tuning per process"),
     "BWDCONV_AUTOTUNE_KEY_SECONDS": ("runtime", "the time cap for tuning one shape"),

@@ -268,8 +268,8 @@ TEST(Swap1x1, WriterNamesRoundTrip) {
     EXPECT_EQ(parse_swap1x1_writer(swap1x1_writer_name(writer)), writer);
     names.push_back(swap1x1_writer_name(writer));
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"fused", "in_place", "epilogue"}));
-  EXPECT_EQ(known_swap1x1_writer_names(), "fused, in_place, epilogue");
+  EXPECT_EQ(names, (std::vector<std::string>{"fused", "in_place"}));
+  EXPECT_EQ(known_swap1x1_writer_names(), "fused, in_place");
   EXPECT_FALSE(parse_swap1x1_writer("inplace").has_value());
 }
 
@@ -306,95 +306,6 @@ TEST(Swap1x1, WriterIsKnownWheneverSwap1x1CanServeAndForcedOnlyWhenItDoes) {
             Swap1x1Writer::fused);
   EXPECT_THROW(make_plan(g, Strategy::swap1x1, Swap1x1Writer::in_place, /*strict=*/true),
                std::invalid_argument);
-}
-
-// The epilogue writer (csrc/hip/tap_gemm.h): 16-bit elements, one group, at
-// most 64 taps, cells of at most 2^16 positions, not on ROCm; in any layout, with padding, on the CPU's host
-// grid too. Never the planner's own choice; forced where it cannot serve it
-// gives fused, or with strict throws.
-TEST(Swap1x1, EpilogueServesSixteenBitUngroupedFiltersOfAtMost64Taps) {
-  std::mt19937 rng(17);
-  ConvGeometry g = one_by_one(rng, 2);
-  g.layout = MemoryLayout::Contiguous;
-  g.dtype = DType::BFloat16;
-  g.input[0] = g.input[1] = 16;
-  g.stride[0] = g.stride[1] = 2;
-  g.filter[0] = g.filter[1] = 2;  // kernel = stride
-  g.padding[0] = 1;
-  derive_output_sizes(g);
-  EXPECT_FALSE(epilogue_refusal(g).has_value());
-  ConvGeometry fp16 = g, on_cpu = g, wide = g;
-  fp16.dtype = DType::Float16;
-  on_cpu.device = DeviceKind::CPU;
-  wide.spatial_dims = 3;
-  wide.input[2] = 16;
-  wide.stride[0] = wide.stride[1] = wide.stride[2] = 4;
-  wide.filter[0] = wide.filter[1] = wide.filter[2] = 4;  // 64 taps
-  wide.dilation[2] = 1;
-  wide.padding[0] = 0;
-  derive_output_sizes(wide);
-  for (const ConvGeometry& served : {g, fp16, on_cpu, wide}) {
-    EXPECT_FALSE(epilogue_refusal(served).has_value()) << *epilogue_refusal(served);
-    EXPECT_NE(choose_swap1x1_writer(served).writer, Swap1x1Writer::epilogue);
-    EXPECT_EQ(choose_swap1x1_writer(served, Swap1x1Writer::epilogue, true).writer,
-              Swap1x1Writer::epilogue);
-  }
-  ConvGeometry fp32 = g, grouped = g, rocm = g, too_many = wide;
-  fp32.dtype = DType::Float32;
-  grouped.in_channels = grouped.out_channels = 4;
-  grouped.groups = 2;
-  grouped.filter_in_channels = 2;
-  rocm.device = DeviceKind::HIP;
-  too_many.stride[2] = too_many.filter[2] = 5;  // 80 taps
-  derive_output_sizes(too_many);
-  ConvGeometry wide_cells = g;  // strides 300 x 300: cells of 90000 positions
-  wide_cells.stride[0] = wide_cells.stride[1] = 300;
-  wide_cells.input[0] = wide_cells.input[1] = 600;
-  derive_output_sizes(wide_cells);
-  for (const ConvGeometry& refused : {fp32, grouped, rocm, too_many, wide_cells}) {
-    ASSERT_TRUE(epilogue_refusal(refused).has_value());
-    const Swap1x1Choice gave_way = choose_swap1x1_writer(refused, Swap1x1Writer::epilogue);
-    EXPECT_EQ(gave_way.writer, Swap1x1Writer::fused);
-    EXPECT_EQ(writer_refusal(Swap1x1Writer::epilogue, refused), epilogue_refusal(refused));
-    EXPECT_NE(gave_way.reason.find("forced epilogue cannot serve it: " + *epilogue_refusal(refused)),
-              std::string::npos) << gave_way.reason;
-    EXPECT_THROW(choose_swap1x1_writer(refused, Swap1x1Writer::epilogue, /*strict=*/true),
-                 std::invalid_argument);
-  }
-}
-
-// cells_cover_dx against brute force: every dx position of every dim lies
-// in some cell [s*q - p, s*q - p + s), q < O (random filters within the
-// stride, padding, output padding).
-TEST(Swap1x1, CellsCoverDxExactlyWhereEveryPositionLiesInACell) {
-  std::mt19937 rng(23);
-  int covered = 0, tails = 0;
-  for (int trial = 0; trial < 3000; ++trial) {
-    ConvGeometry g = one_by_one(rng);
-    bool brute = true;
-    for (int i = 0; i < g.spatial_dims; ++i) {
-      g.stride[i] = 1 + rng() % 4;
-      g.filter[i] = 1 + rng() % g.stride[i];
-      g.dilation[i] = g.filter[i] > 1 ? 1 + rng() % ((g.stride[i] - 1) / (g.filter[i] - 1)) : 1;
-      g.padding[i] = rng() % (g.dilated_filter(i));
-      g.input[i] = g.dilated_filter(i) + rng() % 9;
-    }
-    derive_output_sizes(g);
-    for (int i = 0; i < g.spatial_dims; ++i) {
-      std::vector<bool> in_a_cell(g.input[i], false);
-      for (int64_t q = 0; q < g.output[i]; ++q) {
-        for (int64_t r = 0; r < g.stride[i]; ++r) {
-          const int64_t x = g.stride[i] * q + r - g.padding[i];
-          if (x >= 0 && x < g.input[i]) in_a_cell[x] = true;
-        }
-      }
-      for (const bool in : in_a_cell) brute = brute && in;
-    }
-    EXPECT_EQ(cells_cover_dx(g), brute) << trial;
-    (brute ? covered : tails) += 1;
-  }
-  EXPECT_GT(covered, 100);
-  EXPECT_GT(tails, 100);
 }
 
 }  // namespace

@@ -1,14 +1,12 @@
-"""Static evidence about the csrc/hip kernels, read from what nvcc and hipcc produce.
+"""The rules CI enforces on the csrc/hip kernels, read from what nvcc and hipcc produce.
 
-No GPU is needed or used: every figure it reports is either read from compiler
-output (registers, stack, spills, LDS, instruction sequences) or modelled from
-those counts and published device figures. Nothing here is a measurement of a
-kernel running on a GPU.
+No GPU is needed or used: every figure it reports is read from compiler output
+(registers, stack, spills, LDS, scratch, instruction counts) or, for
+occupancy, modelled from those counts and published device figures.
 
     python3 scripts/kernel_report.py --out DIR      # record: DIR/report.md, DIR/kernels.json
     python3 scripts/kernel_report.py --check [ROLE] # exit 1 when a rule (gates) is broken
                                                     # (ROLE: data_movement or splitk; all by default)
-    python3 scripts/kernel_report.py --splitk-only  # splitk's source check and model alone
     python3 scripts/kernel_report.py --cache DIR    # reuse DIR's outputs of unchanged compiles
                                                     # (then remove those this run did not use)
 
@@ -19,23 +17,15 @@ The modules, in the order the report runs them:
 - cache: the compile cache (--cache DIR), which spares an unchanged kernel
   its compiles and keeps only the last run's entries;
 - nvidia, amd: what ptxas -v, the SASS, and the AMDGPU assembly and metadata
-  say (resources, instructions, issue cycles per instruction mix);
-- control_flow: basic blocks, dominators, natural loops and the heaviest
-  path through a loop body;
-- loops: each data-movement kernel's per-element, chunk or tile loop and
-  the paths through it;
-- devices: the published device figures every modelled number comes from;
+  say (resources, instruction counts, tensor-core and MFMA instructions);
+- devices: the published device figures occupancy is modelled from;
 - occupancy: theoretical occupancy on sm_90 and gfx940;
-- seeds, walks: the seed lines' data-movement launches and their modelled
-  issue-bound ceiling on H100 SXM and MI300X;
-- splitk: where splitk's chunk products run, and its modelled time on
-  seed 001's line;
+- splitk: where splitk's chunk products run, read from the sources;
 - gates: the rules of --check (issue 15);
-- report: report.md, written with its record (kernels.json, splitk.json);
+- report: report.md, written with its record (kernels.json);
 - cli: the command line.
 """
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL_DIR = ROOT / "csrc" / "hip"
-SEEDS = ROOT / "python" / "bwdconv" / "bench" / "suites" / "seeds.txt"

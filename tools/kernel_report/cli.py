@@ -1,7 +1,6 @@
-"""The command line (scripts/kernel_report.py): compile, read and model the
-kernels, write report.md and kernels.json (or print the report), and exit 1
-where --check finds a rule broken; or splitk's part alone (--splitk-only,
-splitk.json)."""
+"""The command line (scripts/kernel_report.py): compile and read the kernels,
+write report.md and kernels.json (or print the report), and exit 1 where
+--check finds a rule broken."""
 from __future__ import annotations
 
 import argparse
@@ -18,9 +17,8 @@ from .compilers import Tools, collect
 from .devices import DEVICES
 from .gates import ROLES, violations
 from .occupancy import occupancy_rows
-from .report import markdown, splitk_report, write_report
-from .splitk import splitk_model, splitk_products_source
-from .walks import model
+from .report import markdown, write_report
+from .splitk import splitk_products_source
 
 
 def parse_args() -> argparse.Namespace:
@@ -33,18 +31,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cache", type=Path,
                         help="reuse compiler outputs stored here for unchanged kernels; after a run "
                              "with every compiler, remove the entries it did not use (cache.py)")
-    parser.add_argument("--splitk-only", action="store_true",
-                        help="only splitk's source check and model (no kernel compilation)")
     return parser.parse_args()
-
-
-def splitk_only(out: Path | None) -> int:
-    with tempfile.TemporaryDirectory(prefix="kernel_report.") as work:
-        splitk = {"source": splitk_products_source(), "model": splitk_model(Path(work))}
-    command = "python3 scripts/kernel_report.py --splitk-only" + \
-        (f" --out {os.path.relpath(out, ROOT)}" if out else "")
-    write_report(out, splitk_report(splitk, command), "splitk.json", {"splitk": splitk, "devices": DEVICES})
-    return 0 if splitk["source"]["vendor_gemm"] else 1
 
 
 def lacks_compilers(tools: Tools, checking: bool) -> bool:
@@ -87,8 +74,6 @@ def prune_cache(cache: CompileCache) -> None:
 
 def main() -> int:
     args = parse_args()
-    if args.splitk_only:
-        return splitk_only(args.out)
     tools = Tools.discover()
     if lacks_compilers(tools, bool(args.check)):
         return 1
@@ -98,15 +83,14 @@ def main() -> int:
     kernels = collect(tools, work_dir, args.jobs, cache)
     if cache is not None and tools.nvcc and tools.cuobjdump and tools.hipcc:
         prune_cache(cache)
-    splitk = {"source": splitk_products_source(), "model": splitk_model(work_dir)}
     if not args.keep:
         shutil.rmtree(work_dir, ignore_errors=True)
+    splitk = splitk_products_source()
     occupancy = occupancy_rows(kernels)
-    rows = model(kernels)
     problems = violations(kernels)
-    report = markdown(kernels, occupancy, rows, problems, tools, command_line(), splitk)
+    report = markdown(kernels, occupancy, problems, tools, command_line(), splitk)
     write_report(args.out, report, "kernels.json",
-                 {"kernels": kernels, "occupancy": occupancy, "model": rows, "splitk": splitk,
+                 {"kernels": kernels, "occupancy": occupancy, "splitk": splitk,
                   "violations": problems, "devices": DEVICES})
     for p in problems:
         print("kernel_report: " + p, file=sys.stderr)

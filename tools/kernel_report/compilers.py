@@ -25,17 +25,15 @@ from .amd import amd_code_facts, parse_amd_code, parse_amd_metadata
 from .cache import CompileCache, compile_key, key_command, keyed_environment, source_inputs
 from .devices import AMD_ARCHS, NV_ARCHS
 from .nvidia import nv_code_facts, parse_ptxas, parse_sass
-from .walks import dense_lanes, staged_kernel
 
 # The same device flags setup.py passes (-O3).
 NVCC_FLAGS = ["-O3", "-std=c++17", "--expt-relaxed-constexpr"]
 HIPCC_FLAGS = ["-O3", "-std=c++17", "-x", "hip"]
 
-# Kernels by role: what moves data (bits copied, no arithmetic), what computes
-# splitk, and the GEMMs on warp matrix products (tap_gemm, swap1x1's epilogue writer).
+# Kernels by role: what moves data (bits copied, no arithmetic) and what computes
+# splitk.
 DATA_MOVEMENT_SOURCES = ("interleave.cu", "relayout.cu", "scatter.cu")
 SPLITK_SOURCES = ("splitk.cu",)
-MATRIX_SOURCES = ("tap_gemm.cu",)
 
 
 def find_tool(name: str, extra_dirs: list[Path]) -> str | None:
@@ -175,8 +173,6 @@ def role_of(source: str) -> str:
         return "data_movement"
     if source in SPLITK_SOURCES:
         return "splitk"
-    if source in MATRIX_SOURCES:
-        return "matrix"
     return "other"
 
 
@@ -205,17 +201,15 @@ def collect(tools: Tools, work: Path, jobs: int, cache: CompileCache | None = No
             name = short_name(names.get(symbol, symbol))
             k = kernels.setdefault((source, name), {"source": source, "kernel": name,
                                                     "role": role_of(source), "targets": {}})
-            entry = {"symbol": symbol}
+            entry = {"symbol": symbol, **res}
             if arch.startswith("sm_"):
-                entry.update(res)
                 code = r["sass"].get(symbol)
                 if code is not None:
-                    entry.update(nv_code_facts(code, k["role"], dense_lanes(name), staged_kernel(name)))
+                    entry.update(nv_code_facts(code))
             else:
-                entry.update(res)
                 code = r["code"].get(symbol)
                 if code is not None:
-                    entry.update(amd_code_facts(code, k["role"], dense_lanes(name), staged_kernel(name)))
+                    entry.update(amd_code_facts(code))
             k["targets"][arch] = entry
     return list(kernels.values())
 

@@ -2,9 +2,7 @@
 anywhere; stack frame / scratch 0 in the data-movement kernels; no LDS the
 compiler made in a kernel beyond the shared memory it declares; modelled
 occupancy of the data-movement kernels at least 50% on sm_90 and gfx940;
-splitk's products on tensor cores / MFMA or on the vendor GEMM; the matrix
-kernels (tap_gemm) on tensor cores on every NVIDIA target (they have no AMD
-body yet: csrc/hip/warp_mma.h)."""
+splitk's products on tensor cores / MFMA or on the vendor GEMM."""
 from __future__ import annotations
 
 from .occupancy import gfx940_occupancy, sm90_occupancy
@@ -12,7 +10,7 @@ from .report import pct
 from .splitk import splitk_products_source
 
 OCCUPANCY_TARGET = 0.5  # the least modelled occupancy of a data-movement kernel
-ROLES = ("data_movement", "splitk", "matrix")
+ROLES = ("data_movement", "splitk")
 
 
 def violations(kernels: list[dict], roles: tuple[str, ...] = ROLES) -> list[str]:
@@ -44,13 +42,6 @@ def violations(kernels: list[dict], roles: tuple[str, ...] = ROLES) -> list[str]
                 if declared is not None and lds > declared:
                     found.append(f"{where}: {lds} B LDS, {lds - declared} B of it made by the compiler "
                                  f"(the kernel declares {declared} B)")
-    for k in kernels:
-        if k["role"] != "matrix" or "matrix" not in roles:
-            continue
-        for arch, t in k["targets"].items():
-            if arch.startswith("sm_") and not t.get("tensor_core_instructions"):
-                found.append(f"{k['kernel']} [{arch}]: warp matrix products without HMMA/HGMMA "
-                             f"instructions")
     for k in splitk_products:
         for arch, t in k["targets"].items():
             if arch.startswith("sm_") and not t.get("tensor_core_instructions"):

@@ -1,12 +1,11 @@
-"""Theoretical occupancy of a kernel's blocks (256 threads, or its own size:
-devices.threads_per_block) on sm_90 (blocks and warps per SM) and gfx940
+"""Theoretical occupancy of a kernel's 256-thread blocks on sm_90 (blocks and warps per SM) and gfx940
 (waves per SIMD), from its registers and shared memory (LDS) and the devices'
 published limits."""
 from __future__ import annotations
 
 import math
 
-from .devices import H100, MI300X, THREADS_PER_BLOCK, threads_per_block
+from .devices import H100, MI300X, THREADS_PER_BLOCK
 
 
 def sm90_occupancy(registers: int, smem: int, threads: int = THREADS_PER_BLOCK) -> dict:
@@ -43,11 +42,10 @@ def occupancy_rows(kernels: list[dict]) -> list[dict]:
     for k in kernels:
         nv, amd = k["targets"].get("sm_90"), k["targets"].get("gfx940")
         row = {"kernel": k["kernel"], "role": k["role"]}
-        threads = threads_per_block(k["kernel"])
         if nv:
-            row["sm_90"] = sm90_occupancy(nv["registers"], nv["smem"], threads)
+            row["sm_90"] = sm90_occupancy(nv["registers"], nv["smem"])
         if amd:
             row["gfx940"] = gfx940_occupancy(amd["vgpr_count"], amd["agpr_count"],
-                                             amd["group_segment_fixed_size"], threads)
+                                             amd["group_segment_fixed_size"])
         rows.append(row)
     return rows

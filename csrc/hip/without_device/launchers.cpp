@@ -5,7 +5,6 @@
 #include "hip/relayout.h"
 #include "hip/scatter.h"
 #include "hip/splitk.h"
-#include "hip/tap_gemm.h"
 
 namespace bwdconv::hip {
 namespace {
@@ -33,11 +32,6 @@ LaunchError launch_relayout<Target::device>(const RelayoutParams&, NativeStream)
 
 template <>
 LaunchError launch_splitk_reduce<Target::device>(const SplitKParams&, NativeStream) {
-  return kNoDeviceKernels;
-}
-
-template <>
-LaunchError launch_tap_gemm<Target::device>(const TapGemmParams&, NativeStream) {
   return kNoDeviceKernels;
 }
 

@@ -126,8 +126,6 @@ def measure(line, iterations, copy_gbps):
     names = kernels()
     for name, fn, forced in forced_entries(explanation, "input", call, list(names)):
         strategy, writer = forced
-        if writer == "epilogue":
-            continue  # no data-movement kernel: its GEMM kernel writes dx (tap_gemm)
         kernel = names[strategy]
         with forcing(forced):
             ms = kernel_ms(fn, kernel, iterations)

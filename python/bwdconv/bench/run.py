@@ -171,29 +171,20 @@ def tuned_choice(direction, x, w, args, case=None, dy=None):
         else decided["choice"]
 
 
-def forced_entries(plan, gradient, fn, strategies, every_writer=False):
+def forced_entries(plan, gradient, fn, strategies):
     """(name, fn, forcing) for each strategy that serves; swap1x1 once per
     writer worth timing where there are several ("swap1x1[fused]",
-    "swap1x1[in_place]", "swap1x1[epilogue]": the plan's "timed" writers),
-    or with `every_writer` once per writer that can serve (the epilogue
-    writer's host-grid kernel on the CPU too, which is never timed there)."""
+    "swap1x1[in_place]": the plan's "timed" writers)."""
     entries = []
     for s in strategies:
         if not plan.serves(s, gradient):
             continue
-        writers = _swap1x1_writers(plan, every_writer) if s == "swap1x1" else []
+        writers = plan.to_dict()["swap1x1"]["timed"] if s == "swap1x1" else []
         if len(writers) > 1:
             entries += [(f"{s}[{w}]", fn, (s, w)) for w in writers]
         else:
             entries.append((s, fn, (s, None)))
     return entries
-
-
-def _swap1x1_writers(plan, every_writer):
-    swap1x1 = plan.to_dict()["swap1x1"]
-    if every_writer:
-        return [w for w, refusal in swap1x1["refusals"].items() if refusal is None]
-    return swap1x1["timed"]
 
 
 def _timed(entries, device, warmup, iterations):

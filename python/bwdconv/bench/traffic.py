@@ -119,7 +119,7 @@ def strategy_rows(label, explanation, direction, call, minimum):
     gradient = "input" if direction == BACKWARD_DATA else "weight"
     rows = []
     for name, fn, forced in forced_entries(explanation, gradient, call,
-                                           kernel_strategies(gradient), every_writer=True):
+                                           kernel_strategies(gradient)):
         with forcing(forced):
             record = recorded(fn)
         rows += rows_for(label, name, record, lambda kernel: minimum(forced, kernel))
