@@ -190,7 +190,8 @@ install_or_build() {
 export -f install build works wheel install_or_build
 export PYTHON MAX_JOBS="${MAX_JOBS:-16}"
 step build bash -c install_or_build
-step gpu_tests "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_errors.py
+step gpu_tests "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_errors.py \
+  tests/test_autocast.py
 # Random calls against float64: the case count, mismatches and what served them.
 step random "$PYTHON" scripts/gpu_random_cases.py --cases "$RANDOM_CASES" --seconds "$RANDOM_SECONDS" \
   --require-served --json "$OUT/random.json" --report "$OUT/random.md"

@@ -113,7 +113,7 @@ def test_explain_model_under_autocast_plans_what_training_serves_and_counts_noth
     with torch.autocast("cpu", dtype=torch.bfloat16):
         explained = bwdconv.explain_model(model, x).counts()
     assert bwdconv.served() == {g: {s: 0 for s in bwdconv.strategies()}
-                                for g in ("input", "weight")}
+                                for g in ("input", "weight", "forward")}
     with bwdconv.enabled():
         served, _, _ = served_by_step(model, x, torch.bfloat16)
     assert explained == strategies_used(served)

@@ -125,6 +125,7 @@ def test_nothing_depends_on_files_outside_the_repository():
 # How the code reads an environment variable: Python (os.environ, and
 # os.environ.get), C++ (getenv), CMake ($ENV{NAME}), shell (${NAME...} and $NAME).
 READS = [r'environ(?:\.get)?\s*[\(\[]\s*["\'](BWDCONV_[A-Z0-9_]+)',
+         r'from_environment\(\s*["\'](BWDCONV_[A-Z0-9_]+)',  # bwdconv._settings
          r'getenv\(\s*"(BWDCONV_[A-Z0-9_]+)"',
          r'\$ENV\{(BWDCONV_[A-Z0-9_]+)\}']
 SHELL_READ = r'\$\{?(BWDCONV_[A-Z0-9_]+)'

@@ -122,7 +122,7 @@ def test_kernel_equal_to_stride_transposed_forward(writer, dtype):
     launched = [launch["kernel"] for launch in
                 bwdconv._library._C.stop_kernel_recording()["launches"]]
     assert launched == ([] if writer == "in_place" else ["interleave"])
-    assert bwdconv.served()["input"]["swap1x1"] == 1
+    assert bwdconv.served()["forward"]["swap1x1"] == 1
     assert ours.is_contiguous(memory_format=torch.channels_last) and ours.dtype == dtype
     error = lambda t: (t.double() - reference).abs().max().item()  # noqa: E731
     assert error(ours) <= 2 * error(theirs) + 1e-5 * reference.abs().max().item()
