@@ -86,7 +86,7 @@ install_python_packages() {
   run_with_progress "pip install (torch's download takes a minute or more)" \
     '^(Collecting|Downloading|Installing collected|Successfully installed)' "" \
     "$BWDCONV_VENV/bin/pip" install --progress-bar off "${torch_specs[@]}" numpy ninja pybind11 tqdm \
-    pytest expecttest matplotlib nvidia-cuda-cuobjdump==13.2.86 nvidia-cuda-nvdisasm==13.2.86
+    pytest pytest-xdist expecttest matplotlib nvidia-cuda-cuobjdump==13.2.86 nvidia-cuda-nvdisasm==13.2.86
 }
 
 build_extension() {

@@ -2,16 +2,44 @@
 # The whole test suite from nothing: setup, then the torch-free layers with
 # CMake (GoogleTest under CTest; csrc/hip compiled by nvcc and hipcc, and for
 # the host target, also under sanitizers), then pytest.
+#
+#   bash scripts/test.sh [--all-targets] [pytest arguments]
+#
+# The extension pytest loads is built for the device code this machine runs
+# (setup.sh --device-code present: none without a GPU), as CMake compiles
+# every kernel for CUDA and hipcc with the extension's own device flags.
+# --all-targets (CI, .ci/run) builds the extension for every device target
+# too (setup.sh --device-code all), which also compiles and links the torch
+# glue's device code (BWDCONV_WITH_GPU_KERNELS) and tests that extension.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=common.sh
 source "$ROOT/scripts/common.sh"
 BWDCONV_VENV="$(bwdconv_venv)"
-bash "$ROOT/scripts/setup.sh" --device-code all
+device_code=present
+if [ "${1:-}" = --all-targets ]; then
+  device_code=all
+  shift
+fi
+# Compiler caching where ccache is installed: CMake's compilers through it,
+# and setup.py's (torch's ninja build runs c++ from PATH) through its
+# masquerading directory.
+ccache_flags=(-UCMAKE_CXX_COMPILER_LAUNCHER -UCMAKE_CUDA_COMPILER_LAUNCHER)
+if command -v ccache >/dev/null 2>&1; then
+  echo "== ccache: $(command -v ccache) caches the compiles"
+  ccache_flags=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+  for masquerade in /usr/lib/ccache /usr/lib64/ccache; do
+    if [ -x "$masquerade/c++" ]; then
+      export PATH="$masquerade:$PATH"
+      break
+    fi
+  done
+fi
+bash "$ROOT/scripts/setup.sh" --device-code "$device_code"
 BUILD="${BWDCONV_CMAKE_BUILD:-$ROOT/build/cmake}"
 
-cmake_flags=(-G Ninja -DBWDCONV_BUILD_TESTS=ON -DBWDCONV_HIP=ON)
+cmake_flags=(-G Ninja -DBWDCONV_BUILD_TESTS=ON -DBWDCONV_HIP=ON "${ccache_flags[@]}")
 if command -v nvcc >/dev/null 2>&1; then
   cmake_flags+=(-DBWDCONV_CUDA=ON -DCMAKE_CUDA_COMPILER="$(command -v nvcc)")
 else
@@ -48,6 +76,10 @@ echo "== what the sanitizers reported for the planted bugs"
 echo "== pytest"
 cd "$ROOT"
 status=0
-"$BWDCONV_VENV/bin/python" -m pytest tests -q -p no:cacheprovider "$@" || status=$?
+# One worker per core (at most 8; pytest-xdist): the tests are independent,
+# and those that share a module's built models run in one worker (xdist_group).
+workers=$(( $(nproc) < 8 ? $(nproc) : 8 ))
+"$BWDCONV_VENV/bin/python" -m pytest tests -q -p no:cacheprovider -n "$workers" --dist loadgroup \
+  "$@" || status=$?
 print_how_to_enter "$BWDCONV_VENV"
 exit "$status"

@@ -2,6 +2,7 @@
 and disabled on the CPU, eager and compiled, channels_last, the plans inside
 the models, and DistributedDataParallel with gloo."""
 
+import functools
 import os
 
 import pytest
@@ -14,6 +15,9 @@ import bwdconv
 from conftest import free_port
 
 torchvision = pytest.importorskip("torchvision")
+# One pytest-xdist worker for the module (test.sh: --dist loadgroup): its
+# tests share the models built() once.
+pytestmark = pytest.mark.xdist_group("models")
 
 # Gradient tolerances: |ours - aten| <= rtol * |aten| + scale * max |any gradient
 # of the model|. float64 differs only by summation order (a few ulps amplified
@@ -37,6 +41,19 @@ def build(name, dtype, channels_last=False):
         fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
         model, x = model.to(memory_format=fmt), x.to(memory_format=fmt)
     return model, x
+
+
+@functools.lru_cache(maxsize=None)
+def built(name, dtype, channels_last=False):
+    """build()'s model and input, the model's first state and its gradients
+    of one training step with aten: built once per process, as several tests
+    compare with the same reference (each loads the state before a step).
+    Called first in a test, where bwdconv is disabled (restore_bwdconv_state)."""
+    model, x = build(name, dtype, channels_last)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    assert not bwdconv.is_enabled()
+    reference = training_step_gradients(model, x)
+    return model, x, state, reference
 
 
 def training_step_gradients(model, x, run=None):
@@ -66,12 +83,10 @@ def not_aten(counts):
 def enabled_vs_disabled(name, dtype, channels_last=False, compile_kwargs=None):
     """Gradients with and without bwdconv; returns what served other than aten,
     which is exactly what explain_model plans."""
-    model, x = build(name, dtype, channels_last)
-    state = {k: v.clone() for k, v in model.state_dict().items()}
-    planned = not_aten(bwdconv.explain_model(model, x).counts())
+    model, x, state, reference = built(name, dtype, channels_last)
     model.load_state_dict(state)
-    reference = training_step_gradients(model, x)
-    model.load_state_dict(state)  # the same batch-norm statistics for the second step
+    planned = not_aten(bwdconv.explain_model(model, x).counts())
+    model.load_state_dict(state)  # the reference's batch-norm statistics
     run = torch.compile(model, **compile_kwargs) if compile_kwargs is not None else model
     torch._dynamo.reset()
     bwdconv.reset_served()
@@ -111,7 +126,8 @@ def test_compiled_inductor_resnet18():
 
 @pytest.mark.parametrize("name", ["resnet50", "r3d18"])
 def test_plans_inside_the_model_are_what_explain_says(name):
-    model, x = build(name, torch.float32)
+    model, x, state, _ = built(name, torch.float32)
+    model.load_state_dict(state)
     explanation = bwdconv.explain_model(model, x)
     assert len(explanation.layers) == sum(
         isinstance(m, (nn.Conv2d, nn.Conv3d)) for m in model.modules())

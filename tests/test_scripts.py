@@ -113,7 +113,18 @@ def test_the_bench_and_test_commands_end_by_naming_the_environment():
                  if line.strip() and not line.startswith("#")]
         assert any(line.startswith("print_how_to_enter ") for line in lines[-3:]), script
     assert "--device-code present" in (ROOT / "scripts" / "bench.sh").read_text()
-    assert "--device-code all" in (ROOT / "scripts" / "test.sh").read_text()
+
+
+def test_the_test_command_builds_every_target_only_when_asked():
+    """The README's test command builds the extension for the machine's own
+    device code (CMake compiles every kernel for every target); CI's
+    (.ci/run) passes --all-targets, which builds the extension for every
+    target too. Either way the other arguments go to pytest."""
+    text = (ROOT / "scripts" / "test.sh").read_text()
+    assert "device_code=present" in text and "device_code=all" in text
+    assert 'bash "$ROOT/scripts/setup.sh" --device-code "$device_code"' in text
+    assert "bash scripts/test.sh --all-targets" in (ROOT / ".ci" / "run").read_text()
+    assert 'pytest tests -q -p no:cacheprovider' in text and '"$@"' in text
 
 
 def test_a_long_step_shows_its_progress_and_a_line_while_silent(tmp_path):
