@@ -141,6 +141,24 @@ def test_opcheck(case, channels_last):
             (x, w, b, stride, padding, output_padding, groups, dilation))
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("strategy", FORWARD_STRATEGIES)
+def test_a_strategys_forward_is_laid_out_as_its_fake(strategy, dtype):
+    """A strategy's transposed forward has the strides aten's backend gives,
+    which the op's fake (aten's) gives too: on the CPU a 3-D channels_last
+    call in float64 is contiguous there (the random compiled test's seed 108,
+    case 23, phase_stacked forced)."""
+    layout = torch.channels_last_3d
+    x = torch.randn(2, 4, 6, 8, 4, dtype=dtype).contiguous(memory_format=layout)
+    w = torch.randn(4, 4, 3, 4, 2, dtype=dtype).contiguous(memory_format=layout)
+    args = (x, w, torch.randn(4, dtype=dtype), [2, 1, 2], [1, 2, 1], [0, 0, 1], 1, [1, 1, 1])
+    with bwdconv.force_strategy(strategy):
+        opcheck(torch.ops.bwdconv.conv_transpose, args, test_utils="test_faketensor")
+        expected = torch.ops.aten.convolution(*args[:3], args[3], args[4], args[7], True,
+                                              args[5], args[6])
+        assert torch.ops.bwdconv.conv_transpose(*args).stride() == expected.stride()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("channels_last", [False, True])
 @pytest.mark.parametrize("strategy", FORWARD_STRATEGIES)

@@ -131,9 +131,7 @@ at::Tensor planned_transposed_forward(const at::Tensor& input, const at::Tensor&
   if (!planned.pending && plan.input.strategy == Strategy::aten) {
     memo.remember({true, plan.input.measured, false, false, /*forward=*/true});
   }
-  return in_atens_transposed_layout(
-      compute_transposed_forward(plan, input, weight, bias, output_padding), input, weight,
-      bias, params, output_padding);
+  return compute_transposed_forward(plan, input, weight, bias, output_padding);
 }
 
 // aten::convolution: a transposed convolution's forward is planned (and one

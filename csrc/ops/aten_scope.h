@@ -31,11 +31,11 @@ GradientFormats aten_transposed_formats(const at::Tensor& input, const at::Tenso
                                         bool has_bias, const ConvParams& params,
                                         at::IntArrayRef output_padding);
 
-// A transposed convolution's output, which bwdconv lays out by PyTorch's
-// meta rule (channels_last when either operand is), in the layout aten's
-// backend gives it (on the CPU the slow 3-D and float64 paths write
-// contiguous outputs from channels_last operands): restrided, differentiably,
-// where they differ.
+// A transposed convolution's output, which bwdconv's strategies lay out by
+// PyTorch's meta rule (channels_last when either operand is), in the layout
+// aten's backend gives it (on the CPU the slow 3-D and float64 paths write
+// contiguous outputs from channels_last operands), which aten.convolution's
+// fake, and so bwdconv's, gives too: restrided where they differ.
 at::Tensor in_atens_transposed_layout(const at::Tensor& output, const at::Tensor& input,
                                       const at::Tensor& weight,
                                       const std::optional<at::Tensor>& bias,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ops/aten.h"
+#include "ops/aten_scope.h"
 #include "ops/decisions.h"
 #include "ops/out_of_memory.h"
 #include "ops/route_cache.h"
@@ -264,7 +265,8 @@ at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
     return at::native::convolution(input, weight, bias, p.stride, p.padding, p.dilation,
                                    /*transposed=*/true, output_padding, p.groups);
   }
-  // Laid out by PyTorch's rule, as aten.convolution's fake lays it out.
+  // Laid out by PyTorch's meta rule, then as aten's backend lays it out (as
+  // aten.convolution's fake, which bwdconv's fake is, lays it out too).
   at::Tensor output = compute(Gradient::input, plan, input, weight, nullptr,
                               gradient_memory_format(input, weight), Served::forward);
   if (bias && bias->defined()) {
@@ -272,7 +274,8 @@ at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
     per_channel[1] = -1;
     output.add_(bias->view(per_channel));
   }
-  return output;
+  return in_atens_transposed_layout(output, input, weight, bias, geometry_params(plan.geometry),
+                                    output_padding);
 }
 
 std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tensor& grad_output,

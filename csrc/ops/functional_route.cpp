@@ -410,10 +410,8 @@ at::Tensor call_op(bool transposed, const RoutedCall& call) {
     return call_convolution(input, weight, call.bias, a.stride, a.padding, a.dilation,
                             a.groups);
   }
-  return in_atens_transposed_layout(call_conv_transpose(input, weight, call.bias, a.stride,
-                                                        a.padding, a.output_padding, a.groups,
-                                                        a.dilation),
-                                    input, weight, call.bias, a.params(), a.output_padding);
+  return call_conv_transpose(input, weight, call.bias, a.stride, a.padding, a.output_padding,
+                             a.groups, a.dilation);
 }
 
 bool checked_call_arguments(PyObject* const* args, Py_ssize_t nargs) {
