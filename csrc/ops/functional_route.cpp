@@ -322,13 +322,21 @@ Routing planned_route(bool transposed, const at::Tensor& input, const at::Tensor
 }
 
 // A routed call: where it goes and, for Route::bwdconv, its operands (as
-// the convolution computes with them: autocast's casts made) and arguments
-// as read.
+// the convolution computes with them) and arguments as read. The operands
+// are the caller's (owned by its arguments: not copied, as a copy of a
+// Python tensor's handle takes the GIL's state twice), or autocast's casts.
 struct RoutedCall {
   Route route = Route::original;
-  at::Tensor input, weight;
+  const at::Tensor* given_input = nullptr;
+  const at::Tensor* given_weight = nullptr;
+  at::Tensor cast_input, cast_weight;  // defined where autocast casts them
   std::optional<at::Tensor> bias;
   Arguments arguments;
+
+  const at::Tensor& input() const { return cast_input.defined() ? cast_input : *given_input; }
+  const at::Tensor& weight() const {
+    return cast_weight.defined() ? cast_weight : *given_weight;
+  }
 };
 
 // The dtype autocast computes the convolution in, where autocast is on for
@@ -345,9 +353,9 @@ std::optional<at::ScalarType> autocast_dtype(const at::Tensor& input) {
 // planned, tuned and keyed in the dtype it computes in (docs/DESIGN.md,
 // "Pass-through").
 void cast_as_autocast(at::ScalarType dtype, RoutedCall& call) {
-  const c10::DeviceType device = call.input.device().type();
-  call.input = at::autocast::cached_cast(dtype, call.input, device);
-  call.weight = at::autocast::cached_cast(dtype, call.weight, device);
+  const c10::DeviceType device = call.input().device().type();
+  call.cast_input = at::autocast::cached_cast(dtype, call.input(), device);
+  call.cast_weight = at::autocast::cached_cast(dtype, call.weight(), device);
   if (call.bias) call.bias = at::autocast::cached_cast(dtype, *call.bias, device);
 }
 
@@ -356,13 +364,13 @@ void cast_as_autocast(at::ScalarType dtype, RoutedCall& call) {
 // computes it all. Under autocast the key holds the autocast dtype, and a
 // call not in the memo is planned on its operands as autocast casts them.
 Routing memoised_route(bool transposed, RoutedCall& call, int spatial_dims) {
-  const std::optional<at::ScalarType> autocast = autocast_dtype(call.input);
-  const CallKey key = route_key(transposed, spatial_dims, call.input, call.weight, call.bias,
+  const std::optional<at::ScalarType> autocast = autocast_dtype(call.input());
+  const CallKey key = route_key(transposed, spatial_dims, call.input(), call.weight(), call.bias,
                                 call.arguments, autocast);
   const AtenCallLookup lookup(key);
   if (lookup.found()) return {Route::aten, *lookup.found()};
   if (autocast) cast_as_autocast(*autocast, call);
-  const Routing routing = planned_route(transposed, call.input, call.weight, call.bias,
+  const Routing routing = planned_route(transposed, call.input(), call.weight(), call.bias,
                                         call.arguments, spatial_dims);
   if (routing.route == Route::aten) lookup.remember(routing.counted);
   return routing;
@@ -379,9 +387,9 @@ RoutedCall route(const Signature& signature, int spatial_dims, PyObject* args,
     return {Route::original};
   }
   RoutedCall call;
-  call.input = THPVariable_Unpack((*bound)[kInput]);
-  call.weight = THPVariable_Unpack((*bound)[kWeight]);
-  if (!read_arguments(signature, *bound, spatial_dims, call.weight, call.arguments)) {
+  call.given_input = &THPVariable_Unpack((*bound)[kInput]);
+  call.given_weight = &THPVariable_Unpack((*bound)[kWeight]);
+  if (!read_arguments(signature, *bound, spatial_dims, call.weight(), call.arguments)) {
     return {Route::python};
   }
   if (bias_object != nullptr && bias_object != Py_None) {
@@ -391,20 +399,19 @@ RoutedCall route(const Signature& signature, int spatial_dims, PyObject* args,
   // With the aten scope enabled, that scope counts what PyTorch's node computes.
   if (routing.route == Route::aten && !aten_scope_enabled()) count_aten_call(routing.counted);
   const bool python_only = routing.route == Route::bwdconv &&
-                           (call.input.dim() != spatial_dims + 2 ||  // unbatched
+                           (call.input().dim() != spatial_dims + 2 ||  // unbatched
                             at::impl::torch_function_mode_enabled());
   call.route = python_only ? Route::python : routing.route;
   return call;
 }
 
 // bwdconv's op for a call routed to it, without the GIL (as torch.ops
-// releases it; the tuning hook takes it back). The routed call holds its
-// operands, as torch.ops holds its arguments, so that another thread cannot
+// releases it; the tuning hook takes it back). The operands are held here
+// first, as torch.ops holds its arguments, so that another thread cannot
 // free them meanwhile.
 at::Tensor call_op(bool transposed, const RoutedCall& call) {
   const Arguments& a = call.arguments;
-  const at::Tensor& input = call.input;
-  const at::Tensor& weight = call.weight;
+  const at::Tensor input = call.input(), weight = call.weight();
   pybind11::gil_scoped_release no_gil;
   if (!transposed) {
     return call_convolution(input, weight, call.bias, a.stride, a.padding, a.dilation,
