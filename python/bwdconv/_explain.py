@@ -2,7 +2,6 @@
 
 import collections
 import contextlib
-import os
 
 import torch
 
