@@ -61,9 +61,8 @@ def enable(scope="functional", autotune=None, *, export_ops=False, memory_budget
     `export_ops=True` records bwdconv's ops instead.
     """
     _check_scope(scope)
-    _settings.optional_bool("enable", "autotune", autotune)
-    if not isinstance(export_ops, bool):
-        raise TypeError(f"enable(): export_ops must be True or False, not {export_ops!r}")
+    _settings.bool_argument("enable", "autotune", autotune, optional=True)
+    _settings.bool_argument("enable", "export_ops", export_ops)
     if memory_budget is not None:
         _tune.set_memory_budget(memory_budget)
     if autotune is not None:

@@ -258,9 +258,7 @@ def _checked_forcing(name, swap1x1_writer, strict):
         _settings.choice("force_strategy(): name", name, strategies())
     if swap1x1_writer is not None:
         _settings.choice("force_strategy(): swap1x1_writer", swap1x1_writer, swap1x1_writers())
-    if not isinstance(strict, bool):
-        raise TypeError(f"force_strategy(): strict must be True or False, not {strict!r}")
-    return name, swap1x1_writer, strict
+    return name, swap1x1_writer, _settings.bool_argument("force_strategy", "strict", strict)
 
 
 def force_strategy(name, *, swap1x1_writer=None, strict=False):

@@ -73,11 +73,13 @@ def each(*readers):
     return results
 
 
-def optional_bool(function, name, value):
-    """True, False or None for argument `name` of `function`."""
-    if value is None or isinstance(value, bool):
+def bool_argument(function, name, value, optional=False):
+    """True or False (or None, where `optional`) for argument `name` of
+    `function`."""
+    if isinstance(value, bool) or (optional and value is None):
         return value
-    raise TypeError(f"{function}(): {name} must be True, False or None, not {value!r}")
+    allowed = "True, False or None" if optional else "True or False"
+    raise TypeError(f"{function}(): {name} must be {allowed}, not {value!r}")
 
 
 def environment_errors(appliers):

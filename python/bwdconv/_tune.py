@@ -122,8 +122,7 @@ def _apply_environment():
 def set_autotune(on):
     """Switches autotuning on or off for the process (BWDCONV_AUTOTUNE=1 at
     import switches it on)."""
-    if not isinstance(on, bool):
-        raise TypeError(f"set_autotune(): on must be True or False, not {on!r}")
+    _settings.bool_argument("set_autotune", "on", on)
     with _state.lock:
         _state.autotune = bool(on)
         if on:  # keys the rules decided are asked again, and the hook's shortcut withdrawn
