@@ -208,7 +208,7 @@ def run(args):
     bwdconv.set_autotune(False)
     bwdconv.disable()
     if args.corrupt:  # for the tests: a strategy whose gradients are off by 1
-        bwdconv._library._C._set_corrupted_strategy(args.corrupt)
+        bwdconv._library._C._testing.set_faults(corrupted=args.corrupt)
     plan = forcings(bwdconv)
     if args.only:
         plan = [f for f in plan if f[0] in args.only]
@@ -245,7 +245,7 @@ def run(args):
     if device.type == "cuda":
         torch.cuda.synchronize()
     if args.corrupt:
-        bwdconv._library._C._set_corrupted_strategy(None)
+        bwdconv._library._C._testing.set_faults(corrupted=None)
     stats["seconds"] = round(time.monotonic() - started, 1)
     stats["never_served"] = [label for label, _, strategy_writer in plan if label != "rules"
                              and not served_by_forced(stats, label)]

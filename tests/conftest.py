@@ -33,14 +33,14 @@ def fresh_tuning(tmp_path, monkeypatch):
     monkeypatch.setattr(_tune, "KEY_SECONDS", 0.05)
     monkeypatch.setattr(_tune._state, "cache", _cache.DecisionCache())
     monkeypatch.setattr(_tune._state, "memory_budget", ("gradient", None))
-    bwdconv._library._C.forget_decisions(True)
+    bwdconv._library._C.forget_decisions()
     yield
     _tune.set_autotune(False)
     _tune._state.timer = None
     _tune._state.peak = None
     _tune._state.call_cost = None
-    bwdconv._library._C._set_corrupted_strategy(None)
-    bwdconv._library._C.forget_decisions(True)
+    bwdconv._library._C._testing.set_faults(corrupted=None)
+    bwdconv._library._C.forget_decisions()
 
 
 def free_port():

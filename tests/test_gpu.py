@@ -293,19 +293,19 @@ def test_autotuning_on_gpu_verifies_and_times_with_events(dtype, tmp_path, monke
     monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(_tune, "KEY_SECONDS", 0.2)
     _tune._state.cache = _cache.DecisionCache()
-    bwdconv._explain._C.forget_decisions(True)
+    bwdconv._explain._C.forget_decisions()
     case = CASES[1]
     x, w, dy, ref = operands(case, dtype, False)
     s, p, d, groups = case[2:]
     expected, expected_w = aten_gradients(dy, x, w, s, p, d, groups)
-    bwdconv._explain._C._set_corrupted_strategy("phase")
+    bwdconv._explain._C._testing.set_faults(corrupted="phase")
     try:
         with bwdconv.autotuning(), pytest.warns(RuntimeWarning, match="phase disagrees"):
             result = torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d,
                                                                   groups)
     finally:
-        bwdconv._explain._C._set_corrupted_strategy(None)
-        bwdconv._explain._C.forget_decisions(True)
+        bwdconv._explain._C._testing.set_faults(corrupted=None)
+        bwdconv._explain._C.forget_decisions()
     # The gradient returned: the accuracy rule against float64.
     bound = accuracy_bounds(case, dtype, x, w, dy, [expected, expected_w], ref)[0]
     assert error(result, ref[0]) <= bound, (error(result, ref[0]), bound)
@@ -341,7 +341,7 @@ def test_no_tuning_during_graph_capture(tmp_path, monkeypatch):
 
     monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path))
     _tune._state.cache = _cache.DecisionCache()
-    bwdconv._explain._C.forget_decisions(True)
+    bwdconv._explain._C.forget_decisions()
     case = CASES[1]
     x, w, dy, _ = operands(case, torch.float32, False)
     s, p, d, groups = case[2:]
@@ -355,7 +355,7 @@ def test_no_tuning_during_graph_capture(tmp_path, monkeypatch):
         torch.cuda.current_stream().wait_stream(stream)
         with torch.cuda.graph(graph):
             torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), s, p, d, groups)
-    bwdconv._explain._C.forget_decisions(True)
+    bwdconv._explain._C.forget_decisions()
     assert bwdconv.decisions() == {}
 
 

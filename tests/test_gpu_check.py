@@ -602,10 +602,10 @@ def test_the_profile_driver_refuses_a_wrong_result(capsys):
     """What a profiler times must be a correct call: a strategy whose result
     is off stops the driver before any timing."""
     from bwdconv._library import _C
-    _C._set_corrupted_strategy("swap1x1")
+    _C._testing.set_faults(corrupted="swap1x1")
     try:
         assert gpu_profile.main(["--device", "cpu", "--scale", "16", "--calls", "2",
                                  "--writer", "fused"]) == 1
     finally:
-        _C._set_corrupted_strategy(None)
+        _C._testing.set_faults(corrupted=None)
     assert "max error" in capsys.readouterr().out

@@ -1,8 +1,9 @@
 """While nothing is tuned, a call whose sizes no cached decision has gets the
-rules from the C++ lookup without a call into Python (csrc/ops/decisions.h,
+rules from the C++ lookup without a call into Python (csrc/ops/plans.h,
 HookShortcut): a process whose shapes keep changing pays no Python per new
 shape. What a cached decision says still applies, from a cache found at a
-new location too, and switching autotuning on asks the hook again."""
+new location too (read for the calls planned after the switch), and
+switching autotuning on asks the hook again."""
 
 import pytest
 import torch
@@ -55,7 +56,7 @@ def measured_input_gradients(case):
 
 def test_new_shapes_get_the_rules_without_asking_python(asked):
     tune_with_phase_fastest(STRIDED)
-    _C.forget_decisions(True)  # the cache file keeps the decision
+    _C.forget_decisions()  # the cache file keeps the decision
     asked.clear()
     assert measured_input_gradients(STRIDED) == 1
     assert len(asked) == 1  # the hook answered from the cache
@@ -73,7 +74,7 @@ def test_new_shapes_get_the_rules_without_asking_python(asked):
 
 def test_a_call_with_cached_sizes_asks_the_hook(asked):
     tune_with_phase_fastest(STRIDED)
-    _C.forget_decisions(True)
+    _C.forget_decisions()
     asked.clear()
     input_gradient(taller(STRIDED, 1), *operands(taller(STRIDED, 1)))  # publishes
     assert len(asked) == 1 and _C.has_hook_shortcut()
@@ -90,10 +91,10 @@ def test_a_cache_at_a_new_location_is_read(asked, tmp_path, monkeypatch):
     monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path / "elsewhere"))
     tune_with_phase_fastest(elsewhere)
     monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path / "empty"))
-    _C.forget_decisions(True)
+    _C.forget_decisions()
     asked.clear()
     assert measured_input_gradients(STRIDED) == 0  # publishes: nothing cached here
-    assert measured_input_gradients(elsewhere) == 0
+    assert measured_input_gradients(taller(STRIDED, 4)) == 0
     assert len(asked) == 1
     monkeypatch.setenv("BWDCONV_CACHE_DIR", str(tmp_path / "elsewhere"))
     assert measured_input_gradients(elsewhere) == 1

@@ -18,9 +18,9 @@ from conftest import module_gradients
 def out_of_memory_for():
     """out_of_memory_for(*strategies): injects an out-of-memory error into
     every computation by those strategies; undone, and forgotten, after the test."""
-    yield lambda *strategies: _C._set_out_of_memory_strategies(list(strategies))
-    _C._set_out_of_memory_strategies([])
-    _C._forget_out_of_memory()
+    yield lambda *strategies: _C._testing.set_faults(out_of_memory=list(strategies))
+    _C._testing.set_faults()
+    _C._testing.forget_out_of_memory()
 
 
 def strided_net():

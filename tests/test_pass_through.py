@@ -412,7 +412,7 @@ def test_asymmetric_same_padding_planned_for_aten_passes_through():
             assert F.conv3d(x, w, padding="same").grad_fn.name().startswith(OP_NODE)
 
 
-# ---- the per-thread memo of calls planned for aten (csrc/ops/route_cache.h) ----
+# ---- the per-thread plan cache (csrc/ops/plans.h) ----
 
 MEMO_CALL = CALLS[0]
 

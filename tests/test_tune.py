@@ -70,7 +70,7 @@ def test_choice_follows_the_measurements():
     serving = [s for s in bwdconv.strategies("input") if plan.serves(s, "input")]
     assert len(serving) >= 3
     for fastest in serving:
-        _C.forget_decisions(True)
+        _C.forget_decisions()
         bwdconv.clear_decisions()
         _tune._state.timer = timer({"aten": 2e-3, fastest: 1e-3})
         bwdconv.reset_served()
@@ -164,7 +164,7 @@ def test_long_tuning_says_what_it_does(capsys, monkeypatch):
 def test_a_wrong_candidate_is_excluded_with_a_warning_and_gradients_stay_correct():
     x, w, dy = operands(STRIDED)
     expected = aten_gradients(dy, x, w, *STRIDED[2:])[0]
-    _C._set_corrupted_strategy("phase")
+    _C._testing.set_faults(corrupted="phase")
     _tune._state.timer = timer({"aten": 3e-3, "phase": 1e-3, "scatter": 2e-3})
     with bwdconv.autotuning(), pytest.warns(RuntimeWarning, match=r"phase disagrees with aten"
                                             r".*input gradient of conv input 2x4x9x9"):
@@ -319,7 +319,7 @@ def test_a_key_from_another_device_or_torch_version_is_not_applied():
     with open(path, "w") as f:
         json.dump({"format": _cache.FORMAT, "version": _cache.VERSION, "entries": foreign}, f)
     _tune._state.cache = _cache.DecisionCache()
-    _C.forget_decisions(True)
+    _C.forget_decisions()
     bwdconv.reset_served()
     input_gradient(STRIDED, x, w, dy)
     assert bwdconv.served(measured=True)["input"]["phase"] == 0

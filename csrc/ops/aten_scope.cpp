@@ -17,9 +17,8 @@
 #include <vector>
 
 #include "ops/backward.h"
-#include "ops/decisions.h"
 #include "ops/geometry.h"
-#include "ops/route_cache.h"
+#include "ops/plans.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -94,12 +93,12 @@ class IgnoreWarnings : public c10::WarningHandler {
 };
 
 // Every field of a transposed aten::convolution call that its validity and
-// plan depend on (route_cache.h).
+// plan depend on.
 CallKey transposed_forward_key(const at::Tensor& input, const at::Tensor& weight,
                                const std::optional<at::Tensor>& bias, const ConvParams& params,
                                at::IntArrayRef output_padding) {
   CallKey key;
-  key.add(4);  // this file's tags: 3 and 4 (functional_route.cpp's: 1 and 2)
+  key.add(static_cast<int64_t>(KeyTag::aten_transposed_forward));
   // Whether autograd records the call (transposed_forward_call).
   key.add(int64_t{at::GradMode::is_enabled()} | int64_t{input.requires_grad()} << 1 |
           int64_t{weight.requires_grad()} << 2);
@@ -112,44 +111,35 @@ CallKey transposed_forward_key(const at::Tensor& input, const at::Tensor& weight
   return key;
 }
 
-// A transposed convolution's forward, planned as the matching convolution's
-// input gradient; `memo` remembers it when aten computes it.
-at::Tensor planned_transposed_forward(const at::Tensor& input, const at::Tensor& weight,
-                                      const std::optional<at::Tensor>& bias,
-                                      const ConvParams& params, at::IntArrayRef output_padding,
-                                      const AtenCallLookup& memo) {
+// The plan of a transposed convolution's forward, as the matching
+// convolution's input gradient (nullptr: bwdconv does not plan it).
+PlanLookup transposed_forward_plan(const at::Tensor& input, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias,
+                                   const ConvParams& params, at::IntArrayRef output_padding) {
   auto geometry = plannable_transposed_geometry(input, weight, bias, params, output_padding);
-  if (!geometry) {
-    return at::native::convolution(input, weight, bias, params.stride, params.padding,
-                                   params.dilation, /*transposed=*/true, output_padding,
-                                   params.groups);
-  }
+  if (!geometry) return {};
   geometry->transposed = true;
   const BackwardCall call = transposed_forward_call(input, weight, params);
-  const PlanLookup planned = resolve_plan(*geometry, &call);
-  const Plan& plan = *planned.plan;
-  if (!planned.pending && plan.input.strategy == Strategy::aten) {
-    memo.remember({true, plan.input.measured, false, false, /*forward=*/true});
-  }
-  return compute_transposed_forward(plan, input, weight, bias, output_padding);
+  return resolve_plan(*geometry, &call);
 }
 
-// aten::convolution: a transposed convolution's forward is planned (and one
-// that aten computes memoised per thread, route_cache.h); every other call,
-// and every call the autotuner makes (its baselines are aten's own), is
-// aten's own composite kernel, untouched.
+// aten::convolution: a transposed convolution's forward is planned; every
+// other call, and every call the autotuner makes (its baselines are aten's
+// own), is aten's own composite kernel, untouched.
 at::Tensor planned_convolution(const at::Tensor& input, const at::Tensor& weight,
                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                                at::IntArrayRef padding, at::IntArrayRef dilation,
                                bool transposed, at::IntArrayRef output_padding, int64_t groups) {
   if (transposed && !tuning_on_this_thread()) {
     const ConvParams params{stride, padding, dilation, groups};
-    const CallKey key = transposed_forward_key(input, weight, bias, params, output_padding);
-    const AtenCallLookup lookup(key);
-    if (!lookup.found()) {
-      return planned_transposed_forward(input, weight, bias, params, output_padding, lookup);
+    const CachedPlan cached(transposed_forward_key(input, weight, bias, params, output_padding));
+    std::shared_ptr<const Plan> plan = cached.plan();
+    if (!cached.found()) {
+      PlanLookup lookup = transposed_forward_plan(input, weight, bias, params, output_padding);
+      if (!lookup.pending) cached.keep(lookup.plan);
+      plan = std::move(lookup.plan);
     }
-    count_aten_call(*lookup.found());
+    if (plan) return compute_transposed_forward(*plan, input, weight, bias, output_padding);
   }
   return at::native::convolution(input, weight, bias, stride, padding, dilation, transposed,
                                  output_padding, groups);
@@ -220,26 +210,27 @@ at::Tensor in_atens_transposed_layout(const at::Tensor& output, const at::Tensor
 
 namespace {
 
-// A transposed convolution's gradients: the input gradient (a forward
-// convolution) and the bias gradient are aten's; the weight gradient is the
-// matching convolution's, whose grad_output is this call's input and whose
-// input is this call's grad_output (docs/DESIGN.md, "Transposed convolutions").
-// `aten_only` is set when aten computes every gradient asked for, as a
-// settled plan (no tuning pending) says.
-Gradients planned_transposed_backward(const BackwardArguments& a, std::array<bool, 3> mask,
-                                      std::optional<AtenCall>& aten_only) {
+// The plan of a transposed convolution's backward: its weight gradient is
+// the matching convolution's, whose grad_output is this call's input and
+// whose input is this call's grad_output (docs/DESIGN.md, "Transposed
+// convolutions"); nullptr where bwdconv does not plan it (no weight gradient
+// wanted, or invalid).
+PlanLookup transposed_backward_plan(const BackwardArguments& a, std::array<bool, 3> mask) {
+  if (!mask[1]) return {};
   const ConvParams params = a.params();
-  const auto geometry =
-      mask[1] ? plannable_transposed_geometry(a.input, a.weight, std::nullopt, params,
-                                              a.output_padding, a.grad_output.sizes())
-              : std::nullopt;
-  if (!geometry) return native_backward(a, mask);
+  const auto geometry = plannable_transposed_geometry(a.input, a.weight, std::nullopt, params,
+                                                      a.output_padding, a.grad_output.sizes());
+  if (!geometry) return {};
   const BackwardCall call = backward_call(a.input, &a.grad_output, nullptr, false, true, params);
-  const PlanLookup planned = resolve_plan(*geometry, &call);
-  const std::shared_ptr<const Plan>& plan = planned.plan;
-  if (plan->weight.strategy == Strategy::aten) {
-    count_served(Served::weight, plan->weight);
-    if (!planned.pending) aten_only = AtenCall{false, false, true, plan->weight.measured};
+  return resolve_plan(*geometry, &call);
+}
+
+// A transposed convolution's gradients: the input gradient (a forward
+// convolution) and the bias gradient are aten's, the weight gradient as planned.
+Gradients transposed_backward(const BackwardArguments& a, std::array<bool, 3> mask,
+                              const Plan& plan) {
+  if (plan.weight.strategy == Strategy::aten) {
+    count_served(Served::weight, plan.weight);
     return native_backward(a, mask);
   }
   Gradients grads;
@@ -248,20 +239,20 @@ Gradients planned_transposed_backward(const BackwardArguments& a, std::array<boo
       aten_gradient_formats(a.input, a.weight, a.bias_sizes, a.stride, a.padding, a.dilation,
                             a.groups, /*transposed=*/true, a.output_padding);
   std::get<1>(grads) =
-      in_layout(compute_grad_weight(*plan, a.input, a.grad_output), formats.weight);
+      in_layout(compute_grad_weight(plan, a.input, a.grad_output), formats.weight);
   return grads;
 }
 
 // The grad_output a convolution's backward is planned with and bwdconv's
 // strategies read: the caller's when its layout is the one PyTorch's rule
 // gives the forward's output (that of the input or the weight), else a copy
-// dense in that layout. So the plan's key has the layout the functional
-// router predicted from the forward's operands (docs/DESIGN.md,
-// "Pass-through"), whatever layout autograd sends the gradient in: the
-// expanded one of out.sum() (read as contiguous), the contiguous one of a
-// flatten's backward. An expanded gradient of a contiguous output is kept:
-// the strategies read it as it is, and a copy would cost them a pass. A
-// call whose operands differ in rank is kept for aten to reject.
+// dense in that layout. So the plan has the layout the functional router
+// predicted from the forward's operands (docs/DESIGN.md, "Pass-through"),
+// whatever layout autograd sends the gradient in: the expanded one of
+// out.sum() (read as contiguous), the contiguous one of a flatten's
+// backward. An expanded gradient of a contiguous output is kept: the
+// strategies read it as it is, and a copy would cost them a pass. A call
+// whose operands differ in rank is kept for aten to reject.
 at::Tensor in_output_layout(const at::Tensor& grad_output, const at::Tensor& input,
                             const at::Tensor& weight) {
   if (grad_output.dim() != input.dim() || weight.dim() != input.dim()) return grad_output;
@@ -270,49 +261,50 @@ at::Tensor in_output_layout(const at::Tensor& grad_output, const at::Tensor& inp
                                                        : grad_output.contiguous(format);
 }
 
-// A convolution's gradients: those planned for aten (and the bias) from
-// aten's own kernel with the caller's arguments, so that they are aten's
-// results stride for stride; bwdconv's laid out as aten's backend lays out
-// its results. `aten_only` as above.
-Gradients planned_forward_backward(const BackwardArguments& a, std::array<bool, 3> mask,
-                                   std::optional<AtenCall>& aten_only) {
+// The plan of a convolution's backward (nullptr: bwdconv does not plan it).
+PlanLookup forward_backward_plan(const BackwardArguments& a, std::array<bool, 3> mask) {
   const ConvParams params = a.params();
   const at::Tensor grad_output = in_output_layout(a.grad_output, a.input, a.weight);
   const auto geometry = plannable_geometry(grad_output, a.input, a.weight, params);
-  if (!geometry) return native_backward(a, mask);
+  if (!geometry) return {};
   const BackwardCall call =
       backward_call(grad_output, &a.input, &a.weight, mask[0], mask[1], params);
-  const PlanLookup planned = resolve_plan(*geometry, &call);
-  const std::shared_ptr<const Plan>& plan = planned.plan;
-  const bool input_by_us = mask[0] && plan->input.strategy != Strategy::aten;
-  const bool weight_by_us = mask[1] && plan->weight.strategy != Strategy::aten;
+  return resolve_plan(*geometry, &call);
+}
+
+// A convolution's gradients: those planned for aten (and the bias) from
+// aten's own kernel with the caller's arguments, so that they are aten's
+// results stride for stride; bwdconv's laid out as aten's backend lays out
+// its results.
+Gradients forward_backward(const BackwardArguments& a, std::array<bool, 3> mask,
+                           const Plan& plan) {
+  const bool input_by_us = mask[0] && plan.input.strategy != Strategy::aten;
+  const bool weight_by_us = mask[1] && plan.weight.strategy != Strategy::aten;
   const std::array<bool, 3> aten_mask{mask[0] && !input_by_us, mask[1] && !weight_by_us,
                                       mask[2]};
   Gradients grads;
   if (aten_mask[0] || aten_mask[1] || aten_mask[2]) grads = native_backward(a, aten_mask);
+  if (aten_mask[0]) count_served(Served::input, plan.input);
+  if (aten_mask[1]) count_served(Served::weight, plan.weight);
+  if (!input_by_us && !weight_by_us) return grads;
   auto& [grad_input, grad_weight, grad_bias] = grads;
-  if (input_by_us || weight_by_us) {
-    const GradientFormats formats = aten_gradient_formats(
-        a.input, a.weight, a.bias_sizes, a.stride, a.padding, a.dilation, a.groups);
-    if (input_by_us) {
-      grad_input = in_layout(compute_grad_input(*plan, grad_output, a.weight), formats.input);
-    }
-    if (weight_by_us) {
-      grad_weight = in_layout(compute_grad_weight(*plan, grad_output, a.input), formats.weight);
-    }
+  const at::Tensor grad_output = in_output_layout(a.grad_output, a.input, a.weight);
+  const GradientFormats formats = aten_gradient_formats(
+      a.input, a.weight, a.bias_sizes, a.stride, a.padding, a.dilation, a.groups);
+  if (input_by_us) {
+    grad_input = in_layout(compute_grad_input(plan, grad_output, a.weight), formats.input);
   }
-  const AtenCall by_aten{aten_mask[0], plan->input.measured, aten_mask[1],
-                         plan->weight.measured};
-  count_aten_call(by_aten);
-  if (!input_by_us && !weight_by_us && !planned.pending) aten_only = by_aten;
+  if (weight_by_us) {
+    grad_weight = in_layout(compute_grad_weight(plan, grad_output, a.input), formats.weight);
+  }
   return grads;
 }
 
 // Every field of a convolution_backward call that its validity and plan
-// depend on (route_cache.h).
+// depend on.
 CallKey backward_key(const BackwardArguments& a, std::array<bool, 3> mask) {
   CallKey key;
-  key.add(3);  // this file's tags: 3 and 4 (functional_route.cpp's: 1 and 2)
+  key.add(static_cast<int64_t>(KeyTag::aten_backward));
   key.add(int64_t{mask[0]} | int64_t{mask[1]} << 1 | int64_t{mask[2]} << 2 |
           int64_t{a.transposed} << 3 | int64_t{a.bias_sizes.has_value()} << 4);
   key.add_operand(a.grad_output);
@@ -337,21 +329,17 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
   // The autotuner's own calls measure aten's kernel: its baselines (the
   // memory budget's, the backward after a transposed forward).
   if (tuning_on_this_thread()) return native_backward(a, output_mask);
-  const auto planned = [&](std::optional<AtenCall>& aten_only) {
-    return transposed ? planned_transposed_backward(a, output_mask, aten_only)
-                      : planned_forward_backward(a, output_mask, aten_only);
-  };
-  std::optional<AtenCall> aten_only;
-  // A call that aten computes alone is memoised per thread (route_cache.h).
-  const CallKey key = backward_key(a, output_mask);
-  const AtenCallLookup lookup(key);
-  if (const auto& found = lookup.found()) {
-    count_aten_call(*found);
-    return native_backward(a, output_mask);
+  const CachedPlan cached(backward_key(a, output_mask));
+  std::shared_ptr<const Plan> plan = cached.plan();
+  if (!cached.found()) {
+    PlanLookup lookup = transposed ? transposed_backward_plan(a, output_mask)
+                                   : forward_backward_plan(a, output_mask);
+    if (!lookup.pending) cached.keep(lookup.plan);
+    plan = std::move(lookup.plan);
   }
-  Gradients grads = planned(aten_only);
-  if (aten_only) lookup.remember(*aten_only);
-  return grads;
+  if (!plan) return native_backward(a, output_mask);
+  return transposed ? transposed_backward(a, output_mask, *plan)
+                    : forward_backward(a, output_mask, *plan);
 }
 
 void enable_aten_scope() {

@@ -17,7 +17,7 @@
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
 #include "ops/calls.h"
-#include "ops/decisions.h"
+#include "ops/plans.h"
 #include "ops/geometry.h"
 
 namespace bwdconv::ops {

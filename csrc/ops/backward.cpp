@@ -7,44 +7,16 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <iterator>
-#include <memory>
-#include <mutex>
+#include <functional>
 #include <stdexcept>
-#include <unordered_map>
 #include <vector>
 
 #include "ops/aten.h"
 #include "ops/aten_scope.h"
-#include "ops/decisions.h"
-#include "ops/out_of_memory.h"
-#include "ops/route_cache.h"
 #include "ops/strategies.h"
 
 namespace bwdconv::ops {
 namespace {
-
-// The forcing packed in one word, so that every call reads it whole without a
-// lock: byte 0 the strategy + 1, byte 1 the swap1x1 writer + 1 (0: none),
-// bit 16 strict.
-std::atomic<uint32_t> packed_forcing{0};
-
-uint32_t pack(const Forcing& forcing) {
-  const auto plus_one = [](auto value) { return static_cast<uint32_t>(value) + 1; };
-  return (forcing.strategy ? plus_one(*forcing.strategy) : 0) |
-         (forcing.swap1x1_writer ? plus_one(*forcing.swap1x1_writer) : 0) << 8 |
-         (forcing.strict ? 1u : 0u) << 16;
-}
-
-Forcing unpack(uint32_t word) {
-  Forcing forcing;
-  if (const uint32_t strategy = word & 0xff) forcing.strategy = static_cast<Strategy>(strategy - 1);
-  if (const uint32_t writer = (word >> 8) & 0xff) {
-    forcing.swap1x1_writer = static_cast<Swap1x1Writer>(writer - 1);
-  }
-  forcing.strict = (word >> 16) & 1;
-  return forcing;
-}
 
 using Counts = std::array<std::array<std::atomic<int64_t>, kStrategyCount>, 3>;
 Counts served{};
@@ -76,13 +48,6 @@ void count_served(Served what, const GradientPlan& plan) {
   count_served(what, plan.strategy, plan.measured);
 }
 
-void set_forcing(const Forcing& forcing) {
-  packed_forcing = pack(forcing);
-  forget_aten_calls();
-}
-
-Forcing current_forcing() { return unpack(packed_forcing.load()); }
-
 int64_t served_count(Served what, Strategy strategy, bool measured_only) {
   return counter(measured_only ? served_measured : served, what, strategy).load();
 }
@@ -93,97 +58,6 @@ void reset_served_counts() {
       for (auto& count : per_gradient) count.store(0);
     }
   }
-}
-
-std::vector<int64_t> plan_key(const ConvGeometry& g, const Forcing& forcing,
-                              size_t extra_capacity) {
-  const int64_t fields[] = {
-      g.spatial_dims,
-      g.batch,
-      g.in_channels,
-      g.out_channels,
-      g.filter_in_channels,
-      g.groups,
-      static_cast<int64_t>(g.dtype),
-      static_cast<int64_t>(g.layout),
-      static_cast<int64_t>(g.device),
-      forcing.strategy ? static_cast<int64_t>(*forcing.strategy) : -1,
-      forcing.swap1x1_writer ? static_cast<int64_t>(*forcing.swap1x1_writer) : -1,
-      forcing.strict ? 1 : 0,
-      g.transposed ? 1 : 0};
-  const SpatialSizes* lists[] = {&g.input,  &g.filter,  &g.output,
-                                 &g.stride, &g.padding, &g.dilation};
-  std::vector<int64_t> key;  // allocated once: it is built on every call
-  key.reserve(std::size(fields) + std::size(lists) * g.spatial_dims + extra_capacity);
-  key.insert(key.end(), std::begin(fields), std::end(fields));
-  for (const SpatialSizes* sizes : lists) {
-    key.insert(key.end(), sizes->begin(), sizes->begin() + g.spatial_dims);
-  }
-  return key;
-}
-
-size_t PlanKeyHash::operator()(const std::vector<int64_t>& key) const {
-  // FNV-1a over the fields: a collision only costs an equality check.
-  uint64_t hash = 14695981039346656037ull;
-  for (int64_t field : key) hash = (hash ^ static_cast<uint64_t>(field)) * 1099511628211ull;
-  return static_cast<size_t>(hash);
-}
-
-namespace {
-
-// Plans are pure functions of their key: made once per shape, then shared.
-struct PlanCache {
-  static constexpr size_t kCapacity = 4096;
-  std::mutex mutex;
-  std::unordered_map<std::vector<int64_t>, std::shared_ptr<const Plan>, PlanKeyHash> plans;
-};
-
-PlanCache& plan_cache() {
-  static PlanCache instance;
-  return instance;
-}
-
-// The rules' plan under `forcing`, cached per key.
-std::shared_ptr<const Plan> rules_plan(const ConvGeometry& geometry, const Forcing& forcing) {
-  auto key = plan_key(geometry, forcing);
-  PlanCache& cache = plan_cache();
-  {
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    if (auto it = cache.plans.find(key); it != cache.plans.end()) return it->second;
-  }
-  std::shared_ptr<const Plan> plan;
-  try {
-    plan = std::make_shared<const Plan>(
-        make_plan(geometry, forcing.strategy, forcing.swap1x1_writer, forcing.strict));
-  } catch (const std::invalid_argument& error) {
-    TORCH_CHECK_VALUE(false, "bwdconv: ", error.what());
-  }
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  if (cache.plans.size() >= PlanCache::kCapacity) cache.plans.clear();
-  cache.plans.emplace(std::move(key), plan);
-  return plan;
-}
-
-}  // namespace
-
-PlanLookup resolve_plan(const ConvGeometry& geometry, const BackwardCall* call,
-                        const Forcing& forcing) {
-  if (call && !forcing.strategy && !forcing.swap1x1_writer) {
-    DecisionLookup decision = look_up_decision(geometry, *call);
-    if (decision.plan) return {avoiding_out_of_memory(std::move(decision.plan)), false};
-    if (decision.pending) return {avoiding_out_of_memory(rules_plan(geometry, forcing)), true};
-  }
-  return {avoiding_out_of_memory(rules_plan(geometry, forcing)), false};
-}
-
-std::shared_ptr<const Plan> aten_only_plan(const ConvGeometry& geometry,
-                                           const BackwardCall& call) {
-  PlanLookup lookup = resolve_plan(geometry, &call);
-  if (lookup.pending) return nullptr;
-  const Plan& plan = *lookup.plan;
-  const bool aten_only = (!call.wants_input || plan.input.strategy == Strategy::aten) &&
-                         (!call.wants_weight || plan.weight.strategy == Strategy::aten);
-  return aten_only ? std::move(lookup.plan) : nullptr;
 }
 
 at::Tensor compute_grad_bias(const at::Tensor& grad_output) {
@@ -211,8 +85,43 @@ at::Tensor by_aten(Gradient gradient, const Plan& plan, const at::Tensor& grad_o
                        want_input);
 }
 
+// "conv2d input [N, C, H, W] filter [3, 3] stride [2, 2] (float32, ...)"; a
+// transposed convolution's input is its matching convolution's grad_output.
+std::string shape_text(const ConvGeometry& g) {
+  const int64_t channels = g.transposed ? g.out_channels : g.in_channels;
+  const SpatialSizes& sizes = g.transposed ? g.output : g.input;
+  return std::string(g.transposed ? "conv_transpose" : "conv") + std::to_string(g.spatial_dims) +
+         "d input [" + std::to_string(g.batch) + ", " + std::to_string(channels) + ", " +
+         format_sizes(sizes, g.spatial_dims).substr(1) + " filter " +
+         format_sizes(g.filter, g.spatial_dims) + " stride " +
+         format_sizes(g.stride, g.spatial_dims) + " (" + dtype_name(g.dtype) + ", " +
+         layout_name(g.layout) + ", " + device_name(g.device) + ")";
+}
+
+// `run()`, the gradient the plan's strategy computes; when it raises
+// c10::OutOfMemoryError (a GPU's caching allocator or the CPU allocator),
+// what it allocated is released as the error unwinds, one warning names the
+// strategy and the shape, the shape's plans leave the gradient to aten from
+// then on, and `aten()` computes it (docs/DESIGN.md, "Out of memory"). aten's
+// own out-of-memory error, and every other error, reaches the caller unchanged.
+at::Tensor aten_if_out_of_memory(Gradient gradient, const Plan& plan,
+                                 const std::function<at::Tensor()>& run,
+                                 const std::function<at::Tensor()>& aten) {
+  const Strategy strategy = plan.of(gradient).strategy;
+  try {
+    return run();
+  } catch (const c10::OutOfMemoryError& error) {
+    record_out_of_memory(plan, gradient);
+    TORCH_WARN("bwdconv: ", strategy_name(strategy), " ran out of memory computing the ",
+               gradient_name(gradient), " gradient of ", shape_text(plan.geometry),
+               "; aten computes it, and every later one of this shape in this process (",
+               error.what_without_backtrace(), ")");
+  }
+  return aten();
+}
+
 // The planned strategy's `gradient`; aten's where the strategy runs out of
-// memory (out_of_memory.h).
+// memory.
 at::Tensor compute(Gradient gradient, const Plan& plan, const at::Tensor& grad_output,
                    const at::Tensor& operand, const at::Tensor* counterpart,
                    at::MemoryFormat format, Served counted_as) {
@@ -223,19 +132,20 @@ at::Tensor compute(Gradient gradient, const Plan& plan, const at::Tensor& grad_o
   const auto aten = [&] {
     return by_aten(gradient, plan, grad_output, operand, counterpart, format);
   };
-  bool fell_back = false;
-  at::Tensor result = aten_if_out_of_memory(
-      gradient, plan,
-      [&] {
-        return corrupted_if_asked(strategy, strategy == Strategy::aten
-                                                ? aten()
-                                                : fn(plan, grad_output, operand, format));
-      },
-      [&] {
-        fell_back = true;
-        return aten();
-      });
-  count_served(counted_as, fell_back ? GradientPlan{} : plan.of(gradient));
+  at::Tensor result;
+  if (strategy == Strategy::aten) {
+    result = aten();
+    count_served(counted_as, plan.of(gradient));
+  } else {
+    bool fell_back = false;
+    result = aten_if_out_of_memory(
+        gradient, plan, [&] { return fn(plan, grad_output, operand, format); },
+        [&] {
+          fell_back = true;
+          return aten();
+        });
+    count_served(counted_as, fell_back ? GradientPlan{} : plan.of(gradient));
+  }
   return in_layout(result, format);
 }
 
@@ -296,6 +206,39 @@ std::pair<at::Tensor, at::Tensor> compute_grads(const Plan& plan, const at::Tens
       aten_grads(grad_output, input, weight, geometry_params(plan.geometry));
   return {in_layout(grad_input, op_gradient_memory_format(grad_output, weight)),
           in_layout(grad_weight, op_gradient_memory_format(input, grad_output))};
+}
+
+at::Tensor gradient_with(Gradient gradient, Strategy strategy,
+                         std::optional<Swap1x1Writer> writer, const at::Tensor& grad_output,
+                         const at::Tensor& operand, at::IntArrayRef sizes,
+                         const ConvParams& params) {
+  const bool input = gradient == Gradient::input;
+  const ConvGeometry geometry = backward_geometry(
+      "bwdconv gradient_with", grad_output, input ? sizes : operand.sizes(),
+      input ? operand.sizes() : sizes, input ? "weight" : "input", operand, params);
+  Plan plan;
+  try {
+    plan = make_plan(geometry, strategy, writer);
+  } catch (const std::invalid_argument& error) {
+    TORCH_CHECK_VALUE(false, "bwdconv: ", error.what());
+  }
+  TORCH_CHECK_VALUE(plan.of(gradient).strategy == strategy, "bwdconv: ", strategy_name(strategy),
+                    " cannot compute the ", gradient_name(gradient), " gradient of this shape");
+  return input ? compute_grad_input(plan, grad_output, operand)
+               : compute_grad_weight(plan, grad_output, operand);
+}
+
+std::pair<at::Tensor, at::Tensor> gradients_with(const Decision& decision,
+                                                 const at::Tensor& grad_output,
+                                                 const at::Tensor& input, const at::Tensor& weight,
+                                                 const ConvParams& params) {
+  const ConvGeometry geometry =
+      backward_geometry("bwdconv gradients_with", grad_output, input.sizes(), weight.sizes(),
+                        "weight", weight, params);
+  const auto plan = make_decided_plan(geometry, decision);
+  TORCH_CHECK_VALUE(plan && decision.input && decision.weight,
+                    "bwdconv: a decision for both gradients that this shape can serve is needed");
+  return compute_grads(*plan, grad_output, input, weight);
 }
 
 }  // namespace bwdconv::ops

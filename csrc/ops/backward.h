@@ -10,6 +10,7 @@
 
 #include "dispatch/plan.h"
 #include "ops/geometry.h"
+#include "ops/plans.h"
 
 namespace bwdconv::ops {
 
@@ -38,8 +39,6 @@ at::Tensor compute_transposed_forward(const Plan& plan, const at::Tensor& input,
 // but the channel dim.
 at::Tensor compute_grad_bias(const at::Tensor& grad_output);
 
-struct BackwardCall;
-
 // What served() counts: an input or a weight gradient, or a transposed
 // convolution's forward (the matching convolution's input gradient).
 enum class Served { input, weight, forward };
@@ -56,48 +55,21 @@ void reset_served_counts();
 void count_served(Served served, const GradientPlan& plan);
 void count_served(Served served, Strategy strategy, bool measured);
 
-// What every plan made from now on is forced to use: a strategy (nothing:
-// plan freely) and how swap1x1 writes dx when it serves (nothing: the
-// planner's choice); `strict`: raise where the forcing cannot serve instead
-// of planning those gradients freely (see make_plan). Set and read as one, so
-// a plan never sees half of a change.
-struct Forcing {
-  std::optional<Strategy> strategy;
-  std::optional<Swap1x1Writer> swap1x1_writer;
-  bool strict = false;
-};
-void set_forcing(const Forcing& forcing);
-Forcing current_forcing();
+// Computes one gradient with an explicit strategy (and swap1x1 writer),
+// without touching the process-wide forcing: how the tuner times and checks a
+// candidate. `operand` is the weight for the input gradient, the input for
+// the weight gradient; `sizes` the sizes of the gradient.
+at::Tensor gradient_with(Gradient gradient, Strategy strategy,
+                         std::optional<Swap1x1Writer> writer, const at::Tensor& grad_output,
+                         const at::Tensor& operand, at::IntArrayRef sizes,
+                         const ConvParams& params);
 
-// Every field a plan depends on, as a key (the plan cache's, and the start of
-// the measured decisions' key), with room for `extra_capacity` more.
-std::vector<int64_t> plan_key(const ConvGeometry& geometry, const Forcing& forcing,
-                              size_t extra_capacity = 0);
-
-// A hash of such a key, for the tables that a new shape adds to.
-struct PlanKeyHash {
-  size_t operator()(const std::vector<int64_t>& key) const;
-};
-
-// The one way to a plan: the forced strategy's under `forcing` (the current
-// forcing by default), else the measured decision for `call`, else the
-// rules', each cached per shape (docs/DESIGN.md, "Decisions"). `pending`:
-// the autotuner waits to measure the call's key on real operands, and the
-// plan is the rules', for this call only. Throws ValueError where strict
-// forcing cannot serve.
-struct PlanLookup {
-  std::shared_ptr<const Plan> plan;
-  bool pending = false;
-};
-PlanLookup resolve_plan(const ConvGeometry& geometry, const BackwardCall* call,
-                        const Forcing& forcing = current_forcing());
-
-// The plan of a backward described by `call` when it computes each gradient
-// the call wants with aten under the current forcing, with no tuning
-// pending: then PyTorch's own autograd node can serve the call
-// (docs/DESIGN.md, "Pass-through"); nullptr otherwise. Throws ValueError
-// where strict forcing cannot serve.
-std::shared_ptr<const Plan> aten_only_plan(const ConvGeometry& geometry,
-                                           const BackwardCall& call);
+// Both gradients as a decision would compute them (one aten call when both
+// are aten): how the tuner compares a pair of per-gradient winners with
+// aten's single call for both.
+std::pair<at::Tensor, at::Tensor> gradients_with(const Decision& decision,
+                                                 const at::Tensor& grad_output,
+                                                 const at::Tensor& input, const at::Tensor& weight,
+                                                 const ConvParams& params);
 
 }  // namespace bwdconv::ops

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/backward.h"
-#include "ops/decisions.h"
+#include "ops/plans.h"
 #include "ops/geometry.h"
 
 namespace bwdconv::ops {

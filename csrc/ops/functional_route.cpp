@@ -19,9 +19,8 @@
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
 #include "ops/calls.h"
-#include "ops/decisions.h"
 #include "ops/geometry.h"
-#include "ops/route_cache.h"
+#include "ops/plans.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -238,89 +237,6 @@ bool read_arguments(const Signature& signature, const BoundArguments& bound, int
 // types) or made under a torch function mode, which sees the op it calls.
 enum class Route { original, aten, bwdconv, python };
 
-struct Routing {
-  Route route = Route::original;
-  AtenCall counted;  // for Route::aten: the gradients PyTorch's node computes
-};
-
-AtenCall counted_gradients(const GradientPlan* input, const GradientPlan* weight) {
-  AtenCall call;
-  if (input) call.input = true, call.input_measured = input->measured;
-  if (weight) call.weight = true, call.weight_measured = weight->measured;
-  return call;
-}
-
-// conv{spatial_dims}d: PyTorch's node when each gradient the call needs is
-// planned for aten.
-Routing route_convolution(const at::Tensor& input, const at::Tensor& weight,
-                          const std::optional<at::Tensor>& bias, const Arguments& arguments,
-                          int spatial_dims) {
-  const ConvParams params = arguments.params();
-  const std::optional<ConvGeometry> geometry =
-      forward_call_geometry(input, weight, bias, params, spatial_dims);
-  if (!geometry) return {Route::original};  // invalid: the original raises
-  const BackwardCall call = forward_backward_call(input, weight, params);
-  const std::shared_ptr<const Plan> plan = aten_only_plan(*geometry, call);
-  if (!plan) return {Route::bwdconv};
-  return {Route::aten, counted_gradients(call.wants_input ? &plan->input : nullptr,
-                                         call.wants_weight ? &plan->weight : nullptr)};
-}
-
-// conv_transpose{spatial_dims}d: PyTorch's function when its forward (the
-// matching convolution's input gradient) and, if needed, its weight gradient
-// are planned for aten; its input gradient is a forward convolution.
-Routing route_transposed(const at::Tensor& input, const at::Tensor& weight,
-                         const std::optional<at::Tensor>& bias, const Arguments& arguments,
-                         int spatial_dims) {
-  if (input.dim() != spatial_dims + 2) return {Route::python};  // unbatched
-  const ConvParams params = arguments.params();
-  const std::optional<ConvGeometry> geometry =
-      plannable_transposed_geometry(input, weight, bias, params, arguments.output_padding);
-  // Invalid, or an output padding bwdconv does not plan.
-  if (!geometry) return {Route::original};
-  // The weight gradient is the matching convolution's, planned as such.
-  ConvGeometry forward_geometry = *geometry;
-  forward_geometry.transposed = true;
-  const std::shared_ptr<const Plan> plan =
-      aten_only_plan(forward_geometry, transposed_forward_call(input, weight, params));
-  if (!plan) return {Route::bwdconv};
-  std::shared_ptr<const Plan> weight_plan;
-  if (at::GradMode::is_enabled() && weight.requires_grad()) {
-    weight_plan =
-        aten_only_plan(*geometry, backward_call(input, nullptr, nullptr, false, true, params));
-    if (!weight_plan) return {Route::bwdconv};
-  }
-  Routing routing{Route::aten,
-                  counted_gradients(&plan->input, weight_plan ? &weight_plan->weight : nullptr)};
-  routing.counted.forward = true;
-  return routing;
-}
-
-// Every field of a call that its validity and route depend on, beyond the
-// thread's state that route() reads on every call.
-CallKey route_key(bool transposed, int spatial_dims, const at::Tensor& input,
-                  const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                  const Arguments& arguments, std::optional<at::ScalarType> autocast) {
-  CallKey key;
-  key.add(transposed ? 2 : 1);  // this file's tags (aten_scope.cpp's: 3 and 4)
-  key.add(spatial_dims | int64_t{input.requires_grad()} << 8 |
-          int64_t{weight.requires_grad()} << 9 | int64_t{at::GradMode::is_enabled()} << 10 |
-          int64_t{bias.has_value()} << 11 |
-          (autocast ? static_cast<int64_t>(*autocast) + 1 : 0) << 12);
-  key.add_operand(input);
-  key.add_operand(weight);
-  if (bias) key.add_operand(*bias);
-  key.add_arguments(arguments.params(), arguments.output_padding);
-  return key;
-}
-
-Routing planned_route(bool transposed, const at::Tensor& input, const at::Tensor& weight,
-                      const std::optional<at::Tensor>& bias, const Arguments& arguments,
-                      int spatial_dims) {
-  return transposed ? route_transposed(input, weight, bias, arguments, spatial_dims)
-                    : route_convolution(input, weight, bias, arguments, spatial_dims);
-}
-
 // A routed call: where it goes and, for Route::bwdconv, its operands (as
 // the convolution computes with them) and arguments as read. The operands
 // are the caller's (owned by its arguments: not copied, as a copy of a
@@ -332,6 +248,7 @@ struct RoutedCall {
   at::Tensor cast_input, cast_weight;  // defined where autocast casts them
   std::optional<at::Tensor> bias;
   Arguments arguments;
+  std::optional<at::ScalarType> autocast;  // the dtype autocast computes in
 
   const at::Tensor& input() const { return cast_input.defined() ? cast_input : *given_input; }
   const at::Tensor& weight() const {
@@ -348,32 +265,124 @@ std::optional<at::ScalarType> autocast_dtype(const at::Tensor& input) {
 }
 
 // Casts the call's operands as autocast casts aten's convolution's (each
-// floating operand on the device, but float64, to `dtype`; the weight from
+// floating operand on the device, but float64, to its dtype; the weight from
 // autocast's own cache, which aten's cast then finds), so that the call is
 // planned, tuned and keyed in the dtype it computes in (docs/DESIGN.md,
 // "Pass-through").
-void cast_as_autocast(at::ScalarType dtype, RoutedCall& call) {
+void cast_as_autocast(RoutedCall& call) {
+  if (!call.autocast || call.cast_input.defined()) return;
+  const at::ScalarType dtype = *call.autocast;
   const c10::DeviceType device = call.input().device().type();
   call.cast_input = at::autocast::cached_cast(dtype, call.input(), device);
   call.cast_weight = at::autocast::cached_cast(dtype, call.weight(), device);
   if (call.bias) call.bias = at::autocast::cached_cast(dtype, *call.bias, device);
 }
 
-// The route of a call whose operands bwdconv plans, from this thread's memo
-// when it has the call (route_cache.h), else planned and memoised when aten
-// computes it all. Under autocast the key holds the autocast dtype, and a
-// call not in the memo is planned on its operands as autocast casts them.
-Routing memoised_route(bool transposed, RoutedCall& call, int spatial_dims) {
-  const std::optional<at::ScalarType> autocast = autocast_dtype(call.input());
-  const CallKey key = route_key(transposed, spatial_dims, call.input(), call.weight(), call.bias,
-                                call.arguments, autocast);
-  const AtenCallLookup lookup(key);
-  if (lookup.found()) return {Route::aten, *lookup.found()};
-  if (autocast) cast_as_autocast(*autocast, call);
-  const Routing routing = planned_route(transposed, call.input(), call.weight(), call.bias,
-                                        call.arguments, spatial_dims);
-  if (routing.route == Route::aten) lookup.remember(routing.counted);
-  return routing;
+// Every field of a call that its validity and route depend on, beyond the
+// thread's state that route() reads on every call. Under autocast it holds
+// the autocast dtype, and the operands as given.
+CallKey route_key(KeyTag tag, int spatial_dims, const RoutedCall& call) {
+  CallKey key;
+  key.add(static_cast<int64_t>(tag));
+  key.add(spatial_dims | int64_t{call.input().requires_grad()} << 8 |
+          int64_t{call.weight().requires_grad()} << 9 |
+          int64_t{at::GradMode::is_enabled()} << 10 | int64_t{call.bias.has_value()} << 11 |
+          (call.autocast ? static_cast<int64_t>(*call.autocast) + 1 : 0) << 12);
+  key.add_operand(call.input());
+  key.add_operand(call.weight());
+  if (call.bias) key.add_operand(*call.bias);
+  key.add_arguments(call.arguments.params(), call.arguments.output_padding);
+  return key;
+}
+
+// Counts a gradient PyTorch's node computes, unless the aten scope, enabled
+// too, counts it there.
+void count_passed_through(Served served, const GradientPlan& plan) {
+  if (!aten_scope_enabled()) count_served(served, plan);
+}
+
+// conv{spatial_dims}d: PyTorch's node when each gradient the call needs is
+// planned for aten. A call not in this thread's cache is planned on its
+// operands as autocast casts them.
+Route route_convolution(RoutedCall& call, int spatial_dims) {
+  const CachedPlan cached(route_key(KeyTag::functional_convolution, spatial_dims, call));
+  std::shared_ptr<const Plan> plan = cached.plan();
+  if (!cached.found()) {
+    cast_as_autocast(call);
+    const ConvParams params = call.arguments.params();
+    const std::optional<ConvGeometry> geometry =
+        forward_call_geometry(call.input(), call.weight(), call.bias, params, spatial_dims);
+    if (geometry) {
+      const BackwardCall backward = forward_backward_call(call.input(), call.weight(), params);
+      PlanLookup lookup = resolve_plan(*geometry, &backward);
+      if (lookup.pending) return Route::bwdconv;
+      plan = std::move(lookup.plan);
+    }
+    cached.keep(plan);
+  }
+  if (!plan) return Route::original;  // invalid: the original raises
+  const bool wants_input = call.input().requires_grad();
+  const bool wants_weight = call.weight().requires_grad();
+  if (!aten_computes_all(*plan, wants_input, wants_weight)) return Route::bwdconv;
+  if (wants_input) count_passed_through(Served::input, plan->input);
+  if (wants_weight) count_passed_through(Served::weight, plan->weight);
+  return Route::aten;
+}
+
+// The plans of a transposed call's forward (the matching convolution's
+// input gradient) and, where wanted, weight gradient (the matching
+// convolution's); null where bwdconv does not plan the call.
+struct TransposedPlans {
+  std::shared_ptr<const Plan> forward, weight;
+  bool pending = false;
+};
+
+TransposedPlans plan_transposed(const RoutedCall& call, bool wants_weight) {
+  const ConvParams params = call.arguments.params();
+  const std::optional<ConvGeometry> geometry = plannable_transposed_geometry(
+      call.input(), call.weight(), call.bias, params, call.arguments.output_padding);
+  if (!geometry) return {};  // invalid, or an output padding bwdconv does not plan
+  ConvGeometry forward_geometry = *geometry;
+  forward_geometry.transposed = true;
+  const BackwardCall forward_call = transposed_forward_call(call.input(), call.weight(), params);
+  PlanLookup forward = resolve_plan(forward_geometry, &forward_call);
+  if (forward.pending || !wants_weight) return {std::move(forward.plan), nullptr, forward.pending};
+  const BackwardCall weight_call =
+      backward_call(call.input(), nullptr, nullptr, false, true, params);
+  PlanLookup weight = resolve_plan(*geometry, &weight_call);
+  return {std::move(forward.plan), std::move(weight.plan), weight.pending};
+}
+
+// conv_transpose{spatial_dims}d: PyTorch's function when its forward and,
+// if needed, its weight gradient are planned for aten; its input gradient
+// is a forward convolution.
+Route route_transposed(RoutedCall& call, int spatial_dims) {
+  if (call.input().dim() != spatial_dims + 2) return Route::python;  // unbatched
+  const bool wants_weight = at::GradMode::is_enabled() && call.weight().requires_grad();
+  const CallKey key = route_key(KeyTag::functional_transposed, spatial_dims, call);
+  const CachedPlan forward(key);
+  std::optional<CachedPlan> weight;
+  if (wants_weight) {
+    CallKey weight_key = key;
+    weight_key.add(static_cast<int64_t>(KeyTag::functional_transposed_weight));
+    weight.emplace(weight_key);
+  }
+  TransposedPlans plans{forward.plan(), weight ? weight->plan() : nullptr};
+  if (!forward.found() || (weight && !weight->found())) {
+    cast_as_autocast(call);
+    plans = plan_transposed(call, wants_weight);
+    if (plans.pending) return Route::bwdconv;
+    forward.keep(plans.forward);
+    if (weight) weight->keep(plans.weight);
+  }
+  if (!plans.forward) return Route::original;
+  if (plans.forward->input.strategy != Strategy::aten ||
+      (wants_weight && plans.weight->weight.strategy != Strategy::aten)) {
+    return Route::bwdconv;
+  }
+  count_passed_through(Served::forward, plans.forward->input);
+  if (wants_weight) count_passed_through(Served::weight, plans.weight->weight);
+  return Route::aten;
 }
 
 // Where a functional call with `signature` goes.
@@ -395,13 +404,14 @@ RoutedCall route(const Signature& signature, int spatial_dims, PyObject* args,
   if (bias_object != nullptr && bias_object != Py_None) {
     call.bias = THPVariable_Unpack(bias_object);
   }
-  const Routing routing = memoised_route(transposed, call, spatial_dims);
-  // With the aten scope enabled, that scope counts what PyTorch's node computes.
-  if (routing.route == Route::aten && !aten_scope_enabled()) count_aten_call(routing.counted);
-  const bool python_only = routing.route == Route::bwdconv &&
+  call.autocast = autocast_dtype(call.input());
+  const Route routed = transposed ? route_transposed(call, spatial_dims)
+                                  : route_convolution(call, spatial_dims);
+  if (routed == Route::bwdconv) cast_as_autocast(call);
+  const bool python_only = routed == Route::bwdconv &&
                            (call.input().dim() != spatial_dims + 2 ||  // unbatched
                             at::impl::torch_function_mode_enabled());
-  call.route = python_only ? Route::python : routing.route;
+  call.route = python_only ? Route::python : routed;
   return call;
 }
 

@@ -16,7 +16,7 @@
 #include "hip/host_grid.h"
 #include "ops/aten_scope.h"
 #include "ops/backward.h"
-#include "ops/decisions.h"
+#include "ops/plans.h"
 #include "ops/functional_route.h"
 #include "ops/geometry.h"
 #include "ops/kernels.h"
@@ -394,6 +394,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return std::make_tuple(counts.hits, counts.builds, counts.entries);
   });
   register_tuning_bindings(m);
+  register_testing_bindings(m);
   register_memory_bindings(m);
   if (PyModule_AddFunctions(m.ptr(), functional_route_methods) != 0) {
     throw pybind11::error_already_set();

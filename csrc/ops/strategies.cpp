@@ -3,6 +3,7 @@
 #include "ops/strategies.h"
 
 #include <array>
+#include <atomic>
 
 #include "ops/aten.h"
 #include "ops/phase.h"
@@ -20,6 +21,10 @@ struct Implementation {
   GradientFn input;   // nullptr: the strategy does not compute it
   GradientFn weight;
 };
+
+// What implementation() returns: kImplementations' functions, or a test's
+// stand-ins (replace_implementation).
+using Table = std::array<std::array<std::atomic<GradientFn>, 2>, kStrategyCount>;
 
 // Indexed by Strategy, like kStrategies.
 constexpr std::array<Implementation, kStrategyCount> kImplementations{{
@@ -45,11 +50,30 @@ constexpr bool implements_the_registry() {
 static_assert(implements_the_registry(),
               "kImplementations must follow kStrategies: one function per gradient computed");
 
+Table& table() {
+  static Table* instance = [] {
+    auto* t = new Table();
+    for (size_t i = 0; i < kStrategyCount; ++i) {
+      (*t)[i][0] = kImplementations[i].input;
+      (*t)[i][1] = kImplementations[i].weight;
+    }
+    return t;
+  }();
+  return *instance;
+}
+
+std::atomic<GradientFn>& entry(Strategy strategy, Gradient gradient) {
+  return table()[static_cast<size_t>(strategy)][gradient == Gradient::input ? 0 : 1];
+}
+
 }  // namespace
 
 GradientFn implementation(Strategy strategy, Gradient gradient) {
-  const Implementation& impl = kImplementations[static_cast<size_t>(strategy)];
-  return gradient == Gradient::input ? impl.input : impl.weight;
+  return entry(strategy, gradient).load(std::memory_order_relaxed);
+}
+
+GradientFn replace_implementation(Strategy strategy, Gradient gradient, GradientFn fn) {
+  return entry(strategy, gradient).exchange(fn);
 }
 
 }  // namespace bwdconv::ops

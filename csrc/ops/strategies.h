@@ -18,4 +18,10 @@ using GradientFn = at::Tensor (*)(const Plan& plan, const at::Tensor& grad_outpu
 // The function computing `gradient` with `strategy`; the registry says it computes it.
 GradientFn implementation(Strategy strategy, Gradient gradient);
 
+// Makes `fn` the function computing `gradient` with `strategy` (nullptr stays
+// nullptr: the registry says what a strategy computes) and returns the one it
+// replaces: how the tests' fault injection (csrc/ops/testing.cpp) stands in
+// for a strategy, at no cost to a call.
+GradientFn replace_implementation(Strategy strategy, Gradient gradient, GradientFn fn);
+
 }  // namespace bwdconv::ops

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "dispatch/plan.h"
-#include "ops/decisions.h"
-#include "ops/out_of_memory.h"
+#include "ops/backward.h"
+#include "ops/plans.h"
 
 namespace bwdconv::ops {
 namespace {
@@ -171,22 +171,11 @@ std::pair<at::Tensor, at::Tensor> gradients_by_name(
   return gradients_with(decision, grad_output, input, weight, {stride, padding, dilation, groups});
 }
 
-void run_out_of_memory(const std::vector<std::string>& names) {
-  std::vector<Strategy> strategies;
-  for (const std::string& name : names) strategies.push_back(strategy_named(name));
-  set_out_of_memory_strategies(strategies);
-}
-
-void corrupt(const std::optional<std::string>& strategy) {
-  set_corrupted_strategy(strategy ? std::optional<Strategy>(strategy_named(*strategy))
-                                  : std::nullopt);
-}
-
 }  // namespace
 
 void register_tuning_bindings(py::module& m) {
   m.def("set_tuning_hook", &set_python_hook, py::arg("hook"));
-  m.def("forget_decisions", &forget_decisions, py::arg("clear"));
+  m.def("forget_decisions", &forget_decisions);
   m.def("set_hook_shortcut", &publish_hook_shortcut, py::arg("cached_sizes"),
         py::arg("environment"));
   m.def("has_hook_shortcut", &has_hook_shortcut);
@@ -200,9 +189,6 @@ void register_tuning_bindings(py::module& m) {
         py::arg("swap1x1_writer"), py::arg("weight_strategy"), py::arg("grad_output"),
         py::arg("input"), py::arg("weight"), py::arg("stride"), py::arg("padding"),
         py::arg("dilation"), py::arg("groups"));
-  m.def("_set_corrupted_strategy", &corrupt, py::arg("strategy"));
-  m.def("_set_out_of_memory_strategies", &run_out_of_memory, py::arg("strategies"));
-  m.def("_forget_out_of_memory", &forget_out_of_memory);
 }
 
 }  // namespace bwdconv::ops

@@ -103,7 +103,7 @@ def request_of(input, weight, stride, padding, dilation, groups, wants_input=Tru
 def recorded_forward(request):
     """Whether the call is a transposed convolution's forward that autograd
     records, so that its backward follows in the same step (csrc/ops/
-    decisions.h, BackwardCall::records_autograd)."""
+    plans.h, BackwardCall::records_autograd)."""
     return bool(request.get("transposed") and request["wants_input"]
                 and request.get("records_autograd"))
 

@@ -45,8 +45,9 @@ it; a candidate above aten's peak plus the memory budget is excluded, however
 fast (_memory: by default the bytes of the gradient it writes), unless it
 takes no more than the strategy the rules plan, which runs without tuning.
 
-Decisions go to the persistent cache (_cache.py) and to the C++ decision
-table that resolve_plan (csrc/ops/backward.h) consults after forcing and before the rules. Cached
+Decisions go to the persistent cache (_cache.py) and to the calling
+thread's plan cache, through resolve_plan (csrc/ops/plans.h), which asks the
+hook after forcing and before the rules. Cached
 decisions apply whether or not autotuning is on. No tuning happens during
 CUDA/HIP graph capture, torch.compile tracing (fake or meta tensors), with
 forward-mode AD active, or once the process's budget is spent: the cached
@@ -126,7 +127,7 @@ def set_autotune(on):
     with _state.lock:
         _state.autotune = bool(on)
         if on:  # keys the rules decided are asked again, and the hook's shortcut withdrawn
-            _C.forget_decisions(False)
+            _C.forget_decisions()
 
 
 def is_autotuning():
@@ -164,7 +165,7 @@ def rules_only():
 def clear_decisions():
     """Forgets every measured decision, in this process and in the cache file."""
     _state.cache.clear()
-    _C.forget_decisions(True)
+    _C.forget_decisions()
 
 
 def decisions():
@@ -214,9 +215,10 @@ def _why_not_now(request):
 def _publish_shortcut():
     """While nothing is tuned, what the hook answers for a key the cache
     lacks is known: the rules. The C++ lookup is given the sizes of the
-    cached decisions and answers the other calls itself (csrc/ops/decisions.h,
+    cached decisions and answers the other calls itself (csrc/ops/plans.h,
     HookShortcut), until autotuning is switched on, the decisions are
-    forgotten or the cache's location changes."""
+    forgotten or the cache's location changes (seen by the calls planned
+    after the change)."""
     with _state.lock:
         if (_state.autotune and _state.spent < BUDGET_SECONDS) or _C.has_hook_shortcut():
             return

@@ -167,7 +167,7 @@ def tuning_cache(choice, out):
     directory.mkdir(parents=True, exist_ok=True)
     previous = os.environ.get("BWDCONV_CACHE_DIR")
     os.environ["BWDCONV_CACHE_DIR"] = str(directory)
-    _C.forget_decisions(True)
+    _C.forget_decisions()
     try:
         yield words
     finally:
@@ -175,7 +175,7 @@ def tuning_cache(choice, out):
             os.environ.pop("BWDCONV_CACHE_DIR", None)
         else:
             os.environ["BWDCONV_CACHE_DIR"] = previous
-        _C.forget_decisions(True)
+        _C.forget_decisions()
         if temporary is not None:
             shutil.rmtree(temporary, ignore_errors=True)
 

@@ -129,7 +129,7 @@ def distinct_calls_in_turn(device, count=200):
     """A forward + backward of tiny convolutions (planned aten) cycling
     through `count` calls of distinct input sizes, each seen before after the
     warm-up: a model with that many distinct convolutions (the route memo
-    holds 512 per thread, csrc/ops/route_cache.cpp)."""
+    holds 512 per thread, csrc/ops/plans.cpp)."""
     w = torch.randn(2, 1, 1, 1, device=device, requires_grad=True)
     inputs = itertools.cycle([torch.randn(1, 1, 5 + i % 20, 5 + i // 20, device=device,
                                           requires_grad=True) for i in range(count)])
