@@ -11,6 +11,7 @@ stride for stride, dx from the CPU's ATen writers (strided copies), and both
 must meet the accuracy rule against aten. splitk must meet the accuracy rule
 and give the same bits on every run."""
 
+import contextlib
 import random
 
 import pytest
@@ -79,6 +80,16 @@ INPUT_FORCINGS = [(e.name, writer) for e in bwdconv.registry()
                   if "input" in e.gradients and e.kernel
                   for writer in (bwdconv.swap1x1_writers() if e.name == "swap1x1" else (None,))]
 
+
+
+@contextlib.contextmanager
+def wide_offsets():
+    """Inside the block the kernels use their 64-bit element offsets on any shape."""
+    bwdconv._library._C._testing.set_wide_offsets(True)
+    try:
+        yield
+    finally:
+        bwdconv._library._C._testing.set_wide_offsets(False)
 
 
 def channels_last(t):
@@ -183,7 +194,7 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
                 assert torch.equal(ours, aten_written), where
             assert_accurate(ours, theirs, reference, where)
             if forcing[0] == "scatter":  # its 64-bit offsets on the same shape
-                with bwdconv.kernels_on_host(wide_index=True):
+                with bwdconv.kernels_on_host(), wide_offsets():
                     assert torch.equal(input_gradient(case, dy, w, x, forcing), ours), where
                 wide += 1
             checked += 1
@@ -258,7 +269,7 @@ def test_environment_variable_turns_the_switch_on(monkeypatch):
         with pytest.raises(ValueError, match="BWDCONV_CPU_KERNELS"):
             bwdconv._kernels._apply_environment()
     finally:
-        bwdconv._library._C.set_kernel_switches(False, False)
+        bwdconv._library._C.set_kernels_on_host(False)
 
 
 def test_positions_past_the_interleaves_32_bits_go_to_atens_copies():

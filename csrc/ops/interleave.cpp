@@ -32,7 +32,7 @@ bool launch_params(at::Tensor& dx, const ConvGeometry& g, const std::vector<Phas
   l.first_phase = first;
   l.phase_count = count;
   l.element_bytes = static_cast<int>(dx.element_size());
-  l.wide_offsets = kernel_switches().wide_index;
+  l.wide_offsets = wide_offsets_for_tests();
   for (int e = 0; e < count; ++e) {
     const PhaseInput& in = phases[first + e];
     hip::PhaseResult& result = l.phases[e];

@@ -34,20 +34,15 @@ hip::ElementType element_type(at::ScalarType dtype, const char* kernel) {
 
 namespace {
 
-std::atomic<int> switch_bits{0};  // 1: on_host, 2: wide_index
+std::atomic<bool> on_host_grid{false};
 
 }  // namespace
 
-KernelSwitches kernel_switches() {
-  const int bits = switch_bits.load();
-  return {(bits & 1) != 0, (bits & 2) != 0};
-}
+bool kernels_on_host() { return on_host_grid.load(); }
 
-void set_kernel_switches(KernelSwitches switches) {
-  switch_bits.store((switches.on_host ? 1 : 0) | (switches.wide_index ? 2 : 0));
-}
+void set_kernels_on_host(bool on_host) { on_host_grid = on_host; }
 
-bool runs_kernels(const at::Tensor& t) { return !t.is_cpu() || kernel_switches().on_host; }
+bool runs_kernels(const at::Tensor& t) { return !t.is_cpu() || kernels_on_host(); }
 
 hip::NativeStream current_stream(const at::Tensor& t) {
 #if defined(BWDCONV_WITH_GPU_KERNELS)

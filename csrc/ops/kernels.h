@@ -20,16 +20,15 @@ hip::TensorView kernel_view(const at::Tensor& t);
 // bfloat16); TORCH_CHECK fails, naming `kernel`, for any other.
 hip::ElementType element_type(at::ScalarType dtype, const char* kernel);
 
-// How CPU tensors use the csrc/hip kernels (bwdconv.kernels_on_host, set and
-// read as one): `on_host` runs them on the host grid instead of ATen;
-// `wide_index` makes the scatter kernel use its 64-bit element offsets on
-// any shape (tests).
-struct KernelSwitches {
-  bool on_host = false;
-  bool wide_index = false;
-};
-KernelSwitches kernel_switches();
-void set_kernel_switches(KernelSwitches switches);
+// Whether CPU tensors run the csrc/hip kernels on the host grid instead of
+// ATen (bwdconv.kernels_on_host).
+bool kernels_on_host();
+void set_kernels_on_host(bool on_host);
+
+// Whether the kernels use their 64-bit element offsets on any shape: set by
+// the tests (bwdconv._C._testing.set_wide_offsets), which prove that path
+// on small tensors.
+bool wide_offsets_for_tests();
 
 // Whether the csrc/hip kernels serve tensors on `t`'s device: always on
 // GPUs, on the CPU when switched on.

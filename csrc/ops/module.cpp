@@ -295,15 +295,6 @@ pybind11::list strategy_registry() {
   return entries;
 }
 
-std::pair<bool, bool> kernel_switch_pair() {
-  const KernelSwitches switches = kernel_switches();
-  return {switches.on_host, switches.wide_index};
-}
-
-void set_kernel_switch_pair(bool on_host, bool wide_index) {
-  set_kernel_switches({on_host, wide_index});
-}
-
 pybind11::dict traffic_dict(const hip::host::Traffic& t) {
   pybind11::dict result;
   result["accesses"] = t.accesses;
@@ -374,9 +365,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forcing", &forcing_names);
   m.def("strategy_registry", &strategy_registry);
   m.def("swap1x1_writers", &swap1x1_writer_names);
-  m.def("kernel_switches", &kernel_switch_pair);
-  m.def("set_kernel_switches", &set_kernel_switch_pair, pybind11::arg("on_host"),
-        pybind11::arg("wide_index"));
+  m.def("kernels_on_host", &kernels_on_host);
+  m.def("set_kernels_on_host", &set_kernels_on_host, pybind11::arg("on_host"));
   m.def("start_kernel_recording", &bwdconv::hip::host::start_recording);
   m.def("stop_kernel_recording", &stop_kernel_recording);
   m.def("served_counts", &served_counts, pybind11::arg("measured_only") = false);

@@ -28,7 +28,7 @@ bool scatter_params(const Plan& plan, const at::Tensor& grad_output, at::Tensor&
                               static_cast<int>(grad_output.element_size()), p)) {
     return false;
   }
-  p->wide_offsets = p->wide_offsets || kernel_switches().wide_index;
+  p->wide_offsets = p->wide_offsets || wide_offsets_for_tests();
   return true;
 }
 

@@ -7,17 +7,21 @@
 //     `out_of_memory` raises c10::OutOfMemoryError before it starts (aten's:
 //     where it stands in for a strategy that ran out of memory);
 //     set_faults(None, []) puts the strategies back.
+//   set_wide_offsets(on): the kernels use their 64-bit element offsets on
+//     any shape, so that the tests prove that path on small tensors.
 #include "ops/precompiled.h"  // first, as the precompiled header must be
 
 #include <torch/csrc/utils/pybind.h>
 #include <pybind11/stl.h>
 
 #include <array>
+#include <atomic>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ops/kernels.h"
 #include "ops/plans.h"
 #include "ops/strategies.h"
 #include "ops/tuning_bindings.h"
@@ -95,13 +99,18 @@ void set_faults(const std::optional<std::string>& corrupted,
   swap_functions(corrupt.has_value() || !f.out_of_memory.empty());
 }
 
+std::atomic<bool> wide_offsets{false};
+
 }  // namespace
+
+bool wide_offsets_for_tests() { return wide_offsets.load(std::memory_order_relaxed); }
 
 void register_testing_bindings(pybind11::module& m) {
   pybind11::module testing = m.def_submodule("_testing", "fault injection for the tests");
   testing.def("set_faults", &set_faults, pybind11::arg("corrupted") = std::nullopt,
               pybind11::arg("out_of_memory") = std::vector<std::string>{});
   testing.def("forget_out_of_memory", &forget_out_of_memory);
+  testing.def("set_wide_offsets", [](bool on) { wide_offsets = on; }, pybind11::arg("on"));
 }
 
 }  // namespace bwdconv::ops

@@ -10,25 +10,24 @@ from ._library import _C
 
 def kernels_on_host_enabled():
     """Whether CPU tensors run the csrc/hip kernels on the host grid."""
-    return _C.kernel_switches()[0]
+    return _C.kernels_on_host()
 
 
 @contextlib.contextmanager
-def kernels_on_host(*, wide_index=False):
+def kernels_on_host():
     """Inside the block, CPU tensors run bwdconv's own kernels (scatter, the
     interleave pass of phase, phase_stacked and swap1x1, splitk's GEMM path
-    and reduce kernel, relayout's transposes) on the host grid instead of ATen. `wide_index=True` also makes the
-    scatter kernel use its 64-bit element offsets on any shape (tests)."""
-    previous = _C.kernel_switches()
-    _C.set_kernel_switches(True, wide_index)
+    and reduce kernel, relayout's transposes) on the host grid instead of ATen."""
+    previous = _C.kernels_on_host()
+    _C.set_kernels_on_host(True)
     try:
         yield
     finally:
-        _C.set_kernel_switches(*previous)
+        _C.set_kernels_on_host(previous)
 
 
 def _apply_environment():
     """BWDCONV_CPU_KERNELS=host runs the kernels on the host grid for the whole process."""
     value = _settings.from_environment("BWDCONV_CPU_KERNELS", _settings.choice_of("aten", "host"),
                                        "aten")
-    _C.set_kernel_switches(value == "host", False)
+    _C.set_kernels_on_host(value == "host")
