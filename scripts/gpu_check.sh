@@ -198,7 +198,7 @@ step random "$PYTHON" scripts/gpu_random_cases.py --cases "$RANDOM_CASES" --seco
 # Findings in bwdconv's kernels fail; the vendors' are counted and named.
 # Both instrument every kernel. Racecheck runs the cases without cuDNN, whose
 # large-tile kernels under it would take the step's whole share; with
-# bwdconv's kernels alone instrumented (--own-kernels-only) it stopped on
+# bwdconv's kernels alone instrumented (--kernel-name kns=bwdconv) it stopped on
 # the sanitizer's own error beside the uninstrumented cuDNN kernels
 # (benchmarks/results/gpu-2026-11-28-h200). The small cases' accuracy is the
 # random step's to judge (--mismatches-pass: printed, not failing the step).

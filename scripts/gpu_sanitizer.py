@@ -1,16 +1,13 @@
 """compute-sanitizer's findings, split between bwdconv's own kernels and the
 vendors' (the GPU check's sanitizer steps, scripts/gpu_check.sh).
 
-    python scripts/gpu_sanitizer.py run --tool racecheck --own-kernels-only \\
+    python scripts/gpu_sanitizer.py run --tool racecheck \\
         --summary OUT.md -- python scripts/gpu_small_cases.py
-    python scripts/gpu_sanitizer.py parse LOG            # a saved log
 
 `run` runs the command under compute-sanitizer (--sanitizer, or
-compute-sanitizer on PATH, or /usr/local/cuda/bin/compute-sanitizer), its
-output echoed as it comes, then reads it. --own-kernels-only has the tool
-instrument bwdconv's kernels alone (compute-sanitizer's --kernel-name
-kns=bwdconv: their names hold the namespace bwdconv::hip); every other kernel
-runs unchecked, and the summary says so. It fails (exit 1) on
+compute-sanitizer on PATH, or /usr/local/cuda/bin/compute-sanitizer), every
+kernel instrumented, its output echoed as it comes, then reads it. It fails
+(exit 1) on
 
 - a memory error, race hazard or API error in bwdconv's own kernels: the
   __global__ functions of csrc/hip/*.cu (namespace bwdconv::hip), or an API
@@ -19,8 +16,7 @@ runs unchecked, and the summary says so. It fails (exit 1) on
 - the command itself failing (its own checks, or the sanitizer stopping it).
 
 Findings inside vendor kernels (cuDNN's sm90_xmma_..., cuBLAS, PyTorch's
-own) are counted and named in the summary, not failures; with
---own-kernels-only the summary says they were not checked.
+own) are counted and named in the summary, not failures.
 
 What it reads (the formats of compute-sanitizer 2022-2025 and cuda-memcheck):
 a finding starts on a line "========= <what>" and goes on over the lines
@@ -76,10 +72,6 @@ ACCESS = re.compile(r"^(?:and\s+)?(\w+) access at (.*?)(?:\s*\[\d+ hazards?\])?$
 THREAD_ACCESS = re.compile(r"^(\w+) Thread \([^)]*\) at (.*)$")
 AT = re.compile(r"^at (.*)$")
 SEVERE = ("ERROR", "Error")
-# compute-sanitizer's kernel filter for bwdconv's own kernels: the kernels
-# whose names hold "bwdconv" (namespace bwdconv::hip); the others run
-# uninstrumented.
-OWN_KERNELS_FILTER = ("--kernel-name", "kns=bwdconv")
 
 
 def own_kernel_names(root=ROOT):
@@ -261,19 +253,14 @@ def judge(parsed, returncode=0):
     return bool(reasons), reasons
 
 
-def summary(tool, parsed, returncode=0, own_kernels_only=False):
-    """The markdown the GPU check's record holds for one tool; with
-    own_kernels_only, that the vendors' kernels ran unchecked."""
+def summary(tool, parsed, returncode=0):
+    """The markdown the GPU check's record holds for one tool."""
     failed, reasons = judge(parsed, returncode)
     findings = parsed["findings"]
     own = [f for f in findings if f.own]
     vendor = [f for f in findings if not f.own and f.kernels]
     lines = [f"- {tool}: {'FAILED' if failed else 'passed'}"
              + (f" ({'; '.join(reasons)})" if reasons else "")]
-    if own_kernels_only:
-        lines.append(f"- instrumented: only bwdconv's kernels ({' '.join(OWN_KERNELS_FILTER)}); "
-                     f"vendor kernels (cuDNN, cuBLAS, PyTorch's) ran unchecked by {tool} "
-                     f"in this run")
     lines.append(f"- in bwdconv's kernels: {len(own)} finding(s)"
                  + (f", {sum(f.count for f in own)} hazard(s)/error(s)" if own else ""))
     for f in own[:20]:
@@ -285,11 +272,8 @@ def summary(tool, parsed, returncode=0, own_kernels_only=False):
             per_kernel[(f.kind, kernel)] += f.count
             reports[(f.kind, kernel)] += 1
     api = [f for f in findings if f.kind == "api" and not f.own]
-    if own_kernels_only and not vendor:
-        lines.append(f"- in vendor kernels: not checked by {tool} in this run")
-    else:
-        lines.append(f"- in vendor kernels (not failures): {len(vendor)} report(s), "
-                     f"{sum(f.count for f in vendor)} hazard(s)/error(s)")
+    lines.append(f"- in vendor kernels (not failures): {len(vendor)} report(s), "
+                 f"{sum(f.count for f in vendor)} hazard(s)/error(s)")
     for (kind, kernel), count in per_kernel.most_common(20):
         lines.append(f"  - {kind}: {count} in {reports[(kind, kernel)]} report(s): "
                      f"`{short(kernel)}`")
@@ -313,12 +297,8 @@ def sanitizer_path(given=None):
 
 
 def sanitizer_command(sanitizer, args):
-    """compute-sanitizer's command line: its own options (the tool, the kernel
-    filter with --own-kernels-only, --sanitizer-args), then the program."""
-    options = ["--tool", args.tool]
-    if args.own_kernels_only:
-        options += OWN_KERNELS_FILTER
-    return [sanitizer, *options, *args.sanitizer_args, *args.command]
+    """compute-sanitizer's command line: the tool, --sanitizer-args, the program."""
+    return [sanitizer, "--tool", args.tool, *args.sanitizer_args, *args.command]
 
 
 def run(args):
@@ -360,8 +340,7 @@ def run(args):
     returncode = process.wait()
     if timer:
         timer.cancel()
-    text, failed = summary(args.tool, parse("".join(captured)), returncode,
-                           own_kernels_only=args.own_kernels_only)
+    text, failed = summary(args.tool, parse("".join(captured)), returncode)
     if stopped.is_set():
         text = (f"- {args.tool}: INCOMPLETE: stopped after {args.seconds:g} s; what it had found "
                 f"by then:\n" + text)
@@ -382,35 +361,19 @@ def parse_arguments(argv=None):
                                                           "synccheck"])
     runner.add_argument("--sanitizer")
     runner.add_argument("--sanitizer-args", nargs="*", default=[])
-    runner.add_argument("--own-kernels-only", action="store_true",
-                        help="instrument only bwdconv's kernels (compute-sanitizer's "
-                             "--kernel-name kns=bwdconv); the others run unchecked")
     runner.add_argument("--summary")
     runner.add_argument("--seconds", type=float, default=None,
                         help="stop the run after this long, still judging what it printed "
                              "(default: BWDCONV_STEP_SECONDS less 15, else no limit)")
     runner.add_argument("command", nargs=argparse.REMAINDER)
-    reader = sub.add_parser("parse", help="judge a saved log")
-    reader.add_argument("log")
-    reader.add_argument("--tool", default="sanitizer")
-    reader.add_argument("--returncode", type=int, default=0)
-    reader.add_argument("--own-kernels-only", action="store_true",
-                        help="the log is of a run that instrumented only bwdconv's kernels")
     args = parser.parse_args(argv)
-    if args.verb == "run" and args.command[:1] == ["--"]:
+    if args.command[:1] == ["--"]:
         args.command = args.command[1:]
     return args
 
 
 def main(argv=None):
-    args = parse_arguments(argv)
-    if args.verb == "run":
-        return run(args)
-    with open(args.log, errors="replace") as f:
-        text, failed = summary(args.tool, parse(f.read()), args.returncode,
-                               own_kernels_only=args.own_kernels_only)
-    print(text)
-    return 1 if failed else 0
+    return run(parse_arguments(argv))
 
 
 if __name__ == "__main__":

@@ -80,7 +80,6 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     memcheck = (out / "sanitizer_memcheck.command").read_text()
     assert "--tool racecheck" in racecheck and "--cudnn off" in racecheck
     assert "--cudnn" not in memcheck
-    assert "--own-kernels-only" not in racecheck + memcheck
     summary = run.stdout.strip().splitlines()
     assert summary[-1].startswith("models_bf16") and "outside this run's steps" in summary[-1]
 
@@ -312,47 +311,12 @@ def sanitizer_command(*options):
     return gpu_sanitizer.sanitizer_command("compute-sanitizer", args)
 
 
-def test_own_kernels_only_puts_the_kernel_filter_between_the_tool_and_the_program():
-    assert sanitizer_command("--own-kernels-only") == [
-        "compute-sanitizer", "--tool", "racecheck", "--kernel-name", "kns=bwdconv",
-        "python", "small_cases.py", "--mismatches-pass"]
-    assert sanitizer_command("--own-kernels-only", "--sanitizer-args=--print-limit=5") == [
-        "compute-sanitizer", "--tool", "racecheck", "--kernel-name", "kns=bwdconv",
-        "--print-limit=5", "python", "small_cases.py", "--mismatches-pass"]
-    # Without it every kernel is instrumented: no filter anywhere.
+def test_the_sanitizer_instruments_every_kernel_and_passes_its_own_arguments_on():
     assert sanitizer_command() == ["compute-sanitizer", "--tool", "racecheck", "python",
                                    "small_cases.py", "--mismatches-pass"]
-
-
-def test_a_summary_of_own_kernels_only_says_the_vendors_went_unchecked():
-    clean = gpu_sanitizer.parse("========= RACECHECK SUMMARY: 0 hazards displayed\n", OWN_NAMES)
-    text, failed = gpu_sanitizer.summary("racecheck", clean, own_kernels_only=True)
-    assert not failed
-    assert "- instrumented: only bwdconv's kernels (--kernel-name kns=bwdconv)" in text
-    assert "- in vendor kernels: not checked by racecheck in this run" in text
-    assert "vendor kernels (not failures): 0" not in text
-    # Every kernel instrumented: the vendors' count stands, no restriction named.
-    text, _ = gpu_sanitizer.summary("racecheck", clean)
-    assert "- in vendor kernels (not failures): 0 report(s)" in text
-    assert "instrumented: only" not in text and "not checked" not in text
-
-
-def test_a_run_of_own_kernels_only_filters_the_sanitizer_and_says_so(tmp_path):
-    """`run --own-kernels-only` under a stand-in compute-sanitizer: the filter
-    reaches the sanitizer before the program, the summary names it; a race in
-    bwdconv's kernel still fails."""
-    for text, expected in (("========= RACECHECK SUMMARY: 0 hazards displayed\n", 0),
-                           (OWN_RACE, 1)):
-        sanitizer = stand_in_sanitizer(tmp_path, text)
-        summary = tmp_path / "summary.md"
-        run = subprocess.run(
-            [sys.executable, str(SCRIPTS / "gpu_sanitizer.py"), "run", "--tool", "racecheck",
-             "--own-kernels-only", "--sanitizer", str(sanitizer), "--summary", str(summary),
-             "--", "true"], capture_output=True, text=True, timeout=60)
-        assert run.returncode == expected, run.stdout + run.stderr
-        arguments = (tmp_path / "sanitizer-arguments.txt").read_text().split()
-        assert arguments == ["--tool", "racecheck", "--kernel-name", "kns=bwdconv", "true"]
-        assert "only bwdconv's kernels" in summary.read_text()
+    assert sanitizer_command("--sanitizer-args=--print-limit=5") == [
+        "compute-sanitizer", "--tool", "racecheck", "--print-limit=5", "python",
+        "small_cases.py", "--mismatches-pass"]
 
 
 # ---- the accuracy rule (bwdconv/_accuracy.py) ------------------------------
