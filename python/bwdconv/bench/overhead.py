@@ -42,7 +42,6 @@ import contextlib
 import itertools
 import json
 import math
-import os
 import random
 import statistics
 import time
@@ -53,6 +52,7 @@ import bwdconv
 
 from . import device as dev
 from . import ratios
+from .cli import tuning_cache
 
 MODES = ("without", "functional", "aten")
 # The steps' null comparison: "without" timed again as if it were a mode,
@@ -255,19 +255,6 @@ HELD_OUT = [
 ]
 
 
-@contextlib.contextmanager
-def _environment(name, value):
-    previous = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = previous
-
-
 def _held_out_step(case, device):
     _, x_size, w_size, stride, padding, dtype, channels_last = case
     x = torch.randn(x_size, device=device, dtype=dtype, requires_grad=True)
@@ -282,24 +269,10 @@ def _held_out_step(case, device):
     return step
 
 
-@contextlib.contextmanager
 def decisions_of_this_run():
     """Autotuning decisions made and kept for the body of a `with` block only:
-    a cache directory of its own, the user's cache untouched and put back."""
-    import tempfile
-
-    from bwdconv import _cache, _tune
-
-    users_cache = _tune._state.cache
-    with tempfile.TemporaryDirectory() as cache_dir, \
-            _environment("BWDCONV_CACHE_DIR", cache_dir):
-        _tune._state.cache = _cache.DecisionCache()
-        _tune.clear_decisions()
-        try:
-            yield
-        finally:
-            _tune.clear_decisions()
-            _tune._state.cache = users_cache
+    a temporary cache of their own, the user's untouched (bench.cli.tuning_cache)."""
+    return tuning_cache(None, None)
 
 
 def tuned_step_ratios(device, steps, shapes=None):
