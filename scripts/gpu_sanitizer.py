@@ -278,7 +278,7 @@ def summary(tool, parsed, returncode=0):
         lines.append(f"  - {kind}: {count} in {reports[(kind, kernel)]} report(s): "
                      f"`{short(kernel)}`")
     if api:
-        lines.append(f"- API errors outside bwdconv (not failures): "
+        lines.append("- API errors outside bwdconv (not failures): "
                      + ", ".join(f"{k} x{n}" for k, n in
                                  collections.Counter(f.what for f in api).items()))
     for text in parsed["unattributed"][:5]:

@@ -58,11 +58,27 @@ def _tiny_call(convolution):
     return call
 
 
-def _per_call_seconds(call):
+def per_call_seconds(call, calls=CALLS, synchronize=lambda: None):
+    """Seconds per call of `calls` back-to-back calls, timed from one
+    synchronize() to the next (a device's queue drained on both sides)."""
+    synchronize()
     started = time.perf_counter()
-    for _ in range(CALLS):
+    for _ in range(calls):
         call()
-    return (time.perf_counter() - started) / CALLS
+    synchronize()
+    return (time.perf_counter() - started) / calls
+
+
+def rotating_samples(names, rounds, sample):
+    """{name: [sample(name), one per round]}: each round takes the names in
+    an order rotated by one from the last, so that none always follows the
+    same other."""
+    samples = {name: [] for name in names}
+    for index in range(rounds):
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(sample(name))
+    return samples
 
 
 def _measure():
@@ -81,14 +97,10 @@ def _measure():
         "op": _tiny_call(lambda x, w: torch.ops.bwdconv.convolution.default(
             x, w, None, [1, 1], [0, 0], [1, 1], 1)),
     }
-    samples = {side: [] for side in sides}
-    for side, call in sides.items():  # warm-up
-        _per_call_seconds(call)
-    names = list(sides)
-    for index in range(ROUNDS):
-        for side in names[index % len(names):] + names[:index % len(names)]:
-            samples[side].append(_per_call_seconds(sides[side]))
-    return costs_from(samples)
+    for call in sides.values():  # warm-up
+        per_call_seconds(call)
+    return costs_from(rotating_samples(list(sides), ROUNDS,
+                                       lambda side: per_call_seconds(sides[side])))
 
 
 def low_quantile(values, q=QUANTILE):

@@ -39,16 +39,16 @@ turns autotuning on pays or gains.
 
 import argparse
 import contextlib
+import functools
 import itertools
 import json
 import math
-import random
 import statistics
-import time
 
 import torch
 
 import bwdconv
+from bwdconv._overhead import per_call_seconds, rotating_samples
 
 from . import device as dev
 from . import ratios
@@ -139,15 +139,6 @@ def distinct_calls_in_turn(device, count=200):
     return forward_backward
 
 
-def _per_call_us(fn, calls, device):
-    dev.synchronize(device)
-    started = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    dev.synchronize(device)
-    return (time.perf_counter() - started) / calls * 1e6
-
-
 def _spread(values):
     q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
     return {"median_us": round(median, 2), "p25_us": round(q1, 2), "p75_us": round(q3, 2)}
@@ -155,16 +146,14 @@ def _spread(values):
 
 def _added_us(fn, device, samples, calls, forced=None):
     """(median us per call without bwdconv, {mode: spread of the added us})."""
-    per_mode = {m: [] for m in MODES}
+    def sample(m):
+        with mode(m):
+            return per_call_seconds(fn, calls, lambda: dev.synchronize(device)) * 1e6
+
     with bwdconv.force_strategy(forced):
         for m in MODES:  # warm-up: plans, caches, allocator
-            with mode(m):
-                _per_call_us(fn, calls, device)
-        for sample in range(samples):
-            order = MODES[sample % 3:] + MODES[:sample % 3]
-            for m in order:
-                with mode(m):
-                    per_mode[m].append(_per_call_us(fn, calls, device))
+            sample(m)
+        per_mode = rotating_samples(list(MODES), samples, sample)
     added = {m: _spread([a - b for a, b in zip(per_mode[m], per_mode["without"])])
              for m in MODES[1:]}
     return round(statistics.median(per_mode["without"]), 2), added
@@ -210,15 +199,9 @@ def step_ratios(step, device, steps):
     registers kernels with the dispatcher), as a user who enables once
     never does. The cells are bench.ratios.compare's: the ratio of
     medians and the paired ratio, each with its 90% bootstrap interval."""
-    times = {m: [] for m in STEP_MODES}
-    order = random.Random(0)
-    for index in range(steps + 2):
-        for m in order.sample(STEP_MODES, len(STEP_MODES)):
-            with mode(m):
-                step()
-                t = dev.time_ms(step, device, warmup=0, iterations=1)[0]
-            if index >= 2:
-                times[m].append(t)
+    rounds = dev.time_in_rounds({m: (step, functools.partial(mode, m)) for m in STEP_MODES},
+                                device, [1] * (steps + 2))
+    times = {m: t[2:] for m, t in rounds.items()}
     cells = {m: ratios.compare(times["without"], times[m]) for m in STEP_MODES[1:]}
     return round(statistics.median(times["without"]), 3), cells
 
