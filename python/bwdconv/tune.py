@@ -23,6 +23,7 @@ import bwdconv
 
 from . import _tune
 from .bench.cli import add_layout_option, cases_from, known_suites, split_lines
+from .bench.device import add_device_option
 from .bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, scale_case
 from ._progress import progress_bar
 from .bench.run import make_operands
@@ -138,10 +139,7 @@ def parser():
     p.add_argument("--input-size", help="the model's input, e.g. 32x3x224x224")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
                    help="the model's dtype (lower precisions under autocast)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--budget", type=float, default=math.inf,
-                   help="seconds of tuning at most (default: no limit; BWDCONV_AUTOTUNE_BUDGET "
-                        "is the limit for tuning during training)")
+    add_device_option(p)
     p.add_argument("--show", action="store_true", help="print every decision in the cache")
     p.add_argument("--clear", action="store_true", help="delete every decision in the cache")
     return p
@@ -174,7 +172,7 @@ def main(argv=None):
     if args.model and not args.input_size:
         p.error("--model needs --input-size, e.g. 32x3x224x224")
     device = torch.device(args.device)
-    _tune.BUDGET_SECONDS = args.budget
+    _tune.BUDGET_SECONDS = math.inf  # BWDCONV_AUTOTUNE_BUDGET bounds tuning during training only
     before = set(bwdconv.decisions())
     with progress_bar(total=len(cases), desc="tune", unit="line") as bar:
         for case in cases:

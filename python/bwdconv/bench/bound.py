@@ -83,14 +83,15 @@ def main(argv=None):
     p.add_argument("--iter", type=int, default=3, help="calls per entry per round")
     p.add_argument("--dtype", choices=sorted(DTYPE_NAMES), default=None)
     add_layout_option(p)
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    dev.add_device_option(p)
     args = p.parse_args(argv)
     args.suite = args.suite or ["transposed"]
     device = torch.device(args.device)
     cases = [scale_case(c, args.scale) for c in cases_from(args, (), DTYPE_NAMES.get(args.dtype))
              if kernel_equals_stride(c)]
-    print(f"{dev.describe(device)['device']} | scale 1/{args.scale} | {ROUNDS} rounds of "
-          f"{args.iter} calls | bound = GEMM + one write of the output; bound / time")
+    print(dev.header(dev.describe(device), f"scale 1/{args.scale}",
+                     f"{ROUNDS} rounds of {args.iter} calls",
+                     "bound = GEMM + one write of the output; bound / time"))
     with decisions_of_this_run():
         for case in cases:
             ms = measure(case, device, args.iter)

@@ -109,7 +109,7 @@ def parser():
                    help="run every case in this dtype (default: each line's command word)")
     p.add_argument("--check", action="store_true",
                    help="compare every result with a float64 reference; a wrong result gets no time")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    dev.add_device_option(p)
     p.add_argument("--out", default="benchmarks/out", help="directory for JSON, CSV, markdown, PNG")
     p.add_argument("--cudnn-benchmark", choices=["on", "off"], default=None,
                    help="torch.backends.cudnn.benchmark for the run, for aten and bwdconv alike "
@@ -237,9 +237,10 @@ def main(argv=None):
         meta["decisions_cache"] = decisions
         # Measured before any case runs, as a user's process pays it (bwdconv._overhead).
         meta["call_cost"] = call_cost_words(_overhead.call_costs())
-        print(f"{meta['device']} | torch {meta['torch']} | scale 1/{scale} | {iterations} "
-              f"iterations after {warmup} warm-up | copy bandwidth {copy_gbps:.1f} GB/s\n"
-              f"cudnn.benchmark {cudnn}\n"
+        print(dev.header(meta, f"scale 1/{scale}",
+                         f"{iterations} iterations after {warmup} warm-up",
+                         f"copy bandwidth {copy_gbps:.1f} GB/s") +
+              f"\ncudnn.benchmark {cudnn}\n"
               f"per-call cost in the bwdconv and tuned columns: {meta['call_cost']}\n"
               f"tuned column's decisions cache: {decisions}", flush=True)
         merged = [(scaled, group) for scaled, group in shapes if len(group) > 1]

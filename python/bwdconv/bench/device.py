@@ -1,6 +1,7 @@
 """Timers, device facts and peak figures for the benchmark harness."""
 
 import datetime
+import json
 import os
 import platform
 import random
@@ -52,9 +53,22 @@ def git_revision():
         return "unknown"
 
 
-def describe(device):
-    """Device, library versions, date and revision, for every result file."""
-    info = {
+def add_device_option(parser):
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+
+
+def add_fixed_heap_option(parser):
+    parser.add_argument("--fixed-heap", action="store_true",
+                        help="fix glibc malloc's mmap and trim thresholds first "
+                             "(fix_heap_thresholds), so that the steps take no page faults: "
+                             "what a process with a steady heap pays")
+
+
+def describe(device, fixed_heap=False):
+    """Device, library versions, date and revision, for every result file;
+    with `fixed_heap`, glibc's heap thresholds fixed first (fix_heap_thresholds)
+    and whether that took."""
+    info = {"fixed_heap": fixed_heap and fix_heap_thresholds(),
         "device_type": device.type,
         "torch": torch.__version__,
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -73,6 +87,24 @@ def describe(device):
         if hasattr(os, "getloadavg"):  # what else ran: timings under load are not results
             info["load_average"] = [f"{load:.2f}" for load in os.getloadavg()]
     return info
+
+
+def header(meta, *words):
+    """The line a bench prints first: the device, torch, threads, date,
+    revision and load of `meta` (describe), then `words`."""
+    fields = [meta["device"], f"torch {meta['torch']}", f"{meta['threads']} threads",
+              meta["date"], f"revision {meta['git_revision']}",
+              f"load {meta.get('load_average')}", *words]
+    if meta["fixed_heap"]:
+        fields.append("fixed heap thresholds")
+    return " | ".join(fields)
+
+
+def write_json(path, result):
+    """`result` as JSON at `path`, where a path is given."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1)
 
 
 def _driver_version():

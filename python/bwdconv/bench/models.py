@@ -165,10 +165,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=7)
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                         help="bfloat16 runs under autocast")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--fixed-heap", action="store_true",
-                        help="fix glibc malloc's mmap and trim thresholds first "
-                             "(bench.device.fix_heap_thresholds)")
+    dev.add_device_option(parser)
+    dev.add_fixed_heap_option(parser)
     add_tuning_cache_option(parser, "a temporary directory")
     args = parser.parse_args(argv)
     with tuning_cache(args.tuning_cache, None) as decisions:
@@ -178,13 +176,10 @@ def main(argv=None):
 def _run(args, decisions):
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
-    fixed_heap = args.fixed_heap and dev.fix_heap_thresholds()
-    meta = dev.describe(device)
-    print(f"{meta['device']} | torch {meta['torch']} | {meta['date']} | {args.dtype} | "
-          f"median of {args.steps} backward passes each, aten, bwdconv (rules) and tuned in "
-          f"a random order each round | load {meta.get('load_average')}"
-          f"{' | fixed heap thresholds' if fixed_heap else ''}\n"
-          f"tuned side's decisions cache: {decisions}")
+    meta = dev.describe(device, args.fixed_heap)
+    print(dev.header(meta, args.dtype, f"median of {args.steps} backward passes each, aten, "
+                     "bwdconv (rules) and tuned in a random order each round") +
+          f"\ntuned side's decisions cache: {decisions}")
     models = _models(device.type == "cuda")
     for name in args.models:
         if name not in models:

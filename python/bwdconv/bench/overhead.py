@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import functools
 import itertools
-import json
 import math
 import statistics
 
@@ -315,7 +314,7 @@ def main(argv=None):
     parser.add_argument("--samples", type=int, default=27)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--steps", type=int, default=22)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    dev.add_device_option(parser)
     parser.add_argument("--no-models", action="store_true", help="tiny convolutions only")
     parser.add_argument("--tuned", action="store_true",
                         help="also autotune held-out shapes and time their steps")
@@ -323,19 +322,13 @@ def main(argv=None):
                         choices=[case[0] for case in HELD_OUT],
                         help="with --tuned: only this held-out shape (repeatable)")
     parser.add_argument("--json", help="also write the results to this file")
-    parser.add_argument("--fixed-heap", action="store_true",
-                        help="fix glibc malloc's mmap and trim thresholds first "
-                             "(bench.device.fix_heap_thresholds), so that the steps take no "
-                             "page faults: what a process with a steady heap pays")
+    dev.add_fixed_heap_option(parser)
     args = parser.parse_args(argv)
     if args.held_out and not args.tuned:
         parser.error("--held-out names shapes to tune: it needs --tuned")
     device = torch.device(args.device)
-    meta = dev.describe(device)
-    meta["fixed_heap"] = args.fixed_heap and dev.fix_heap_thresholds()
-    print(f"{meta['device']} | torch {meta['torch']} | {meta['threads']} threads | "
-          f"{meta['date']} | revision {meta['git_revision']} | load {meta.get('load_average')}"
-          f"{' | fixed heap thresholds' if meta['fixed_heap'] else ''}")
+    meta = dev.describe(device, args.fixed_heap)
+    print(dev.header(meta))
     result = {"meta": meta}
     if not args.held_out:
         result["tiny"] = tiny_overheads(device, args.samples, args.calls)
@@ -349,9 +342,7 @@ def main(argv=None):
     if args.tuned:
         result["tuned"] = tuned_step_ratios(device, args.steps, args.held_out)
         _print_tuned(result["tuned"])
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+    dev.write_json(args.json, result)
     return 0
 
 

@@ -14,7 +14,6 @@ percentiles as the spread.
 
 import argparse
 import contextlib
-import json
 import statistics
 
 import torch
@@ -62,14 +61,13 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    dev.add_device_option(parser)
     parser.add_argument("--scale", type=int, default=1, help="divide every channel count")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     meta = dev.describe(device)
-    print(f"{meta['device']} | torch {meta['torch']} | {args.dtype} | {args.rounds} rounds of "
-          f"{args.calls} calls a side | load {meta.get('load_average')}")
+    print(dev.header(meta, args.dtype, f"{args.rounds} rounds of {args.calls} calls a side"))
     rows = []
     for name, c_in, c_out, k, s, p, op, shape in LAYERS:
         torch.manual_seed(0)
@@ -89,9 +87,7 @@ def main(argv=None):
                   f"{median['built each call']:.3f} ms | reused {median['reused']:.3f} ms | "
                   f"reuse {rows[-1]['reuse_speedup']:.2f}x | reused vs aten "
                   f"{rows[-1]['reused_over_aten']:.2f}x", flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    dev.write_json(args.json, {"meta": meta, "rows": rows})
     return 0
 
 
