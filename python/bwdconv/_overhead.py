@@ -32,6 +32,7 @@ undisturbed cost.
 
 import contextlib
 import functools
+import statistics
 import time
 
 import torch
@@ -101,6 +102,13 @@ def _measure():
         per_call_seconds(call)
     return costs_from(rotating_samples(list(sides), ROUNDS,
                                        lambda side: per_call_seconds(sides[side])))
+
+
+def quartiles_us(values_us):
+    """{median_us, p25_us, p75_us} of microsecond values (one value: all three)."""
+    q1, median, q3 = statistics.quantiles(values_us, n=4, method="inclusive") \
+        if len(values_us) > 1 else values_us * 3
+    return {"median_us": round(median, 2), "p25_us": round(q1, 2), "p75_us": round(q3, 2)}
 
 
 def low_quantile(values, q=QUANTILE):

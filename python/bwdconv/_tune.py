@@ -419,11 +419,7 @@ def _ratio_summary(ratios):
 
 
 def _summary(samples):
-    ordered = sorted(samples)
-    q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 \
-        else (ordered[0], None, ordered[0])
-    return {"median_us": round(statistics.median(ordered) * 1e6, 2),
-            "p25_us": round(q1 * 1e6, 2), "p75_us": round(q3 * 1e6, 2), "n": len(ordered)}
+    return {**_overhead.quartiles_us([s * 1e6 for s in samples]), "n": len(samples)}
 
 
 def _ratios_to_aten(samples, label):

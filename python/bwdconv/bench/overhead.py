@@ -47,7 +47,7 @@ import statistics
 import torch
 
 import bwdconv
-from bwdconv._overhead import per_call_seconds, rotating_samples
+from bwdconv._overhead import per_call_seconds, quartiles_us, rotating_samples
 
 from . import device as dev
 from . import ratios
@@ -138,11 +138,6 @@ def distinct_calls_in_turn(device, count=200):
     return forward_backward
 
 
-def _spread(values):
-    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return {"median_us": round(median, 2), "p25_us": round(q1, 2), "p75_us": round(q3, 2)}
-
-
 def _added_us(fn, device, samples, calls, forced=None):
     """(median us per call without bwdconv, {mode: spread of the added us})."""
     def sample(m):
@@ -153,7 +148,7 @@ def _added_us(fn, device, samples, calls, forced=None):
         for m in MODES:  # warm-up: plans, caches, allocator
             sample(m)
         per_mode = rotating_samples(list(MODES), samples, sample)
-    added = {m: _spread([a - b for a, b in zip(per_mode[m], per_mode["without"])])
+    added = {m: quartiles_us([a - b for a, b in zip(per_mode[m], per_mode["without"])])
              for m in MODES[1:]}
     return round(statistics.median(per_mode["without"]), 2), added
 
