@@ -13,7 +13,7 @@ import torch
 
 
 @functools.lru_cache(maxsize=None)
-def _cpu_model():
+def cpu_model():
     with contextlib.suppress(OSError):
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -36,7 +36,7 @@ def device_description(device, index):
     architecture and compute-unit count; for the CPU its model and the
     number of threads torch uses."""
     if device == "cpu":
-        return f"cpu {_cpu_model()} {torch.get_num_threads()} threads"
+        return f"cpu {cpu_model()} {torch.get_num_threads()} threads"
     return _gpu_description(index if index >= 0 else torch.cuda.current_device())
 
 

@@ -64,7 +64,7 @@ def build(record):
 def device():
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
         if torch.cuda.is_available() else []
-    return {"cpu": _keys._cpu_model(), "threads": torch.get_num_threads(), "gpus": gpus}
+    return {"cpu": _keys.cpu_model(), "threads": torch.get_num_threads(), "gpus": gpus}
 
 
 def device_prefixes():

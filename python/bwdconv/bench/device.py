@@ -3,13 +3,14 @@
 import datetime
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
 import time
 
 import torch
+
+from bwdconv._keys import cpu_model
 
 # Dense peak throughput (TFLOP/s) by dtype and memory bandwidth (GB/s), from
 # the vendors' published specifications. float32 convolutions on NVIDIA use
@@ -30,17 +31,6 @@ def device_peaks(name):
         if key.lower() in name.lower():
             return dict(PEAKS[key], key=key)
     return None
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
 
 
 def git_revision():
@@ -82,7 +72,7 @@ def describe(device, fixed_heap=False):
         info["cudnn"] = torch.backends.cudnn.version()
         info["driver"] = _driver_version()
     else:
-        info["device"] = cpu_name()
+        info["device"] = cpu_model()
         info["mkldnn"] = torch.backends.mkldnn.is_available()
         if hasattr(os, "getloadavg"):  # what else ran: timings under load are not results
             info["load_average"] = [f"{load:.2f}" for load in os.getloadavg()]
