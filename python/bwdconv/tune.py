@@ -22,7 +22,7 @@ import torch
 import bwdconv
 
 from . import _tune
-from .bench.cli import add_layout_option, cases_from, known_suites, split_lines
+from .bench.cli import add_layout_option, add_suite_option, cases_from, split_lines
 from .bench.device import add_device_option
 from .bench.driver import BACKWARD_DATA, BACKWARD_WEIGHT, scale_case
 from ._progress import progress_bar
@@ -128,9 +128,7 @@ def parser():
         description="Measures every strategy against aten on this device and keeps the "
                     "verified fastest per shape in the decisions cache. Options first, then "
                     "MIOpenDriver lines.")
-    p.add_argument("--suite", action="append", default=[],
-                   help=f"a suite shipped with bwdconv ({', '.join(known_suites())}) or a file of "
-                        "MIOpenDriver lines")
+    add_suite_option(p)
     p.add_argument("--scale", type=int, default=1,
                    help="shrink batch, channels and spatial size of the lines by this factor "
                         "(default 1: decisions are per exact shape)")

@@ -65,6 +65,12 @@ def split_lines(argv):
     return options, lines
 
 
+def add_suite_option(p):
+    p.add_argument("--suite", action="append", default=[],
+                   help=f"a suite shipped with bwdconv ({', '.join(known_suites())}) or a file of "
+                        "MIOpenDriver lines")
+
+
 def add_layout_option(p):
     p.add_argument("--layout", choices=["channels_first", "channels_last"], default=None,
                    help="put every case's input and grad_output in this layout "
@@ -94,9 +100,7 @@ def parser():
         prog="python -m bwdconv.bench",
         description="Times aten, each bwdconv strategy and the planner's choice on "
                     "MIOpenDriver lines. Harness options first, then the lines.")
-    p.add_argument("--suite", action="append", default=[],
-                   help=f"a suite shipped with bwdconv ({', '.join(known_suites())}) or a file of "
-                        "MIOpenDriver lines")
+    add_suite_option(p)
     p.add_argument("--scale", type=int, default=None,
                    help="shrink batch, channels and spatial size by this factor "
                         "(default: 1 on a GPU, 8 on the CPU)")
