@@ -1,9 +1,10 @@
 """Builds bwdconv._C from csrc/ops, csrc/dispatch and csrc/hip.
 
-The csrc/hip kernels are always compiled for the host target (csrc/hip/host/:
-plain C++, run on the CPU grid executor for CPU tensors when asked).
-- CPU-only machine, CPU or CUDA torch, no nvcc: no device kernels
-  (csrc/hip/without_device/ reports that to a GPU tensor that needs one).
+The csrc/hip kernels are always compiled for the host target (plain C++, run on
+the CPU grid executor for CPU tensors when asked; host_target_sources).
+- CPU-only machine, CPU or CUDA torch, no nvcc: no device kernels (their
+  host-target compilation defines the device launchers, which report that to a
+  GPU tensor that needs one: BWDCONV_TARGET_FUNCTION, csrc/hip/portability.h).
 - CUDA torch and nvcc: also the csrc/hip kernels for CUDA; TORCH_CUDA_ARCH_LIST
   is respected and defaults to sm_80 and sm_90.
 - ROCm torch: the same kernel sources through torch's hipify and hipcc;
@@ -48,6 +49,35 @@ from torch.utils import cpp_extension  # noqa: E402
 
 def sources(pattern):
     return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern)))
+
+
+def write_if_changed(path, text):
+    """Writes `text` to `path` unless it holds it already (an unchanged file
+    keeps its time, so ninja finds its object up to date)."""
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except FileNotFoundError:
+        pass
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def host_target_sources(directory):
+    """One translation unit per csrc/hip/*.cu that compiles it for the host
+    target, written into `directory` from csrc/hip/host_target.cpp.in (as
+    CMakeLists.txt writes its own); their paths."""
+    with open(os.path.join(ROOT, "csrc", "hip", "host_target.cpp.in")) as f:
+        template = f.read()
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    for kernel in sources("csrc/hip/*.cu"):
+        name = os.path.splitext(os.path.basename(kernel))[0]
+        path = os.path.join(directory, name + ".cpp")
+        write_if_changed(path, template.replace("@KERNEL@", name))
+        written.append(path)
+    return written
 
 
 def gpu_toolchain():
@@ -97,11 +127,11 @@ def extension(toolchain):
     cxx_flags = ["-O0", "-g"] if DEBUG else ["-O3", "-DNDEBUG", "-g0"]
     include_dirs = [os.path.join(ROOT, "csrc")]
     files = (sources("csrc/ops/*.cpp") + sources("csrc/dispatch/*.cpp") + sources("csrc/hip/*.cpp")
-             + sources("csrc/hip/host/*.cpp"))
+             + [os.path.relpath(p, ROOT) for p in host_target_sources(HOST_TARGET_DIR)])
     if toolchain is None:
         return cpp_extension.CppExtension(
             "bwdconv._C",
-            files + sources("csrc/hip/without_device/*.cpp"),
+            files,
             include_dirs=include_dirs,
             extra_compile_args={"cxx": cxx_flags},
             extra_link_args=SHARED_CXX_RUNTIME,
@@ -137,6 +167,9 @@ def build_record(toolchain, ext):
 
 
 PERSISTENT_BUILD_DIR = os.path.join(ROOT, "build", "extension")
+# The host-target translation units (host_target_sources): the same text for
+# every configuration, each compiled in its own objects directory.
+HOST_TARGET_DIR = os.path.join(ROOT, "build", "host_target")
 DEFAULT_ARCHITECTURES = {"cuda": "8.0;9.0", "hip": "gfx90a;gfx940"}
 
 

@@ -1,5 +1,6 @@
 """Each csrc/hip kernel source is compiled twice into one extension: for the
-device (nvcc, hipcc) and for the host target (csrc/hip/host/). A host-side
+device (nvcc, hipcc) and for the host target (the translation units setup.py's
+host_target_sources writes from csrc/hip/host_target.cpp.in). A host-side
 function with external linkage that both objects define is one symbol after
 linking, and the linker keeps whichever copy it meets first. Where that
 function's body depends on the target (it launches a kernel, or reads memory
@@ -15,13 +16,14 @@ compiler and readelf, not a GPU or torch's build."""
 
 import pathlib
 import re
+import runpy
 import shutil
 import subprocess
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-HOST_SOURCES = sorted((ROOT / "csrc" / "hip" / "host").glob("*.cpp"))
+KERNEL_SOURCES = sorted((ROOT / "csrc" / "hip").glob("*.cu"))
 COMPILER = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
 
 # Mangled prefixes of code that exists only in a host-target compilation: the
@@ -81,12 +83,19 @@ def in_targets_namespace(mangled):
     return mangled.startswith(HOST_ONLY) or "6TargetE1E" in mangled
 
 
+def host_target_source(kernel, directory):
+    """The host-target translation unit of `kernel` the extension's build compiles."""
+    setup = runpy.run_path(str(ROOT / "setup.py"), run_name="bwdconv_setup_functions")
+    written = setup["host_target_sources"](str(directory))
+    return next(pathlib.Path(p) for p in written if pathlib.Path(p).stem == kernel.stem)
+
+
 @pytest.mark.skipif(COMPILER is None or shutil.which("readelf") is None,
                     reason="needs a C++ compiler and readelf")
-@pytest.mark.parametrize("source", HOST_SOURCES, ids=lambda p: p.name)
-def test_no_shared_host_side_function_depends_on_the_target(source, tmp_path):
+@pytest.mark.parametrize("kernel", KERNEL_SOURCES, ids=lambda p: p.name)
+def test_no_shared_host_side_function_depends_on_the_target(kernel, tmp_path):
     obj = tmp_path / "kernel.o"
-    compile_unoptimised(source, obj)
+    compile_unoptimised(host_target_source(kernel, tmp_path), obj)
     exposed = external_functions(obj)
     dependent = target_dependent(calls(obj))
     leaking = sorted(name for name in dependent & exposed if not in_targets_namespace(name))

@@ -9,7 +9,7 @@
 namespace bwdconv::hip {
 
 // Runs the pass on the device (enqueued on `stream`) or on the host grid
-// (csrc/hip/host/, synchronously); returns the launch error, if any.
+// (its host-target compilation, synchronously); returns the launch error, if any.
 template <Target target>
 LaunchError launch_interleave(const InterleaveParams& params, NativeStream stream);
 

@@ -1,7 +1,7 @@
 // The one place that knows which target the kernels are compiled for:
 //   - CUDA (nvcc), HIP (hipcc), or
 //   - the host: the same .cu sources compiled by the ordinary C++ compiler
-//     (a translation unit that defines BWDCONV_HOST_TARGET, csrc/hip/host/)
+//     (a translation unit that defines BWDCONV_HOST_TARGET: host_target.cpp.in)
 //     and run by the CPU grid executor of host_grid.h.
 // Kernels use only what is defined here plus __global__, __device__,
 // __shared__, __launch_bounds__, the builtin thread indices and __syncthreads:
@@ -42,6 +42,11 @@ using NativeStream = void*;
 // What a launcher returns: nullptr when the launch went through, else a message.
 using LaunchError = const char*;
 constexpr LaunchError kInvalidLaunch = "invalid launch parameters";
+// What a device launcher of a build without GPU kernels returns
+// (BWDCONV_TARGET_FUNCTION).
+constexpr LaunchError kNoDeviceKernels =
+    "bwdconv was built without its GPU kernels, which GPU tensors need (rebuild with nvcc or "
+    "hipcc available)";
 
 // How a kernel's lanes may be run on the host grid: `independent` lanes never
 // meet at a barrier (the host runs them in order, blocks in parallel);
@@ -235,3 +240,25 @@ inline void launch_kernel(const KernelLabel&, void (*kernel)(Params...), dim3 gr
 #else
 #define BWDCONV_HOST_DEVICE
 #endif
+
+// A kernel source's host function templated on its Target (a launcher, or a
+// count of the target's units), instantiated for the target this translation
+// unit compiles; each .cu source ends with one such line per function:
+//   BWDCONV_TARGET_FUNCTION(LaunchError, launch_x, kNoDeviceKernels, const XParams&, NativeStream);
+// A build without GPU kernels (no nvcc or hipcc, or BWDCONV_FORCE_CPU=1)
+// compiles the .cu sources for the host target alone, without
+// BWDCONV_WITH_GPU_KERNELS; there the same line also defines the device's
+// function, which returns `without_device` (kNoDeviceKernels for a launcher).
+#if defined(BWDCONV_HOST_TARGET) && !defined(BWDCONV_WITH_GPU_KERNELS)
+#define BWDCONV_WITHOUT_DEVICE(result, function, without_device, ...) \
+  template <>                                                         \
+  result function<::bwdconv::hip::Target::device>(__VA_ARGS__) {      \
+    return without_device;                                            \
+  }
+#else
+#define BWDCONV_WITHOUT_DEVICE(result, function, without_device, ...)
+#endif
+
+#define BWDCONV_TARGET_FUNCTION(result, function, without_device, ...)   \
+  BWDCONV_WITHOUT_DEVICE(result, function, without_device, __VA_ARGS__) \
+  template result function<BWDCONV_KERNEL_TARGET>(__VA_ARGS__)

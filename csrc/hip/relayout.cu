@@ -199,6 +199,7 @@ LaunchError launch_relayout(const RelayoutParams& params, NativeStream stream) {
   return kInvalidLaunch;
 }
 
-template LaunchError launch_relayout<BWDCONV_KERNEL_TARGET>(const RelayoutParams&, NativeStream);
+BWDCONV_TARGET_FUNCTION(LaunchError, launch_relayout, kNoDeviceKernels, const RelayoutParams&,
+                        NativeStream);
 
 }  // namespace bwdconv::hip

@@ -9,7 +9,7 @@
 namespace bwdconv::hip {
 
 // Runs the transpose on the device (enqueued on `stream`) or on the host
-// grid (csrc/hip/host/, synchronously); returns the launch error, if any:
+// grid (its host-target compilation, synchronously); returns the launch error, if any:
 // on an element width other than 2, 4 or 8 bytes, or on negative sizes.
 template <Target target>
 LaunchError launch_relayout(const RelayoutParams& params, NativeStream stream);

@@ -372,6 +372,7 @@ LaunchError launch_scatter(const ScatterParams& params, NativeStream stream) {
   return known ? last_launch_error() : kInvalidLaunch;
 }
 
-template LaunchError launch_scatter<BWDCONV_KERNEL_TARGET>(const ScatterParams&, NativeStream);
+BWDCONV_TARGET_FUNCTION(LaunchError, launch_scatter, kNoDeviceKernels, const ScatterParams&,
+                        NativeStream);
 
 }  // namespace bwdconv::hip

@@ -8,7 +8,7 @@
 namespace bwdconv::hip {
 
 // Runs the scatter on the device (enqueued on `stream`) or on the host grid
-// (csrc/hip/host/, synchronously); returns the launch error, if any.
+// (its host-target compilation, synchronously); returns the launch error, if any.
 template <Target target>
 LaunchError launch_scatter(const ScatterParams& params, NativeStream stream);
 

@@ -49,8 +49,8 @@ int64_t splitk_units(int device) {
   return multiprocessor_count(device);
 }
 
-template LaunchError launch_splitk_reduce<BWDCONV_KERNEL_TARGET>(const SplitKParams&,
-                                                                 NativeStream);
-template int64_t splitk_units<BWDCONV_KERNEL_TARGET>(int);
+BWDCONV_TARGET_FUNCTION(LaunchError, launch_splitk_reduce, kNoDeviceKernels, const SplitKParams&,
+                        NativeStream);
+BWDCONV_TARGET_FUNCTION(int64_t, splitk_units, 0, int);
 
 }  // namespace bwdconv::hip

@@ -11,7 +11,7 @@
 namespace bwdconv::hip {
 
 // Runs the reduce on the device (enqueued on `stream`) or on the host grid
-// (csrc/hip/host/, synchronously); returns the launch error, if any.
+// (its host-target compilation, synchronously); returns the launch error, if any.
 template <Target target>
 LaunchError launch_splitk_reduce(const SplitKParams& params, NativeStream stream);
 

@@ -52,7 +52,7 @@ hip::NativeStream current_stream(const at::Tensor& t) {
   return at::cuda::getCurrentCUDAStream(t.device().index()).stream();
 #else
   // No device launcher of this build takes a stream: each reports that the
-  // kernels are missing (csrc/hip/without_device/).
+  // kernels are missing (BWDCONV_TARGET_FUNCTION, csrc/hip/portability.h).
   static_cast<void>(t);
   return nullptr;
 #endif

@@ -54,7 +54,7 @@ void check_launch(hip::LaunchError error, const char* kernel);
 // otherwise be read from the wrong device (PyTorch sets no device for a
 // custom op's kernel).
 // A build without GPU kernels reports so when a GPU tensor needs one
-// (csrc/hip/without_device/).
+// (BWDCONV_TARGET_FUNCTION, csrc/hip/portability.h).
 template <typename Launch>
 void run_kernel(const char* kernel, const at::Tensor& t, Launch&& launch) {
   using Host = std::integral_constant<hip::Target, hip::Target::host>;

@@ -1,3 +1,0 @@
-// splitk.cu compiled for the host target (portability.h).
-#define BWDCONV_HOST_TARGET 1
-#include "hip/splitk.cu"
