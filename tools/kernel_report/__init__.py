@@ -1,21 +1,20 @@
-"""The rules CI enforces on the csrc/hip kernels, read from what nvcc and hipcc produce.
+"""The rules CI enforces on the csrc/hip kernels, read from what nvcc and hipcc produced.
 
-No GPU is needed or used: every figure it reports is read from compiler output
-(registers, stack, spills, LDS, scratch, instruction counts) or, for
-occupancy, modelled from those counts and published device figures.
+No GPU is needed or used, and nothing is compiled: every figure it reports is
+read from the output of the CMake build's kernel compiles (registers, stack,
+spills, LDS, scratch, instruction counts) or, for occupancy, modelled from
+those counts and published device figures.
 
-    python3 scripts/kernel_report.py --out DIR      # record: DIR/report.md, DIR/kernels.json
-    python3 scripts/kernel_report.py --check [ROLE] # exit 1 when a rule (gates) is broken
-                                                    # (ROLE: data_movement or splitk; all by default)
-    python3 scripts/kernel_report.py --cache DIR    # reuse DIR's outputs of unchanged compiles
-                                                    # (then remove those this run did not use)
+    python3 scripts/kernel_report.py [--build DIR] --out OUT  # record: OUT/report.md, OUT/kernels.json
+    python3 scripts/kernel_report.py --check [ROLE]            # exit 1 when a rule (gates) is broken
+                                                               # (ROLE: data_movement or splitk; all by default)
+DIR is the CMake build directory (default build/cmake), configured with
+-DBWDCONV_CUDA=ON -DBWDCONV_HIP=ON and built (scripts/test.sh does both).
 
 The modules, in the order the report runs them:
-- compilers: finds nvcc, cuobjdump, hipcc and c++filt, compiles every
-  csrc/hip/*.cu for sm_80 and sm_90 and for gfx90a and gfx940, and gathers
-  one record per kernel with its figures per target;
-- cache: the compile cache (--cache DIR), which spares an unchanged kernel
-  its compiles and keeps only the last run's entries;
+- builds: where the CMake build put each kernel's object, ptxas lines and
+  AMD assembly (sm_80 and sm_90, gfx90a and gfx940), the compilers it used,
+  and one record per kernel with its figures per target (cuobjdump gives the SASS);
 - nvidia, amd: what ptxas -v, the SASS, and the AMDGPU assembly and metadata
   say (resources, instruction counts, tensor-core and MFMA instructions);
 - devices: the published device figures occupancy is modelled from;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .compilers import Tools, tools_line
+from .builds import Tools, tools_line
 from .devices import AMD_ARCHS, NV_ARCHS
 
 
