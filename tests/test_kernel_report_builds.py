@@ -1,6 +1,8 @@
 """The kernel report's reading of the CMake build (tools/kernel_report/builds.py):
 kernel names, the compilers the build used, and one record per kernel from
 the files the build wrote, or a clear error where one is missing."""
+import os
+
 import pytest
 
 from kernel_report import builds
@@ -82,3 +84,21 @@ def test_a_missing_output_or_architecture_says_what_to_build(tmp_path, monkeypat
     log.write_text(PTXAS.replace("sm_90", NV_ARCHS[0]))
     with pytest.raises(builds.MissingBuild, match=f"no kernel for {NV_ARCHS[-1]}"):
         builds.collect(tools_without_disassembly(tmp_path), build)
+
+
+def test_the_sass_listing_is_made_again_only_when_the_object_changed(tmp_path):
+    calls = tmp_path / "calls"
+    cuobjdump = tmp_path / "cuobjdump"
+    cuobjdump.write_text(f"#!/bin/sh\necho call >> {calls}\necho \"listing of $4 for $3\"\n")
+    cuobjdump.chmod(0o755)
+    tools = builds.Tools(nvcc="nvcc", cuobjdump=str(cuobjdump), hipcc=None, cxxfilt=None)
+    obj = tmp_path / "scatter.o"
+    obj.write_bytes(b"first")
+    first = builds.sass_listing(tools, obj, "sm_90")
+    assert first == f"listing of {obj} for sm_90\n"
+    assert builds.sass_listing(tools, obj, "sm_90") == first
+    assert calls.read_text().count("call") == 1  # kept beside the object
+    listing = tmp_path / "scatter.sm_90.sass"
+    os.utime(obj, (listing.stat().st_mtime + 1, listing.stat().st_mtime + 1))  # rebuilt
+    builds.sass_listing(tools, obj, "sm_90")
+    assert calls.read_text().count("call") == 2

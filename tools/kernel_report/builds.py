@@ -5,7 +5,8 @@ architectures, into <build>/kernels/<vendor>/ (bwdconv_device_compile):
 - cuda/<name>.o and <name>.ptxas.txt, nvcc's output with -Xptxas -v
   (registers, stack frame, spill bytes, static shared memory per kernel and
   architecture); the SASS of each architecture is read from the object
-  (cuobjdump -sass -arch);
+  (cuobjdump -sass -arch, its listing kept beside the object until the object
+  changes);
 - hip/<name>-hip-amdgcn-amd-amdhsa-<arch>.s, hipcc's assembly (-save-temps),
   whose AMDGPU metadata gives VGPR/SGPR/AGPR counts, LDS, scratch and spills.
 The report compiles nothing: it reads what the last `cmake --build` wrote,
@@ -151,6 +152,16 @@ def built(path: Path) -> Path:
     return path
 
 
+def sass_listing(tools: Tools, obj: Path, arch: str) -> str:
+    """cuobjdump -sass's listing of `arch`'s code in the object, kept beside it
+    (<name>.<arch>.sass) and made again only when the object is newer."""
+    listing = obj.with_name(f"{obj.stem}.{arch}.sass")
+    if not listing.is_file() or listing.stat().st_mtime < obj.stat().st_mtime:
+        text = run([tools.cuobjdump, "-sass", "-arch", arch, str(obj)], env=tools.cuobjdump_env()).stdout
+        listing.write_text(text)
+    return listing.read_text()
+
+
 def read_nvidia(tools: Tools, build: Path, name: str) -> dict[str, dict]:
     """{sm_XX: {"table": resources per symbol, "code": SASS opcodes per symbol}}."""
     obj, log = cuda_outputs(build, name)
@@ -160,10 +171,7 @@ def read_nvidia(tools: Tools, build: Path, name: str) -> dict[str, dict]:
         if arch not in resources:
             raise MissingBuild(f"{log} has no kernel for {arch}: BWDCONV_CUDA_ARCHITECTURES "
                                f"must include {arch[3:]}")
-        sass = {}
-        if tools.cuobjdump:
-            sass = parse_sass(run([tools.cuobjdump, "-sass", "-arch", arch, str(built(obj))],
-                                  env=tools.cuobjdump_env()).stdout)
+        sass = parse_sass(sass_listing(tools, built(obj), arch)) if tools.cuobjdump else {}
         found[arch] = {"table": resources[arch], "code": sass, "facts": nv_code_facts}
     return found
 
