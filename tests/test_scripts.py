@@ -181,3 +181,25 @@ def test_the_build_says_what_device_code_it_compiles(setup_functions, monkeypatc
     assert describe(None).startswith("none (BWDCONV_FORCE_CPU=1)")
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     assert describe("cuda") == "cuda kernels for 9.0 and the host target"
+
+
+def test_every_kernel_source_gets_one_host_target_unit_rewritten_only_when_it_changes(
+        setup_functions, tmp_path):
+    """setup.py compiles each csrc/hip/*.cu for the host target through a unit
+    written from csrc/hip/host_target.cpp.in; an unchanged unit keeps its
+    time, so that ninja recompiles nothing."""
+    write = setup_functions["host_target_sources"]
+    units = [pathlib.Path(p) for p in write(str(tmp_path))]
+    kernels = sorted((ROOT / "csrc" / "hip").glob("*.cu"))
+    assert [u.stem for u in units] == [k.stem for k in kernels]
+    for unit, kernel in zip(units, kernels):
+        text = unit.read_text()
+        assert "#define BWDCONV_HOST_TARGET 1" in text and f'#include "hip/{kernel.name}"' in text
+    times = [u.stat().st_mtime_ns for u in units]
+    os.utime(units[0], ns=(1, 1))  # an old time: a rewrite would change it
+    write(str(tmp_path))
+    assert units[0].stat().st_mtime_ns == 1
+    units[1].write_text("stale")
+    write(str(tmp_path))
+    assert "BWDCONV_HOST_TARGET" in units[1].read_text()
+    assert [u.stat().st_mtime_ns for u in units[2:]] == times[2:]
