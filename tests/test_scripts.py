@@ -115,15 +115,20 @@ def test_the_bench_and_test_commands_end_by_naming_the_environment():
     assert "--device-code present" in (ROOT / "scripts" / "bench.sh").read_text()
 
 
-def test_the_test_command_builds_every_target_only_when_asked():
+def test_the_test_command_runs_the_full_set_only_when_asked():
     """The README's test command builds the extension for the machine's own
-    device code (CMake compiles every kernel for every target); CI's
-    (.ci/run) passes --all-targets, which builds the extension for every
-    target too. Either way the other arguments go to pytest."""
+    device code and CMake compiles every kernel for the targets whose
+    compilers are installed; CI's (.ci/run) passes --full, which builds the
+    extension for every target too, the sanitizers' suites and the kernel
+    report. Either way the other arguments go to pytest."""
     text = (ROOT / "scripts" / "test.sh").read_text()
-    assert "device_code=present" in text and "device_code=all" in text
+    full_only = text.split('if [ "$full" = 1 ]; then')
+    assert "device_code=present" in text and "device_code=all\n  full=1" in text
     assert 'bash "$ROOT/scripts/setup.sh" --device-code "$device_code"' in text
-    assert "bash scripts/test.sh --all-targets" in (ROOT / ".ci" / "run").read_text()
+    assert "-DBWDCONV_SANITIZERS=ON" in full_only[1].split("else")[0]
+    assert "-DBWDCONV_SANITIZERS=OFF" in text
+    assert any("kernel_report.py" in block.split("\nfi")[0] for block in full_only[1:])
+    assert "bash scripts/test.sh --full" in (ROOT / ".ci" / "run").read_text()
     assert 'pytest tests -q -p no:cacheprovider' in text and '"$@"' in text
 
 
