@@ -156,7 +156,7 @@ def test_ddp_two_processes_train_the_generator_as_one():
         torch.testing.assert_close(torch.from_numpy(a), b, rtol=1e-9, atol=1e-12)
 
 
-def test_the_models_bench_times_the_decoders(capsys):
+def test_the_models_bench_times_the_decoders(capsys, fresh_tuning):
     assert models_bench.main(["--models", "unet", "dcgan", "--steps", "1", "--device",
                               "cpu"]) == 0
     out = capsys.readouterr().out

@@ -29,6 +29,7 @@ def test_the_readme_has_examples():
 def test_example_runs_as_written(code, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("BWDCONV_")}
     env["BWDCONV_CACHE_DIR"] = str(tmp_path)
+    env["BWDCONV_AUTOTUNE_KEY_SECONDS"] = "0.05"  # an example that tunes tunes briefly
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
