@@ -41,10 +41,10 @@ import time
 
 import torch
 
-sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # imported from tests: after tools/
-from bwdconv import _accuracy as accuracy  # noqa: E402
-from random_calls import (DTYPE_BY_NAME, DTYPE_NAMES, KNOWN_CASES, LAYOUTS,  # noqa: E402
-                          SCOPES, TF32_MODES, combinations, draw)
+from bwdconv import _accuracy as accuracy
+from bwdconv import _calls as calls
+from bwdconv._calls import (DTYPE_BY_NAME, DTYPE_NAMES, KNOWN_CASES, LAYOUTS, SCOPES,
+                            TF32_MODES, combinations, draw)
 
 
 def group_plan(seed, index, device, known_cases=True):
@@ -62,19 +62,6 @@ def group_plan(seed, index, device, known_cases=True):
     if dtype == torch.float32 and torch.device(device).type == "cuda":
         tf32 = TF32_MODES[(index // len(combinations())) % len(TF32_MODES)]
     return geometry, dtype, layout, tf32, rng.random() < 0.5
-
-
-def forcings(bwdconv):
-    """(label, strategy, swap1x1 writer): the rules, then every strategy forced."""
-    found = [("rules", None, None)]
-    for name in bwdconv.strategies():
-        if name == "aten":
-            continue
-        if name == "swap1x1":
-            found += [(f"swap1x1[{w}]", name, w) for w in bwdconv.swap1x1_writers()]
-        else:
-            found.append((name, name, None))
-    return found
 
 
 class tf32_flags:
@@ -97,16 +84,11 @@ class tf32_flags:
 
 def operands(geometry, dtype, layout, bias, device, seed):
     """x, w, b (or None), dy: drawn in float64, rounded to `dtype`, on the device."""
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(geometry.x_size, generator=g, dtype=torch.float64)
-    w = torch.randn(geometry.w_size, generator=g, dtype=torch.float64)
-    b = torch.randn(geometry.output_channels(), generator=g, dtype=torch.float64)
-    dy = torch.randn(geometry.output_size(), generator=g, dtype=torch.float64)
-    x, w, b, dy = (t.to(dtype).to(device) for t in (x, w, b, dy))
-    if layout == "channels_last":
-        fmt = torch.channels_last if geometry.dims == 2 else torch.channels_last_3d
-        x, dy = x.contiguous(memory_format=fmt), dy.contiguous(memory_format=fmt)
-    return x, w, (b if bias else None), dy
+    x, w, b, dy = calls.rounded_randn(
+        torch.Generator().manual_seed(seed),
+        [geometry.x_size, geometry.w_size, [geometry.output_channels()], geometry.output_size()],
+        dtype, device)
+    return calls.laid_out(x, layout), w, (b if bias else None), calls.laid_out(dy, layout)
 
 
 RESULTS = ("out", "dx", "dw", "db")
@@ -123,52 +105,14 @@ def run_call(geometry, x, w, b, dy):
     return [y.detach(), *grads]
 
 
-def survives_in_a_child(run):
-    """Whether `run()` ends, returning or raising, in a forked child process
-    without crashing it: PyTorch's own CPU convolutions crash on some of the
-    geometry drawn here (oneDNN's low-precision channels_last transposed
-    convolutions and grouped, dilated channels_last 3-D ones: a segmentation
-    fault in aten, bwdconv not loaded into the call), and a crash would end
-    the whole run. On the CPU only (a CUDA context does not survive a fork)."""
-    pid = os.fork()
-    if pid == 0:  # the child: run, then out
-        try:
-            # One thread: the parent's OpenMP pool does not survive the fork,
-            # and a parallel region waiting for it would never end.
-            torch.set_num_threads(1)
-            run()
-        except BaseException:
-            pass  # an exception is the parent's to meet and report
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status)
-
-
 def aten_survives(geometry, x, w, b, dy):
     """Whether aten runs this call, in the dtype and in float64, without
-    crashing (survives_in_a_child)."""
+    crashing: in a child process (calls.survives_in_a_child) where the call
+    is of the kind PyTorch's CPU convolution crashes on."""
     def run():
         run_call(geometry, x, w, b, dy)
-        run_call(geometry, *(t.double() if t is not None else None for t in (x, w, b, dy)))
-    return survives_in_a_child(run)
-
-
-def aten_repeats_itself(geometry, x, w, b, dy, first, calls=4):
-    """Whether `calls` more runs of aten on the CPU give `first` bit for bit.
-    PyTorch's CPU bfloat16 channels_last backward reads memory it never
-    wrote on some of the geometry drawn here (docs/limitations.md): its
-    gradients change from call to call, wrong in some, and bwdconv's calls
-    that aten serves are then as wrong as aten's, by chance."""
-    return all(same_results(run_call(geometry, x, w, b, dy), first) for _ in range(calls))
-
-
-def same_results(again, first):
-    """Whether two runs' tensors are equal bit for bit (NaN where NaN, in
-    the same places: a run whose garbage is NaN somewhere does not pass for
-    another run's garbage NaN elsewhere)."""
-    return all(a.shape == f.shape and (torch.equal(a, f) or bool(
-        torch.isclose(a, f, rtol=0, atol=0, equal_nan=True).all()))
-               for a, f in zip(again, first, strict=True))
+        calls.in_float64(lambda *tensors: run_call(geometry, *tensors), (x, w, b, dy))
+    return not geometry.output_position_misses_the_input() or calls.survives_in_a_child(run)
 
 
 # How far past what a correct computation may lose aten's own error must be
@@ -209,7 +153,7 @@ def run(args):
     bwdconv.disable()
     if args.corrupt:  # for the tests: a strategy whose gradients are off by 1
         bwdconv._library._C._testing.set_faults(corrupted=args.corrupt)
-    plan = forcings(bwdconv)
+    plan = calls.forcings(bwdconv)
     if args.only:
         plan = [f for f in plan if f[0] in args.only]
     scopes = args.scopes
@@ -272,16 +216,15 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
         return
     with tf32_flags(tf32):
         rounding = accuracy.operand_roundoff(dtype, device)
-        reference = run_call(geometry, *(t.double() if t is not None else None
-                                         for t in (x, w, b, dy)))
-        magnitude = run_call(geometry, *(t.double().abs() if t is not None else None
-                                         for t in (x, w, b, dy)))
+        reference, magnitude = calls.in_float64(lambda *tensors: run_call(geometry, *tensors),
+                                                (x, w, b, dy))
         try:
             aten = run_call(geometry, x, w, b, dy)
         except Exception as error:  # aten cannot run this call: nothing to hold bwdconv to
             stats["errors"].append(f"aten raised on {where}: {error}".splitlines()[0])
             return
-        if device.type == "cpu" and not aten_repeats_itself(geometry, x, w, b, dy, aten):
+        if device.type == "cpu" and calls.changing_results(
+                lambda: run_call(geometry, x, w, b, dy), aten, calls=4):
             stats["errors"].append(f"aten's results change from call to call on {where} "
                                    "(a PyTorch CPU defect): group skipped")
             return

@@ -1,6 +1,6 @@
 """A small case of every strategy on the GPU, for compute-sanitizer: each
 forced strategy (swap1x1 with each of its writers) computes both gradients
-once, in fp32, fp16 and bf16, NCHW and channels_last (64 phases in one
+once (and the rules plan them once), in fp32, fp16 and bf16, NCHW and channels_last (64 phases in one
 case, rows the staged walk takes in another, kernel = stride in a third);
 then transposed convolutions' forwards through each strategy that serves
 them.
@@ -26,8 +26,8 @@ import sys
 
 import torch
 
-sys.path.append(os.path.dirname(os.path.abspath(__file__)))  # imported from tests: after tools/
-from bwdconv import _accuracy as accuracy  # noqa: E402
+from bwdconv import _accuracy as accuracy
+from bwdconv import _calls as calls
 
 CASES = [((2, 8, 9, 11), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),
          ((2, 8, 10, 11), (8, 8, 1, 1), [2, 2], [0, 0], [1, 1], 1),  # swap1x1 in_place
@@ -68,37 +68,27 @@ def backward_cases(bwdconv, device):
     checked = 0
     for case in CASES:
         for dtype in DTYPES:
-            for channels_last in (False, True):
-                g = torch.Generator().manual_seed(checked)
-                x = torch.randn(case[0], generator=g).to(dtype)
-                w = torch.randn(case[1], generator=g).to(dtype)
+            for layout in ("nchw", "channels_last"):
                 s, p, d, groups = case[2:]
-                y_size = torch.ops.aten.convolution(x.double(), w.double(), None, s, p, d, False,
-                                                    [0] * len(s), groups).shape
-                dy = torch.randn(y_size, generator=g).to(dtype)
+                y_size = calls.conv(*case).output_size()
+                x, w, dy = calls.rounded_randn(torch.Generator().manual_seed(checked),
+                                               [case[0], case[1], y_size], dtype)
                 # The float64 reference and the magnitudes, on the CPU.
-                references = aten_backward(dy.double(), x.double(), w.double(), case)
-                magnitudes = aten_backward(dy.double().abs(), x.double().abs(),
-                                           w.double().abs(), case)
+                references, magnitudes = calls.in_float64(
+                    lambda dy, x, w: aten_backward(dy, x, w, case), (dy, x, w))
                 terms = list(accuracy.gradient_terms(y_size, case[1], groups))
-                x, w, dy = x.to(device), w.to(device), dy.to(device)
-                if channels_last:
-                    fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
-                    x, dy = x.contiguous(memory_format=fmt), dy.contiguous(memory_format=fmt)
+                x, dy = (calls.laid_out(t.to(device), layout) for t in (x, dy))
+                w = w.to(device)
                 atens = aten_backward(dy, x, w, case)
-                forcings = [(name, None) for name in bwdconv.strategies() if name != "swap1x1"]
-                forcings += [("swap1x1", writer) for writer in bwdconv.swap1x1_writers()]
-                for strategy, writer in forcings:
+                for label, strategy, writer in calls.forcings(bwdconv):
                     try:
                         with bwdconv.force_strategy(strategy, swap1x1_writer=writer):
                             ours = torch.ops.bwdconv.convolution_backward(dy, x, w, s, p, d,
                                                                           groups)
                     except ValueError:
                         continue  # the strategy (or writer) cannot serve this shape
-                    what = (f"{strategy}{f'[{writer}]' if writer else ''} {case} {dtype} "
-                            f"{'channels_last' if channels_last else 'NCHW'}")
-                    check(what, dtype, ("dx", "dw"), list(ours[:2]), atens, references,
-                          magnitudes, terms)
+                    check(f"{label} {case} {dtype} {layout}", dtype, ("dx", "dw"),
+                          list(ours[:2]), atens, references, magnitudes, terms)
                     checked += 1
     return checked
 
@@ -116,15 +106,13 @@ def transposed_forwards(bwdconv, device):
     checked = 0
     for w_size, s, p, op in (((8, 6, 2, 2), 2, 0, 0), ((8, 6, 3, 3), 2, 1, 1)):
         for dtype in (torch.float32, torch.bfloat16):
-            g = torch.Generator().manual_seed(100 + checked)
-            x = torch.randn(2, 8, 9, 10, generator=g).to(dtype)
-            w = torch.randn(w_size, generator=g).to(dtype)
-            reference = torch.nn.functional.conv_transpose2d(x.double(), w.double(), None, s, p,
-                                                             op)
-            magnitude = torch.nn.functional.conv_transpose2d(x.double().abs(), w.double().abs(),
-                                                             None, s, p, op)
+            x, w = calls.rounded_randn(torch.Generator().manual_seed(100 + checked),
+                                       [(2, 8, 9, 10), w_size], dtype)
+            def forward(x, w):
+                return torch.nn.functional.conv_transpose2d(x, w, None, s, p, op)
+            reference, magnitude = calls.in_float64(forward, (x, w))
             x, w = x.to(device), w.to(device)
-            expected = torch.nn.functional.conv_transpose2d(x, w, None, s, p, op)
+            expected = forward(x, w)
             terms = [accuracy.gradient_terms(x.shape, w_size, 1)[0]]  # the matching dx's
             for strategy in bwdconv.strategies("input"):
                 try:

@@ -21,7 +21,7 @@ import torch
 import bwdconv
 from conftest import aten_gradients
 
-# The shape phase_stacked met (scripts/random_calls.py, KNOWN_CASES):
+# The shape phase_stacked met (bwdconv/_calls.py, KNOWN_CASES):
 # its sub-convolution, input (1, 2, 1, 9, 1) and filter (128, 1, 2, 1, 2)
 # with padding (1, 0, 1) and groups 2, came out off by up to 6 in PyTorch.
 KNOWN = ((1, 8, 1, 3, 5), (2, 4, 5, 1, 5), [4, 1, 4], [2, 3, 0], [1, 1, 1], 2)

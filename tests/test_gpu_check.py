@@ -388,7 +388,7 @@ def round_mantissa(t, bits):
 # ---- the randomized step (scripts/gpu_random_cases.py), on the host target ----
 
 import gpu_random_cases  # noqa: E402
-import random_calls  # noqa: E402
+from bwdconv import _calls as random_calls  # noqa: E402
 
 
 def random_step(tmp_path, *arguments):
@@ -419,7 +419,7 @@ def test_random_step_on_the_host_target_covers_every_forcing_dtype_layout_scope_
     assert set(by["layout"]) == {"nchw", "channels_last"}
     assert set(by["scope"]) == {"functional", "aten"}
     assert set(by["kind"]) == {"conv", "transposed"}
-    assert set(by["forcing"]) == {label for label, _, _ in gpu_random_cases.forcings(bwdconv())}
+    assert set(by["forcing"]) == {label for label, _, _ in random_calls.forcings(bwdconv())}
     assert stats["never_served"] == []
     assert "passed" in run.stdout.splitlines()[-1]
 

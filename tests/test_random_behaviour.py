@@ -19,9 +19,7 @@ the command that replays it (python tests/test_random_behaviour.py --help)."""
 import contextlib
 import os
 import random
-import sys
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pytest
 import torch
@@ -33,8 +31,8 @@ if __name__ == "__main__":  # a replay (replay()): the tests' own empty decision
     os.environ["BWDCONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="bwdconv-test-cache-")
 import bwdconv  # noqa: E402
 
-sys.path.append(str(Path(__file__).resolve().parents[1] / "scripts"))
-from gpu_random_cases import same_results, survives_in_a_child  # noqa: E402
+from bwdconv._calls import (Geometry, changing_results, laid_out, rounded_randn,  # noqa: E402
+                            survives_in_a_child)
 
 SEED = int(os.environ.get("BWDCONV_TEST_SEED", "20261128"))
 CASES = 1000
@@ -66,16 +64,18 @@ class Call:
     mode: str
     compiled: bool = False  # the convolution through torch.compile (fullgraph)
 
+    def geometry(self):
+        return Geometry("transposed" if self.transposed else "conv", self.input_size,
+                        self.weight_size, self.stride, self.padding, self.output_padding,
+                        self.dilation, self.groups)
+
     def conv(self, x, w, b):
         # Looked up at each call: the functional scope replaces F's functions.
-        f = getattr(F, f"conv{'_transpose' if self.transposed else ''}{len(self.stride)}d")
-        if self.transposed:
-            args = (self.stride, self.padding, self.output_padding, self.groups, self.dilation)
-        else:
-            args = (self.stride, self.padding, self.dilation, self.groups)
+        geometry = self.geometry()
+        f, keywords = getattr(F, geometry.function()), geometry.keywords()
         if self.compiled:
-            return torch.compile(lambda x, w, b: f(x, w, b, *args), fullgraph=True)(x, w, b)
-        return f(x, w, b, *args)
+            return torch.compile(lambda x, w, b: f(x, w, b, **keywords), fullgraph=True)(x, w, b)
+        return f(x, w, b, **keywords)
 
 
 def random_call(rng):
@@ -103,28 +103,9 @@ def random_call(rng):
         leaves=rng.choice(["x", "w", "b", "xw", "xb", "wb", "xwb"]), mode=rng.choice(MODES))
 
 
-def laid_out(t, layout):
-    """`t`'s values in `layout` (an expanded batch only where it has one sample)."""
-    if layout == "channels_last" and t.dim() in (4, 5):
-        return t.contiguous(memory_format=torch.channels_last if t.dim() == 4
-                            else torch.channels_last_3d)
-    if layout == "sliced":
-        wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype)
-        wide[..., ::2] = t
-        return wide[..., ::2]
-    if layout == "permuted":
-        return t.transpose(0, 1).contiguous().transpose(0, 1)
-    if layout == "expanded" and t.shape[0] == 1:
-        return t[:1].expand(t.shape)
-    return t.contiguous()
-
-
 def operands(call, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(call.input_size, generator=g, dtype=torch.float64).to(call.dtype)
-    w = torch.randn(call.weight_size, generator=g, dtype=torch.float64).to(call.dtype)
-    channels = call.weight_size[1] * call.groups if call.transposed else call.weight_size[0]
-    b = torch.randn(channels, generator=g, dtype=torch.float64).to(call.dtype)
+    x, w, b = rounded_randn(torch.Generator().manual_seed(seed), [
+        call.input_size, call.weight_size, [call.geometry().output_channels()]], call.dtype)
     x, w = laid_out(x, call.input_layout), laid_out(w, call.weight_layout)
     return (x.requires_grad_("x" in call.leaves), w.requires_grad_("w" in call.leaves),
             b.requires_grad_("b" in call.leaves) if call.bias else None)
@@ -138,23 +119,17 @@ def module_results(call, x, w, b):
     """nn.Conv*d / nn.ConvTranspose*d with the call's weight and bias; a
     transposed one given its output size (from which it derives the output
     padding)."""
-    dims = len(call.stride)
-    kind = f"Conv{'Transpose' if call.transposed else ''}{dims}d"
-    channels = call.weight_size[1] * call.groups if call.transposed else call.weight_size[0]
+    geometry = call.geometry()
+    kind = f"Conv{'Transpose' if call.transposed else ''}{geometry.dims}d"
     module = getattr(torch.nn, kind)(
-        call.input_size[1], channels, call.weight_size[2:], call.stride, call.padding,
+        call.input_size[1], geometry.output_channels(), call.weight_size[2:], call.stride,
+        call.padding,
         groups=call.groups, bias=call.bias, dilation=call.dilation, dtype=call.dtype)
     with torch.no_grad():
         module.weight.copy_(w)
         if b is not None:
             module.bias.copy_(b)
-    if call.transposed:
-        output_size = [(i - 1) * s - 2 * p + d * (k - 1) + 1 + op for i, s, p, d, k, op in zip(
-            call.input_size[2:], call.stride, call.padding, call.dilation, call.weight_size[2:],
-            call.output_padding)]
-        y = module(x, output_size=output_size)
-    else:
-        y = module(x)
+    y = module(x, output_size=geometry.output_spatial()) if call.transposed else module(x)
     return (y, *torch.autograd.grad(y.sum(), [*leaves(x), *module.parameters()]))
 
 
@@ -193,9 +168,8 @@ def results(call, seed):
         return (y, *first, *torch.autograd.grad(y, wanted, torch.ones_like(y)))
     if call.gradient_layout == "of a sum":
         return (y, *torch.autograd.grad(y.sum(), wanted, create_graph=call.mode == "create_graph"))
-    g = torch.Generator().manual_seed(seed + 1)
-    dy = laid_out(torch.randn(y.shape, generator=g, dtype=torch.float64).to(call.dtype),
-                  call.gradient_layout)
+    (dy,) = rounded_randn(torch.Generator().manual_seed(seed + 1), [y.shape], call.dtype)
+    dy = laid_out(dy, call.gradient_layout)
     return (y, *torch.autograd.grad(y, wanted, dy, create_graph=call.mode == "create_graph"))
 
 
@@ -207,11 +181,16 @@ def outcome(call, seed):
 
 
 def value_error(result, reference):
-    """(largest difference, the tolerance of the result's dtype there)."""
-    scale = max(1.0, reference.detach().double().abs().max().item()) if reference.numel() else 1.0
-    error = (result.detach().double() - reference.detach().double()).abs().max().item() \
-        if reference.numel() else 0.0
-    return error, TOLERANCE[result.dtype] * scale
+    """(largest difference, the tolerance of the result's dtype there), NaN
+    where NaN and inf where inf of the same sign agreeing; inf where one
+    holds NaN and the other a number."""
+    got, wanted = result.detach().double(), reference.detach().double()
+    if not torch.equal(got.isnan(), wanted.isnan()):
+        return float("inf"), TOLERANCE[result.dtype]
+    numbers = wanted[~wanted.isnan()]
+    scale = max(1.0, numbers.abs().max().item()) if numbers.numel() else 1.0
+    apart = torch.where((got == wanted) | got.isnan(), 0.0, (got - wanted).abs())
+    return (apart.max().item() if apart.numel() else 0.0), TOLERANCE[result.dtype] * scale
 
 
 def differences(call, got, expected, strides=True, values=True):
@@ -235,8 +214,9 @@ def differing(call, got, expected, strides=True, values=True):
         if (a.dtype, a.shape) != (e.dtype, e.shape) or not values:
             continue
         error, tolerance = value_error(a, e)
-        both_nan = a.isnan().any().item() and e.isnan().any().item()
-        if not error <= tolerance and not both_nan:
+        if not torch.equal(a.isnan(), e.isnan()):
+            found.append((index, f"result {index}: NaN in other places than PyTorch's"))
+        elif not error <= tolerance:
             found.append((index, f"result {index}: off by {error:.3g} (tolerance {tolerance:.3g})"))
     return found
 
@@ -262,44 +242,26 @@ def atens_off_reference(call, case, expected):
 
 
 def may_crash_aten(call):
-    """The calls PyTorch's CPU convolution has crashed on: channels_last
-    operands in float16 or bfloat16, or in 3-D (docs/limitations.md)."""
-    return "channels_last" in (call.input_layout, call.weight_layout, call.gradient_layout) \
-        and (call.dtype in (torch.float16, torch.bfloat16) or len(call.stride) == 3)
+    """Whether the call is of the kind PyTorch's CPU convolution crashes on
+    (Geometry.output_position_misses_the_input): it runs in a child process
+    first."""
+    return call.geometry().output_position_misses_the_input()
 
 
 def raised(result):
     return isinstance(result[0], type)
 
 
-def dirty_freed_memory(value):
-    """Leaves blocks of the CPU allocator's freed memory holding `value`, so
-    that a result read from memory nobody wrote shows it."""
-    for size in (1 << 10, 1 << 16):
-        torch.full((size,), value)
-
-
 def aten_changes_its_answer(call, case, first, calls=8):
     """The indices of PyTorch's own results for the call that, run `calls`
-    more times, ever differ from `first` bit for bit (NaN where NaN; every
-    index where a run raises): its CPU convolution reads memory it never
-    wrote on some shapes, channels_last inputs and others with size-1 dims
-    (docs/limitations.md; bfloat16 autocast's weight gradient of a tap no
-    input reaches, in 1-D), and a result aten computes with bwdconv enabled
-    is then as wrong as aten's, by chance. Freed memory is refilled before
-    each run, since what such a read returns otherwise can repeat within a
-    process."""
+    more times, ever differ from `first` (changing_results): channels_last
+    inputs and others with size-1 dims (docs/limitations.md; bfloat16
+    autocast's weight gradient of a tap no input reaches, in 1-D), and a
+    result aten computes with bwdconv enabled is then as wrong as aten's, by
+    chance."""
     if raised(first):
         return set()
-    changed = set()
-    for run in range(calls):
-        dirty_freed_memory((float("nan"), 1e30, -7.0)[run % 3])
-        again = outcome(call, case)
-        if raised(again) or len(again) != len(first):
-            return set(range(len(first)))
-        changed |= {index for index, (a, f) in enumerate(zip(again, first))
-                    if not same_results([a], [f])}
-    return changed
+    return changing_results(lambda: results(call, case), first, calls)
 
 
 @dataclass
@@ -314,14 +276,15 @@ class Draw:
     data: int = 0
 
 
-# Calls met before whose PyTorch result was wrong by chance, met first in
-# every run, in both scopes. At main 4cfef8a (seed 20261128, functional,
-# case 571; CI): PyTorch's CPU bfloat16 conv2d forward, computed by aten with
-# bwdconv enabled or not, reads memory it never wrote: "result 0 off by
-# 6.53e+25". PyTorch's own forward there is wrong (values up to 1e38, inf,
-# NaN) but the same run after run within a process, so
-# aten_changes_its_answer saw no change; and the forward of the run with
-# bwdconv, aten's too, was no nearer the reference.
+# Calls met before, met first in every run, in both scopes. At main 4cfef8a
+# (seed 20261128, functional, case 571; CI): PyTorch's CPU bfloat16 conv2d
+# forward, computed by aten with bwdconv enabled or not, reads memory it
+# never wrote: "result 0 off by 6.53e+25". PyTorch's own forward there is
+# wrong (values up to 1e38, inf, NaN) but the same run after run within a
+# process, so aten_changes_its_answer saw no change; and the forward of the
+# run with bwdconv, aten's too, was no nearer the reference. At main edce809
+# (seed 106, functional, case 185): PyTorch 2.11's own CPU float16 conv1d
+# crashes (segfault) where both output positions read padding only.
 KNOWN_DRAWS = [
     Draw("known 0", Call(
         transposed=False, input_size=(3, 4, 4, 9), weight_size=(8, 2, 3, 4), stride=[1, 3],
@@ -329,6 +292,11 @@ KNOWN_DRAWS = [
         dtype=torch.bfloat16, input_layout="sliced", weight_layout="permuted",
         gradient_layout="of a sum", leaves="wb", mode="create_graph"),
         strategy="swap1x1", writer="fused", on_host=True, data=571),
+    Draw("known 1", Call(
+        transposed=False, input_size=(3, 3, 1), weight_size=(2, 3, 1), stride=[3], padding=[2],
+        dilation=[2], output_padding=[0], groups=1, bias=False, dtype=torch.float16,
+        input_layout="contiguous", weight_layout="contiguous", gradient_layout="sliced",
+        leaves="w", mode="func_grad"), data=185),
 ]
 
 
@@ -443,6 +411,51 @@ def test_a_result_pytorch_gets_wrong_sets_the_call_aside_whoever_computes_it():
     with torch.no_grad():
         ours[0].view(-1)[1] = 6.53e25
     assert verdict(call, draw.data, tuple(ours), pytorchs)[0] == "differs"
+
+
+def test_nan_in_other_places_than_pytorchs_is_a_difference():
+    """NaN where PyTorch gives a number, or a number where it gives NaN,
+    differs; NaN in the same places, the rest within tolerance, agrees."""
+    call = KNOWN_DRAWS[0].call
+    pytorchs = torch.tensor([1.0, float("nan"), 3.0], dtype=torch.float32)
+    assert differences(call, (pytorchs.clone(),), (pytorchs,)) == []
+    for ours in ([1.0, 2.0, 3.0], [1.0, float("nan"), float("nan")]):
+        found = differences(call, (torch.tensor(ours),), (pytorchs,))
+        assert found == ["result 0: NaN in other places than PyTorch's"], found
+    assert differences(call, (torch.tensor([1.0, float("nan"), 3.5]),), (pytorchs,)) == [
+        "result 0: off by 0.5 (tolerance 0.003)"]
+
+
+# Calls PyTorch 2.11's CPU convolution crashes on (segfault), bwdconv off:
+# float16 conv1d (seed 106, case 185), float16 channels_last conv3d (seed
+# 106, case 318), bfloat16 channels_last conv2d and bfloat16 conv3d
+# (docs/limitations.md).
+CRASHING = [Call(False, (3, 3, 1), (2, 3, 1), [3], [2], [2], [0], 1, False, torch.float16,
+                 "contiguous", "contiguous", "of a sum", "x", "grad"),
+            Call(False, (3, 6, 1, 5, 1), (2, 3, 1, 1, 1), [2, 2, 2], [2, 1, 1], [1, 1, 2],
+                 [0, 0, 0], 2, False, torch.float16, "channels_last", "channels_last",
+                 "contiguous", "b", "grad"),
+            Call(False, (1, 3, 5, 1), (3, 3, 3, 1), [2, 2], [3, 1], [1, 3], [0, 0], 1, False,
+                 torch.bfloat16, "channels_last", "contiguous", "of a sum", "x", "grad"),
+            Call(False, (1, 1, 1, 1, 5), (2, 1, 2, 2, 4), [1, 1, 1], [2, 1, 3], [2, 2, 2],
+                 [0, 0, 0], 1, False, torch.bfloat16, "contiguous", "contiguous", "of a sum",
+                 "x", "grad")]
+
+
+def test_the_calls_pytorch_crashes_on_are_predicted_and_run_in_a_child():
+    """may_crash_aten holds for every call PyTorch crashed on, a transposed
+    call whose input positions are all cropped away included, and not for
+    calls whose every output position reads the input; a predicted call that
+    crashes is judged "crashing", in a child, and the run goes on."""
+    assert all(may_crash_aten(call) for call in CRASHING)
+    cropped = replace(CRASHING[0], transposed=True, input_size=(3, 2, 1), padding=[1],
+                      stride=[1], dilation=[1])
+    assert may_crash_aten(cropped)
+    assert not may_crash_aten(replace(CRASHING[0], padding=[0], dilation=[1]))
+    assert not may_crash_aten(KNOWN_DRAWS[0].call)
+    crashes = not survives_in_a_child(lambda: outcome(CRASHING[0], 0))
+    assert judge("functional", Draw("crashing", CRASHING[0]))[0] == (
+        "crashing" if crashes else "agrees")
 
 
 def test_a_failure_names_the_seed_case_and_replay_command(capsys):

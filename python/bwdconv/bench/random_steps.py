@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 import bwdconv
-from bwdconv._args import transposed_spatial_output
+from bwdconv._calls import Geometry, laid_out
 
 from . import device as dev
 from . import overhead, ratios
@@ -109,32 +109,26 @@ RULES_CLASSES = "swap1x1,phase,splitk,phase_transposed"
 DRAWS = 2000
 
 
-def _output_sizes(case):
-    if case["transposed"]:
-        return transposed_spatial_output(case["size"], case["k"], case["s"], case["p"],
-                                         case["d"], [0] * case["dims"])
-    return [(size + 2 * p - d * (k - 1) - 1) // s + 1 for size, k, s, p, d in zip(
-        case["size"], case["k"], case["s"], case["p"], case["d"])]
+def geometry(case):
+    per_group = (case["c_out"] if case["transposed"] else case["c_in"]) // case["groups"]
+    first = case["c_in"] if case["transposed"] else case["c_out"]
+    return Geometry("transposed" if case["transposed"] else "conv",
+                    (case["n"], case["c_in"], *case["size"]), (first, per_group, *case["k"]),
+                    case["s"], case["p"], [0] * case["dims"], case["d"], case["groups"])
 
 
 def _flops(case):
     """2 x the multiply-adds of the forward (each gradient has as many)."""
-    positions = case["size"] if case["transposed"] else _output_sizes(case)
+    positions = case["size"] if case["transposed"] else geometry(case).output_spatial()
     total = 2 * case["n"] * case["c_in"] * case["c_out"] // case["groups"]
     for position, tap in zip(positions, case["k"]):
         total *= position * tap
     return total
 
 
-def weight_size(case):
-    per_group = (case["c_out"] if case["transposed"] else case["c_in"]) // case["groups"]
-    first = case["c_in"] if case["transposed"] else case["c_out"]
-    return [first, per_group, *case["k"]]
-
-
 def planned(case, device):
     """{gradient: strategy} of the rules for `case` on `device`."""
-    plan = bwdconv.explain([case["n"], case["c_in"], *case["size"]], weight_size(case),
+    plan = bwdconv.explain([case["n"], case["c_in"], *case["size"]], geometry(case).w_size,
                            case["s"], case["p"], case["d"], case["groups"], dtype=case["dtype"],
                            channels_last=case["channels_last"], device=device.type,
                            transposed=case["transposed"])
@@ -152,7 +146,7 @@ def draw_case(draw, name, max_flops, device, rules=True):
         case.setdefault("d", [1] * case["dims"])
         flops = _flops(case)
         low, high = case.get("min_flops", 1 << 18), case.get("max_flops", max_flops)
-        if min(_output_sizes(case)) < 1 or not low <= flops <= high:
+        if min(geometry(case).output_spatial()) < 1 or not low <= flops <= high:
             continue
         if rules and expected and planned(case, device)[expected[0]] != expected[1]:
             continue
@@ -174,19 +168,11 @@ def case_name(case):
 def make_step(case, device):
     """The step: the functional call (looked up at each call, as enable()
     replaces it), then backward of the sum."""
-    x = torch.randn(case["n"], case["c_in"], *case["size"], dtype=case["dtype"], device=device)
-    if case["channels_last"]:
-        x = x.contiguous(memory_format=torch.channels_last if case["dims"] == 2
-                         else torch.channels_last_3d)
-    x.requires_grad_()
-    w = torch.randn(weight_size(case), dtype=case["dtype"], device=device, requires_grad=True)
-    s, p, d, g = case["s"], case["p"], case["d"], case["groups"]
-    if case["transposed"]:
-        name = f"conv_transpose{case['dims']}d"
-        call = lambda: getattr(F, name)(x, w, None, s, p, 0, g, d)  # noqa: E731
-    else:
-        name = f"conv{case['dims']}d"
-        call = lambda: getattr(F, name)(x, w, None, s, p, d, g)  # noqa: E731
+    shape = geometry(case)
+    x = torch.randn(shape.x_size, dtype=case["dtype"], device=device)
+    x = laid_out(x, "channels_last" if case["channels_last"] else "contiguous").requires_grad_()
+    w = torch.randn(shape.w_size, dtype=case["dtype"], device=device, requires_grad=True)
+    call = lambda: getattr(F, shape.function())(x, w, None, **shape.keywords())  # noqa: E731
 
     def step():
         x.grad = w.grad = None

@@ -1,9 +1,14 @@
-"""The random calls of the GPU check's randomized step
-(scripts/gpu_random_cases.py): their geometry, how they are drawn, and the
-calls found wrong before (issue 40), which run first."""
+"""Convolution calls as the random checks draw, run and compare them: the
+random tests (tests/test_random_behaviour.py), the GPU check's random and
+small steps (scripts/gpu_random_cases.py, scripts/gpu_small_cases.py) and
+the bench's random steps (bench.random_steps) share a call's geometry, its
+operands, the strategies to force, and how PyTorch's own call is run where
+it may crash or change its answer. Also the GPU step's draws and the calls
+found wrong before (issue 40), which run first."""
 
 import collections
 import math
+import os
 
 import torch
 
@@ -70,6 +75,21 @@ class Geometry(collections.namedtuple(
         if self.kind == "transposed" and any(p > 0 for p in self.padding):
             found.add("transposed, output cropped")
         return found
+
+    def output_position_misses_the_input(self):
+        """Whether along some dim an output position's taps all fall in the
+        padding (for a transposed call, an input position whose taps all
+        land in the cropped part): where PyTorch's CPU convolution (oneDNN)
+        crashes on some calls, forward or backward, in any layout
+        (docs/limitations.md)."""
+        inputs, outputs = self.x_size[2:], self.output_spatial()
+        if self.kind == "transposed":  # its matching convolution's
+            inputs, outputs = outputs, inputs
+        return any(
+            all(not 0 <= j * s - p + t * d < n for t in range(k))
+            for n, m, s, p, d, k in zip(inputs, outputs, self.stride, self.padding,
+                                        self.dilation, self.w_size[2:])
+            for j in range(max(m, 0)))
 
     def terms(self):
         """How many products each result sums (the accuracy rule's K):
@@ -202,3 +222,105 @@ def _draw_once(rng, kind, min_dims):
 def combinations():
     """Every kind x dtype x layout, in the order the groups cycle through."""
     return [(kind, dtype, layout) for dtype in DTYPES for layout in LAYOUTS for kind in KINDS]
+
+
+def rounded_randn(generator, sizes, dtype, device="cpu"):
+    """Standard normal tensors of `sizes`, drawn in float64 from `generator`
+    and rounded to `dtype`, on `device`."""
+    return [torch.randn(size, generator=generator, dtype=torch.float64).to(dtype).to(device)
+            for size in sizes]
+
+
+def laid_out(t, layout):
+    """`t`'s values in `layout`: "channels_last" (in 2-D and 3-D), "sliced"
+    (every other element of a wider tensor), "permuted" (batch and channels
+    swapped in memory), "expanded" (where the batch has one sample), else
+    contiguous."""
+    if layout == "channels_last" and t.dim() in (4, 5):
+        return t.contiguous(memory_format=torch.channels_last if t.dim() == 4
+                            else torch.channels_last_3d)
+    if layout == "sliced":
+        wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)
+        wide[..., ::2] = t
+        return wide[..., ::2]
+    if layout == "permuted":
+        return t.transpose(0, 1).contiguous().transpose(0, 1)
+    if layout == "expanded" and t.shape[0] == 1:
+        return t[:1].expand(t.shape)
+    return t.contiguous()
+
+
+def in_float64(run, tensors):
+    """(the float64 reference, the magnitudes): `run` on the float64 tensors
+    and on their absolute values (None stays None)."""
+    def doubled(absolute):
+        return [None if t is None else (t.double().abs() if absolute else t.double())
+                for t in tensors]
+    return run(*doubled(False)), run(*doubled(True))
+
+
+def forcings(bwdconv):
+    """(label, strategy, swap1x1 writer): the rules, then every strategy but
+    aten forced, swap1x1 with each of its writers."""
+    found = [("rules", None, None)]
+    for name in bwdconv.strategies():
+        if name == "swap1x1":
+            found += [(f"swap1x1[{w}]", name, w) for w in bwdconv.swap1x1_writers()]
+        elif name != "aten":
+            found.append((name, name, None))
+    return found
+
+
+def survives_in_a_child(run):
+    """Whether `run()` ends, returning or raising, in a forked child process
+    without crashing it: PyTorch's own CPU convolution crashes on some calls
+    (Geometry.output_position_misses_the_input), and a crash would end the
+    whole run. On the CPU only (a CUDA context does not survive a fork)."""
+    pid = os.fork()
+    if pid == 0:  # the child: run, then out
+        try:
+            # One thread: the parent's OpenMP pool does not survive the fork,
+            # and a parallel region waiting for it would never end.
+            torch.set_num_threads(1)
+            run()
+        except BaseException:
+            pass  # an exception is the parent's to meet and report
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status)
+
+
+def same_results(again, first):
+    """Whether two runs' tensors are equal bit for bit (NaN where NaN, in
+    the same places: a run whose garbage is NaN somewhere does not pass for
+    another run's garbage NaN elsewhere)."""
+    return all(a.shape == f.shape and (torch.equal(a, f) or bool(
+        torch.isclose(a, f, rtol=0, atol=0, equal_nan=True).all()))
+               for a, f in zip(again, first, strict=True))
+
+
+def dirty_freed_memory(value):
+    """Leaves blocks of the CPU allocator's freed memory holding `value`, so
+    that a result read from memory nobody wrote shows it."""
+    for size in (1 << 10, 1 << 16):
+        torch.full((size,), value)
+
+
+def changing_results(run, first, calls):
+    """The indices of `first`, the results of `run()`, that `calls` more runs
+    ever give otherwise bit for bit (every index where a run raises): PyTorch's
+    CPU convolution reads memory it never wrote on some calls
+    (docs/limitations.md). Freed memory is refilled before each run, since
+    what such a read returns otherwise can repeat within a process."""
+    changed = set()
+    for call in range(calls):
+        dirty_freed_memory((float("nan"), 1e30, -7.0)[call % 3])
+        try:
+            again = run()
+        except Exception:  # noqa: BLE001 - a run that raises changed everything
+            return set(range(len(first)))
+        if len(again) != len(first):
+            return set(range(len(first)))
+        changed |= {index for index, (a, f) in enumerate(zip(again, first))
+                    if not same_results([a], [f])}
+    return changed
