@@ -32,6 +32,7 @@ geometry classes, and what each forcing's cases were served by."""
 
 import argparse
 import collections
+import contextlib
 import json
 import math
 import os
@@ -43,43 +44,37 @@ import torch
 
 from bwdconv import _accuracy as accuracy
 from bwdconv import _calls as calls
-from bwdconv._calls import (DTYPE_BY_NAME, DTYPE_NAMES, KNOWN_CASES, LAYOUTS, SCOPES,
-                            TF32_MODES, combinations, draw)
 
 
 def group_plan(seed, index, device, known_cases=True):
     """(geometry, dtype, layout, tf32 mode, bias) of group `index`: the known
     cases first (each NCHW, then channels_last), then random ones."""
     rng = random.Random(seed * 1_000_003 + index)
-    known = 2 * len(KNOWN_CASES) if known_cases else 0
+    known = 2 * len(calls.KNOWN_CASES) if known_cases else 0
     if index < known:
-        geometry, dtype = KNOWN_CASES[index // 2]
-        layout = LAYOUTS[index % 2]
+        geometry, dtype = calls.KNOWN_CASES[index // 2]
+        layout = calls.LAYOUTS[index % 2]
     else:
-        kind, dtype, layout = combinations()[(index - known) % len(combinations())]
-        geometry = draw(rng, kind, min_dims=2 if layout == "channels_last" else 1)
+        kind, dtype, layout = calls.combinations()[(index - known) % len(calls.combinations())]
+        geometry = calls.draw(rng, kind, min_dims=2 if layout == "channels_last" else 1)
     tf32 = "default"
     if dtype == torch.float32 and torch.device(device).type == "cuda":
-        tf32 = TF32_MODES[(index // len(combinations())) % len(TF32_MODES)]
+        tf32 = calls.TF32_MODES[(index // len(calls.combinations())) % len(calls.TF32_MODES)]
     return geometry, dtype, layout, tf32, rng.random() < 0.5
 
 
-class tf32_flags:
+@contextlib.contextmanager
+def tf32_flags(mode):
     """The TF32 flags of `mode` for the body of a `with` block."""
-
-    def __init__(self, mode):
-        self.mode = mode
-
-    def __enter__(self):
-        self.saved = (torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision())
-        if self.mode != "default":
-            on = self.mode == "on"
-            torch.backends.cudnn.allow_tf32 = on
-            torch.set_float32_matmul_precision("high" if on else "highest")
-
-    def __exit__(self, *exc):
-        torch.backends.cudnn.allow_tf32 = self.saved[0]
-        torch.set_float32_matmul_precision(self.saved[1])
+    saved = (torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision())
+    if mode != "default":
+        torch.backends.cudnn.allow_tf32 = mode == "on"
+        torch.set_float32_matmul_precision("high" if mode == "on" else "highest")
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = saved[0]
+        torch.set_float32_matmul_precision(saved[1])
 
 
 def operands(geometry, dtype, layout, bias, device, seed):
@@ -95,12 +90,10 @@ RESULTS = ("out", "dx", "dw", "db")
 
 
 def run_call(geometry, x, w, b, dy):
-    """The output and its gradients dx, dw (and db) through
-    torch.nn.functional as it stands (looked up at the call: enable() replaces it)."""
-    function = getattr(torch.nn.functional, geometry.function())
+    """The output and its gradients dx, dw (and db) (Geometry.__call__)."""
     x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
     leaves = [x, w] if b is None else [x, w, b.detach().requires_grad_()]
-    y = function(x, w, leaves[2] if b is not None else None, **geometry.keywords())
+    y = geometry(x, w, leaves[2] if b is not None else None)
     grads = torch.autograd.grad(y, leaves, dy)
     return [y.detach(), *grads]
 
@@ -111,7 +104,7 @@ def aten_survives(geometry, x, w, b, dy):
     is of the kind PyTorch's CPU convolution crashes on."""
     def run():
         run_call(geometry, x, w, b, dy)
-        calls.in_float64(lambda *tensors: run_call(geometry, *tensors), (x, w, b, dy))
+        accuracy.references(lambda *tensors: run_call(geometry, *tensors), (x, w, b, dy))
     return not geometry.output_position_misses_the_input() or calls.survives_in_a_child(run)
 
 
@@ -137,11 +130,6 @@ def names(bias):
     return list(RESULTS) if bias else list(RESULTS[:3])
 
 
-def served_delta(bwdconv):
-    counts = bwdconv.served()
-    return {gradient: {s: n for s, n in by.items() if n} for gradient, by in counts.items()}
-
-
 def run(args):
     if args.device == "cpu":
         os.environ.setdefault("BWDCONV_CPU_KERNELS", "host")
@@ -163,12 +151,10 @@ def run(args):
                     else ("host" if bwdconv.kernels_on_host_enabled() else "aten")),
         "torch": torch.__version__, "seed": args.seed, "cases": 0, "groups": 0,
         "results_checked": 0, "mismatches": [], "errors": [],
-        "by": {"dtype": collections.Counter(), "layout": collections.Counter(),
-               "kind": collections.Counter(), "scope": collections.Counter(),
-               "forcing": collections.Counter(), "tf32": collections.Counter(),
-               "class": collections.Counter()},
-        "served": {label: {"input": collections.Counter(), "weight": collections.Counter(),
-                           "forward": collections.Counter()}
+        "by": {by: collections.Counter()
+               for by in ("dtype", "layout", "kind", "scope", "forcing", "tf32", "class")},
+        "served": {label: {gradient: collections.Counter()
+                           for gradient in ("input", "weight", "forward")}
                    for label, _, _ in plan},
         "worst": [],
     }
@@ -179,10 +165,10 @@ def run(args):
             break
         geometry, dtype, layout, tf32, bias = group_plan(args.seed, index, device,
                                                          not args.skip_known)
-        if args.dtypes and DTYPE_NAMES[dtype] not in args.dtypes:
+        if args.dtypes and calls.DTYPE_NAMES[dtype] not in args.dtypes:
             continue
         if args.verbose:
-            print(f"group {index}: {geometry} {DTYPE_NAMES[dtype]} {layout} tf32={tf32}"
+            print(f"group {index}: {geometry} {calls.DTYPE_NAMES[dtype]} {layout} tf32={tf32}"
                   f"{' bias' if bias else ''}", flush=True)
         run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32, bias,
                   device, args)
@@ -208,7 +194,7 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
     x, w, b, dy = operands(geometry, dtype, layout, bias, device, seed)
     wanted = names(bias)
     terms = geometry.terms()
-    where = (f"{geometry} {DTYPE_NAMES[dtype]} {layout} tf32={tf32}"
+    where = (f"{geometry} {calls.DTYPE_NAMES[dtype]} {layout} tf32={tf32}"
              f"{' bias' if bias else ''} (--seed {args.seed}"
              f"{' --skip-known' if args.skip_known else ''} --group {index})")
     if device.type == "cpu" and not aten_survives(geometry, x, w, b, dy):
@@ -216,7 +202,7 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
         return
     with tf32_flags(tf32):
         rounding = accuracy.operand_roundoff(dtype, device)
-        reference, magnitude = calls.in_float64(lambda *tensors: run_call(geometry, *tensors),
+        reference, magnitude = accuracy.references(lambda *tensors: run_call(geometry, *tensors),
                                                 (x, w, b, dy))
         try:
             aten = run_call(geometry, x, w, b, dy)
@@ -250,7 +236,7 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
                     except Exception as error:
                         ours, errors = None, [float("nan")] * len(wanted)
                         failure = f"raised {type(error).__name__}: {error}".splitlines()[0]
-                    served = served_delta(bwdconv)
+                    served = calls.served(bwdconv)
                     record(stats, label, scope, geometry, dtype, layout, tf32, served)
                     for name, error, (aten_error, limit) in zip(wanted, errors, limits):
                         stats["results_checked"] += 1
@@ -267,15 +253,10 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
 
 def record(stats, label, scope, geometry, dtype, layout, tf32, served):
     stats["cases"] += 1
-    by = stats["by"]
-    by["dtype"][DTYPE_NAMES[dtype]] += 1
-    by["layout"][layout] += 1
-    by["kind"][geometry.kind] += 1
-    by["scope"][scope] += 1
-    by["forcing"][label] += 1
-    by["tf32"][tf32] += 1
-    for name in geometry.classes():
-        by["class"][name] += 1
+    for by, value in (("dtype", calls.DTYPE_NAMES[dtype]), ("layout", layout),
+                      ("kind", geometry.kind), ("scope", scope), ("forcing", label),
+                      ("tf32", tf32), *(("class", name) for name in geometry.classes())):
+        stats["by"][by][value] += 1
     for gradient, counts in served.items():
         stats["served"][label][gradient].update(counts)
 
@@ -338,8 +319,9 @@ def parse(argv=None):
                         help="random groups only, without issue 40's cases first")
     parser.add_argument("--group", type=int, default=None, help="run only this group")
     parser.add_argument("--only", nargs="*", help="only these forcings (labels)")
-    parser.add_argument("--dtypes", nargs="*", choices=list(DTYPE_BY_NAME))
-    parser.add_argument("--scopes", nargs="*", default=list(SCOPES), choices=list(SCOPES))
+    parser.add_argument("--dtypes", nargs="*", choices=list(calls.DTYPE_BY_NAME))
+    parser.add_argument("--scopes", nargs="*", default=list(calls.SCOPES),
+                        choices=list(calls.SCOPES))
     parser.add_argument("--require-served", action="store_true",
                         help="fail when a forced strategy served no case")
     parser.add_argument("--verbose", action="store_true", help="print each group as it starts")

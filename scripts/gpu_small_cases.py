@@ -1,7 +1,8 @@
 """A small case of every strategy on the GPU, for compute-sanitizer: each
-forced strategy (swap1x1 with each of its writers) computes both gradients
-once (and the rules plan them once), in fp32, fp16 and bf16, NCHW and channels_last (64 phases in one
-case, rows the staged walk takes in another, kernel = stride in a third);
+forced strategy (swap1x1 with each of its writers), and the rules, compute
+both gradients once, in fp32, fp16 and bf16, NCHW and channels_last (64
+phases in one case, rows the staged walk takes in another, kernel = stride
+in a third);
 then transposed convolutions' forwards through each strategy that serves
 them.
 
@@ -74,7 +75,7 @@ def backward_cases(bwdconv, device):
                 x, w, dy = calls.rounded_randn(torch.Generator().manual_seed(checked),
                                                [case[0], case[1], y_size], dtype)
                 # The float64 reference and the magnitudes, on the CPU.
-                references, magnitudes = calls.in_float64(
+                references, magnitudes = accuracy.references(
                     lambda dy, x, w: aten_backward(dy, x, w, case), (dy, x, w))
                 terms = list(accuracy.gradient_terms(y_size, case[1], groups))
                 x, dy = (calls.laid_out(t.to(device), layout) for t in (x, dy))
@@ -110,7 +111,7 @@ def transposed_forwards(bwdconv, device):
                                        [(2, 8, 9, 10), w_size], dtype)
             def forward(x, w):
                 return torch.nn.functional.conv_transpose2d(x, w, None, s, p, op)
-            reference, magnitude = calls.in_float64(forward, (x, w))
+            reference, magnitude = accuracy.references(forward, (x, w))
             x, w = x.to(device), w.to(device)
             expected = forward(x, w)
             terms = [accuracy.gradient_terms(x.shape, w_size, 1)[0]]  # the matching dx's

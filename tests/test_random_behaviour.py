@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
-import torch.nn.functional as F
 
 if __name__ == "__main__":  # a replay (replay()): the tests' own empty decisions cache
     import tempfile
@@ -70,12 +69,10 @@ class Call:
                         self.dilation, self.groups)
 
     def conv(self, x, w, b):
-        # Looked up at each call: the functional scope replaces F's functions.
-        geometry = self.geometry()
-        f, keywords = getattr(F, geometry.function()), geometry.keywords()
+        geometry = self.geometry()  # F's function looked up at each call (Geometry.__call__)
         if self.compiled:
-            return torch.compile(lambda x, w, b: f(x, w, b, **keywords), fullgraph=True)(x, w, b)
-        return f(x, w, b, **keywords)
+            return torch.compile(lambda x, w, b: geometry(x, w, b), fullgraph=True)(x, w, b)
+        return geometry(x, w, b)
 
 
 def random_call(rng):

@@ -74,6 +74,15 @@ def gradient_terms(grad_output_size, weight_size, groups):
             grad_output_size[0] * math.prod(grad_output_size[2:]))
 
 
+def references(run, tensors):
+    """(the float64 reference, the magnitudes): `run` on the float64 tensors
+    and on their absolute values (None stays None)."""
+    def doubled(absolute):
+        return [None if t is None else (t.double().abs() if absolute else t.double())
+                for t in tensors]
+    return run(*doubled(False)), run(*doubled(True))
+
+
 def propagation_bound(dtype, terms, magnitude, rounding=0.0):
     """What a correct computation of a sum of `terms` products may lose, with
     `magnitude` the largest float64 sum of the products' absolute values and

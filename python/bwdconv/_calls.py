@@ -12,6 +12,8 @@ import os
 
 import torch
 
+from ._args import transposed_spatial_output
+
 DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 LAYOUTS = ("nchw", "channels_last")
 KINDS = ("conv", "transposed")
@@ -40,8 +42,8 @@ class Geometry(collections.namedtuple(
         if self.kind == "conv":
             return [(i + 2 * p - e) // s + 1 for i, p, e, s in
                     zip(size, self.padding, self.extents, self.stride)]
-        return [(i - 1) * s - 2 * p + e + op for i, s, p, e, op in
-                zip(size, self.stride, self.padding, self.extents, self.output_padding)]
+        return transposed_spatial_output(size, self.w_size[2:], self.stride, self.padding,
+                                         self.dilation, self.output_padding)
 
     def output_channels(self):
         return self.w_size[0] if self.kind == "conv" else self.w_size[1] * self.groups
@@ -104,6 +106,11 @@ class Geometry(collections.namedtuple(
 
     def function(self):
         return f"conv{self.dims}d" if self.kind == "conv" else f"conv_transpose{self.dims}d"
+
+    def __call__(self, x, w, b):
+        """The call through torch.nn.functional as it stands (looked up at
+        the call: enable() replaces it)."""
+        return getattr(torch.nn.functional, self.function())(x, w, b, **self.keywords())
 
     def keywords(self):
         if self.kind == "conv":
@@ -250,13 +257,11 @@ def laid_out(t, layout):
     return t.contiguous()
 
 
-def in_float64(run, tensors):
-    """(the float64 reference, the magnitudes): `run` on the float64 tensors
-    and on their absolute values (None stays None)."""
-    def doubled(absolute):
-        return [None if t is None else (t.double().abs() if absolute else t.double())
-                for t in tensors]
-    return run(*doubled(False)), run(*doubled(True))
+def served(bwdconv):
+    """{gradient: {strategy: count}} of what bwdconv served since its last
+    reset_served(), strategies that served nothing left out."""
+    return {gradient: {s: n for s, n in by.items() if n}
+            for gradient, by in bwdconv.served().items()}
 
 
 def forcings(bwdconv):
@@ -294,27 +299,21 @@ def same_results(again, first):
     """Whether two runs' tensors are equal bit for bit (NaN where NaN, in
     the same places: a run whose garbage is NaN somewhere does not pass for
     another run's garbage NaN elsewhere)."""
-    return all(a.shape == f.shape and (torch.equal(a, f) or bool(
-        torch.isclose(a, f, rtol=0, atol=0, equal_nan=True).all()))
+    return all(a.shape == f.shape and bool(torch.isclose(a, f, 0, 0, equal_nan=True).all())
                for a, f in zip(again, first, strict=True))
-
-
-def dirty_freed_memory(value):
-    """Leaves blocks of the CPU allocator's freed memory holding `value`, so
-    that a result read from memory nobody wrote shows it."""
-    for size in (1 << 10, 1 << 16):
-        torch.full((size,), value)
 
 
 def changing_results(run, first, calls):
     """The indices of `first`, the results of `run()`, that `calls` more runs
     ever give otherwise bit for bit (every index where a run raises): PyTorch's
     CPU convolution reads memory it never wrote on some calls
-    (docs/limitations.md). Freed memory is refilled before each run, since
-    what such a read returns otherwise can repeat within a process."""
+    (docs/limitations.md). Blocks of the CPU allocator's freed memory are
+    refilled before each run, since what such a read returns otherwise can
+    repeat within a process."""
     changed = set()
     for call in range(calls):
-        dirty_freed_memory((float("nan"), 1e30, -7.0)[call % 3])
+        for size in (1 << 10, 1 << 16):
+            torch.full((size,), (float("nan"), 1e30, -7.0)[call % 3])
         try:
             again = run()
         except Exception:  # noqa: BLE001 - a run that raises changed everything

@@ -284,16 +284,12 @@ def _label(candidate):
     return f"{strategy}[{writer}]" if writer else strategy
 
 
-def _max_error(value, reference):
-    return (value.double() - reference.double()).abs().max().item()
-
-
 def _accuracy_check(aten, run, terms):
     """A function giving (error, bound) for a candidate's result: the
     accuracy rule (see the module docstring), its references computed once."""
     if aten.dtype == torch.float64:
         scale = aten.abs().max().item()
-        return lambda value: (_max_error(value, aten), 1e-10 * max(scale, 1.0))
+        return lambda value: (_accuracy.errors([value], [aten])[0], 1e-10 * max(scale, 1.0))
     reference = run(("aten", None), to=torch.float64)
     magnitude = run(("aten", None), to=torch.float64, absolute=True)
     rounding = _accuracy.operand_roundoff(aten.dtype, aten.device)

@@ -22,14 +22,14 @@ per-call cost included, on shapes no suite holds.
 import argparse
 import contextlib
 import json
+import math
 import random
 import time
 
 import torch
-import torch.nn.functional as F
 
 import bwdconv
-from bwdconv._calls import Geometry, laid_out
+from bwdconv._calls import Geometry, laid_out, served
 
 from . import device as dev
 from . import overhead, ratios
@@ -118,12 +118,10 @@ def geometry(case):
 
 
 def _flops(case):
-    """2 x the multiply-adds of the forward (each gradient has as many)."""
-    positions = case["size"] if case["transposed"] else geometry(case).output_spatial()
-    total = 2 * case["n"] * case["c_in"] * case["c_out"] // case["groups"]
-    for position, tap in zip(positions, case["k"]):
-        total *= position * tap
-    return total
+    """2 x the multiply-adds of the forward (each gradient has as many): each
+    weight element meets as many products as its gradient sums."""
+    shape = geometry(case)
+    return 2 * math.prod(shape.w_size) * shape.terms()["dw"]
 
 
 def planned(case, device):
@@ -157,12 +155,8 @@ def draw_case(draw, name, max_flops, device, rules=True):
 
 
 def case_name(case):
-    joined = lambda values: "x".join(map(str, values))  # noqa: E731
-    kind = "conv_transpose" if case["transposed"] else "conv"
-    return (f"{kind}{case['dims']}d {str(case['dtype']).split('.')[-1]} "
-            f"{'channels_last' if case['channels_last'] else 'NCHW'} n{case['n']} "
-            f"c{case['c_in']}->{case['c_out']} in {joined(case['size'])} k{joined(case['k'])} "
-            f"s{joined(case['s'])} p{joined(case['p'])} d{joined(case['d'])} g{case['groups']}")
+    return (f"{geometry(case)} {str(case['dtype']).split('.')[-1]} "
+            f"{'channels_last' if case['channels_last'] else 'NCHW'}")
 
 
 def make_step(case, device):
@@ -172,11 +166,10 @@ def make_step(case, device):
     x = torch.randn(shape.x_size, dtype=case["dtype"], device=device)
     x = laid_out(x, "channels_last" if case["channels_last"] else "contiguous").requires_grad_()
     w = torch.randn(shape.w_size, dtype=case["dtype"], device=device, requires_grad=True)
-    call = lambda: getattr(F, shape.function())(x, w, None, **shape.keywords())  # noqa: E731
 
     def step():
         x.grad = w.grad = None
-        call().sum().backward()
+        shape(x, w, None).sum().backward()
     return step
 
 
@@ -185,8 +178,7 @@ def served_by(step):
     bwdconv.reset_served()
     with overhead.mode("functional"):
         step()
-    return {gradient: sorted(s for s, count in counts.items() if count)
-            for gradient, counts in bwdconv.served().items()}
+    return {gradient: sorted(counts) for gradient, counts in served(bwdconv).items()}
 
 
 def time_case(case, device, rounds):

@@ -112,17 +112,9 @@ def callables(direction, x, w, dy, args):
     return {"aten": aten, "bwdconv": ours}, strategies
 
 
-def _error(result, reference):
-    return (result.double() - reference).abs().max().item()
-
-
-def _reference(direction, x, w, dy, args, case, absolute=False):
-    """The direction's result in float64; `absolute`: on the operands'
-    absolute values (the accuracy rule's magnitude, bwdconv._accuracy)."""
+def _aten_result(direction, args, case, x, w, dy):
+    """The direction's result through aten."""
     stride, padding, dilation, groups = args
-    x, w, dy = x.double(), w.double(), dy.double()
-    if absolute:
-        x, w, dy = x.abs(), w.abs(), dy.abs()
     if direction == FORWARD:
         return torch.ops.aten.convolution(x, w, None, stride, padding, dilation, case.transposed,
                                           _output_padding(case), groups)
@@ -250,9 +242,8 @@ def _terms(direction, x, w, dy, case, groups):
     return terms[0] if direction == FORWARD else terms[1]
 
 
-def _limit(direction, x, w, dy, args, case, aten_result, reference):
+def _limit(direction, x, w, dy, args, case, aten_result, reference, magnitude):
     """(aten's error, the bound every other entry is held to): the accuracy rule."""
-    magnitude = _reference(direction, x, w, dy, args, case, absolute=True)
     rounding = _accuracy.operand_roundoff(x.dtype, x.device)
     ((aten_error, limit),) = _accuracy.bounds(x.dtype, [aten_result], [reference], [magnitude],
                                              [_terms(direction, x, w, dy, case, args[3])],
@@ -267,7 +258,7 @@ def _checked(entries, reference, aten_error, limit, rows, base):
     for name, fn, forced in entries:
         if reference is not None and name != "aten":
             with forcing(forced):
-                errors[name] = _error(fn(), reference)
+                errors[name] = _accuracy.errors([fn()], [reference])[0]
             if not _accuracy.within(errors[name], limit):
                 rows.append(dict(base, strategy=name, status="wrong", max_error=errors[name],
                                  aten_max_error=aten_error))
@@ -304,11 +295,12 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
             fns, strategies = callables(direction, x, w, dy, args)
         plan, gradient = planned.get(direction, (None, None))
         chosen = getattr(plan, f"{gradient}_strategy") if plan else None
-        reference = _reference(direction, x, w, dy, args, case) \
-            if check and (direction != FORWARD or case.transposed) else None
-        aten_error = limit = None
-        if reference is not None:
-            aten_error, limit = _limit(direction, x, w, dy, args, case, fns["aten"](), reference)
+        reference = aten_error = limit = None
+        if check and (direction != FORWARD or case.transposed):
+            reference, magnitude = _accuracy.references(
+                functools.partial(_aten_result, direction, args, case), (x, w, dy))
+            aten_error, limit = _limit(direction, x, w, dy, args, case, fns["aten"](), reference,
+                                       magnitude)
         entries = [("aten", fns["aten"], PLANNED)]
         if "bwdconv" in fns:  # the planner's rules, the tuned choice, each strategy forced
             entries.append(("bwdconv", fns["bwdconv"], PLANNED))
