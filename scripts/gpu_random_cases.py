@@ -126,10 +126,6 @@ def aten_far_off(dtype, limits, reference, magnitude, terms, rounding):
     return None
 
 
-def names(bias):
-    return list(RESULTS) if bias else list(RESULTS[:3])
-
-
 def run(args):
     if args.device == "cpu":
         os.environ.setdefault("BWDCONV_CPU_KERNELS", "host")
@@ -192,7 +188,7 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
               args):
     seed = args.seed * 7919 + index
     x, w, b, dy = operands(geometry, dtype, layout, bias, device, seed)
-    wanted = names(bias)
+    wanted = list(RESULTS if bias else RESULTS[:3])
     terms = geometry.terms()
     where = (f"{geometry} {calls.DTYPE_NAMES[dtype]} {layout} tf32={tf32}"
              f"{' bias' if bias else ''} (--seed {args.seed}"
@@ -319,7 +315,7 @@ def parse(argv=None):
                         help="random groups only, without issue 40's cases first")
     parser.add_argument("--group", type=int, default=None, help="run only this group")
     parser.add_argument("--only", nargs="*", help="only these forcings (labels)")
-    parser.add_argument("--dtypes", nargs="*", choices=list(calls.DTYPE_BY_NAME))
+    parser.add_argument("--dtypes", nargs="*", choices=list(calls.DTYPE_NAMES.values()))
     parser.add_argument("--scopes", nargs="*", default=list(calls.SCOPES),
                         choices=list(calls.SCOPES))
     parser.add_argument("--require-served", action="store_true",

@@ -54,10 +54,9 @@ MISMATCHES = []
 def check(what, dtype, names, ours, atens, references, magnitudes, terms):
     """Records in MISMATCHES each result outside the accuracy rule."""
     device = ours[0].device
-    rounding = accuracy.operand_roundoff(dtype, device)
     references = [r.to(device) for r in references]
     magnitudes = [m.to(device) for m in magnitudes]
-    limits = accuracy.bounds(dtype, atens, references, magnitudes, terms, rounding)
+    limits = accuracy.bounds(dtype, atens, references, magnitudes, terms)
     for name, error, (aten_error, limit) in zip(names, accuracy.errors(ours, references),
                                                 limits):
         if not accuracy.within(error, limit):

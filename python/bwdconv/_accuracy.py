@@ -123,11 +123,14 @@ def errors(values, references):
                         for v, r in zip(values, references)]).tolist()
 
 
-def bounds(dtype, atens, references, magnitudes, terms, rounding=0.0):
+def bounds(dtype, atens, references, magnitudes, terms, rounding=None):
     """[(aten's error, the bound)] for each result: what one call's results
-    are held to, whatever computes them (one synchronisation)."""
+    are held to, whatever computes them (one synchronisation); `rounding` by
+    default the operands' on aten's device under the flags in effect."""
     if not atens:
         return []
+    if rounding is None:
+        rounding = operand_roundoff(dtype, atens[0].device)
     figures = torch.stack([torch.stack([max_error(a, r), largest(r), largest(m).to(r.device)])
                            for a, r, m in zip(atens, references, magnitudes)]).tolist()
     return [(aten_error, bound(dtype, aten_error, k, magnitude, reference_max, rounding))

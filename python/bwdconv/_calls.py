@@ -19,9 +19,7 @@ LAYOUTS = ("nchw", "channels_last")
 KINDS = ("conv", "transposed")
 SCOPES = ("functional", "aten")
 TF32_MODES = ("default", "off", "on")
-DTYPE_NAMES = {torch.float64: "float64", torch.float32: "float32", torch.bfloat16: "bfloat16",
-               torch.float16: "float16"}
-DTYPE_BY_NAME = {v: k for k, v in DTYPE_NAMES.items()}
+DTYPE_NAMES = {dtype: str(dtype).removeprefix("torch.") for dtype in DTYPES}
 
 
 class Geometry(collections.namedtuple(

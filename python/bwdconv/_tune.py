@@ -292,9 +292,7 @@ def _accuracy_check(aten, run, terms):
         return lambda value: (_accuracy.errors([value], [aten])[0], 1e-10 * max(scale, 1.0))
     reference = run(("aten", None), to=torch.float64)
     magnitude = run(("aten", None), to=torch.float64, absolute=True)
-    rounding = _accuracy.operand_roundoff(aten.dtype, aten.device)
-    ((_, bound),) = _accuracy.bounds(aten.dtype, [aten], [reference], [magnitude], [terms],
-                                     rounding)
+    ((_, bound),) = _accuracy.bounds(aten.dtype, [aten], [reference], [magnitude], [terms])
     return lambda value: (_accuracy.errors([value], [reference])[0], bound)
 
 

@@ -242,15 +242,6 @@ def _terms(direction, x, w, dy, case, groups):
     return terms[0] if direction == FORWARD else terms[1]
 
 
-def _limit(direction, x, w, dy, args, case, aten_result, reference, magnitude):
-    """(aten's error, the bound every other entry is held to): the accuracy rule."""
-    rounding = _accuracy.operand_roundoff(x.dtype, x.device)
-    ((aten_error, limit),) = _accuracy.bounds(x.dtype, [aten_result], [reference], [magnitude],
-                                             [_terms(direction, x, w, dy, case, args[3])],
-                                             rounding)
-    return aten_error, limit
-
-
 def _checked(entries, reference, aten_error, limit, rows, base):
     """The entries whose result passes the accuracy rule, and {name: max error};
     a failing entry gets a 'wrong' row and no time."""
@@ -299,8 +290,10 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
         if check and (direction != FORWARD or case.transposed):
             reference, magnitude = _accuracy.references(
                 functools.partial(_aten_result, direction, args, case), (x, w, dy))
-            aten_error, limit = _limit(direction, x, w, dy, args, case, fns["aten"](), reference,
-                                       magnitude)
+            # aten's error, and the bound every other entry is held to
+            ((aten_error, limit),) = _accuracy.bounds(
+                x.dtype, [fns["aten"]()], [reference], [magnitude],
+                [_terms(direction, x, w, dy, case, args[3])])
         entries = [("aten", fns["aten"], PLANNED)]
         if "bwdconv" in fns:  # the planner's rules, the tuned choice, each strategy forced
             entries.append(("bwdconv", fns["bwdconv"], PLANNED))
