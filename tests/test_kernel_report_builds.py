@@ -61,11 +61,11 @@ def tools_without_disassembly(build):
 
 
 def test_one_record_per_kernel_with_every_target_read_from_the_build(tmp_path, monkeypatch):
-    kernel_sources(tmp_path, monkeypatch, ["scatter", "splitk"])
-    kernel_build(tmp_path / "build", ["scatter", "splitk"])
+    kernel_sources(tmp_path, monkeypatch, ["interleave", "splitk"])
+    kernel_build(tmp_path / "build", ["interleave", "splitk"])
     kernels = builds.collect(tools_without_disassembly(tmp_path), tmp_path / "build")
     assert [(k["source"], k["kernel"], k["role"]) for k in kernels] == [
-        ("scatter.cu", "_Z1kv", "data_movement"), ("splitk.cu", "_Z1kv", "splitk")]
+        ("interleave.cu", "_Z1kv", "data_movement"), ("splitk.cu", "_Z1kv", "splitk")]
     targets = kernels[0]["targets"]
     assert sorted(targets) == sorted(NV_ARCHS + AMD_ARCHS)
     assert targets["sm_80"]["registers"] == targets["sm_90"]["registers"] == 28
