@@ -133,11 +133,16 @@ at::Tensor planned_convolution(const at::Tensor& input, const at::Tensor& weight
   if (transposed && !tuning_on_this_thread()) {
     const ConvParams params{stride, padding, dilation, groups};
     const CachedPlan cached(transposed_forward_key(input, weight, bias, params, output_padding));
-    std::shared_ptr<const Plan> plan = cached.plan();
+    const PlanSummary& known = cached.summary();
+    std::shared_ptr<const Plan> plan;
     if (!cached.found()) {
       PlanLookup lookup = transposed_forward_plan(input, weight, bias, params, output_padding);
       if (!lookup.pending) cached.keep(lookup.plan);
       plan = std::move(lookup.plan);
+    } else if (known.planned && known.input == Strategy::aten) {
+      count_served(Served::forward, Strategy::aten, known.input_measured);
+    } else if (known.planned) {
+      plan = cached.plan();
     }
     if (plan) return compute_transposed_forward(*plan, input, weight, bias, output_padding);
   }
@@ -330,12 +335,23 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
   // memory budget's, the backward after a transposed forward).
   if (tuning_on_this_thread()) return native_backward(a, output_mask);
   const CachedPlan cached(backward_key(a, output_mask));
-  std::shared_ptr<const Plan> plan = cached.plan();
+  std::shared_ptr<const Plan> plan;
   if (!cached.found()) {
     PlanLookup lookup = transposed ? transposed_backward_plan(a, output_mask)
                                    : forward_backward_plan(a, output_mask);
     if (!lookup.pending) cached.keep(lookup.plan);
     plan = std::move(lookup.plan);
+  } else if (const PlanSummary& known = cached.summary(); !known.planned) {
+    return native_backward(a, output_mask);
+  } else if (const bool planned_input = output_mask[0] && !transposed;
+             known.aten_computes_all(planned_input, output_mask[1])) {
+    // Planned for aten (a transposed call plans its weight gradient alone):
+    // counted from the entry, computed by aten's kernel.
+    if (planned_input) count_served(Served::input, Strategy::aten, known.input_measured);
+    if (output_mask[1]) count_served(Served::weight, Strategy::aten, known.weight_measured);
+    return native_backward(a, output_mask);
+  } else {
+    plan = cached.plan();
   }
   if (!plan) return native_backward(a, output_mask);
   return transposed ? transposed_backward(a, output_mask, *plan)

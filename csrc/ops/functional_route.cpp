@@ -297,8 +297,8 @@ CallKey route_key(KeyTag tag, int spatial_dims, const RoutedCall& call) {
 
 // Counts a gradient PyTorch's node computes, unless the aten scope, enabled
 // too, counts it there.
-void count_passed_through(Served served, const GradientPlan& plan) {
-  if (!aten_scope_enabled()) count_served(served, plan);
+void count_passed_through(Served served, bool measured) {
+  if (!aten_scope_enabled()) count_served(served, Strategy::aten, measured);
 }
 
 // conv{spatial_dims}d: PyTorch's node when each gradient the call needs is
@@ -306,26 +306,27 @@ void count_passed_through(Served served, const GradientPlan& plan) {
 // operands as autocast casts them.
 Route route_convolution(RoutedCall& call, int spatial_dims) {
   const CachedPlan cached(route_key(KeyTag::functional_convolution, spatial_dims, call));
-  std::shared_ptr<const Plan> plan = cached.plan();
+  PlanSummary plan = cached.summary();
   if (!cached.found()) {
     cast_as_autocast(call);
     const ConvParams params = call.arguments.params();
     const std::optional<ConvGeometry> geometry =
         forward_call_geometry(call.input(), call.weight(), call.bias, params, spatial_dims);
+    PlanLookup lookup;
     if (geometry) {
       const BackwardCall backward = forward_backward_call(call.input(), call.weight(), params);
-      PlanLookup lookup = resolve_plan(*geometry, &backward);
+      lookup = resolve_plan(*geometry, &backward);
       if (lookup.pending) return Route::bwdconv;
-      plan = std::move(lookup.plan);
     }
-    cached.keep(plan);
+    plan = PlanSummary::of(lookup.plan.get());
+    cached.keep(std::move(lookup.plan));
   }
-  if (!plan) return Route::original;  // invalid: the original raises
+  if (!plan.planned) return Route::original;  // invalid: the original raises
   const bool wants_input = call.input().requires_grad();
   const bool wants_weight = call.weight().requires_grad();
-  if (!aten_computes_all(*plan, wants_input, wants_weight)) return Route::bwdconv;
-  if (wants_input) count_passed_through(Served::input, plan->input);
-  if (wants_weight) count_passed_through(Served::weight, plan->weight);
+  if (!plan.aten_computes_all(wants_input, wants_weight)) return Route::bwdconv;
+  if (wants_input) count_passed_through(Served::input, plan.input_measured);
+  if (wants_weight) count_passed_through(Served::weight, plan.weight_measured);
   return Route::aten;
 }
 
@@ -367,21 +368,24 @@ Route route_transposed(RoutedCall& call, int spatial_dims) {
     weight_key.add(static_cast<int64_t>(KeyTag::functional_transposed_weight));
     weight.emplace(weight_key);
   }
-  TransposedPlans plans{forward.plan(), weight ? weight->plan() : nullptr};
+  PlanSummary forward_plan = forward.summary();
+  PlanSummary weight_plan = weight ? weight->summary() : PlanSummary{};
   if (!forward.found() || (weight && !weight->found())) {
     cast_as_autocast(call);
-    plans = plan_transposed(call, wants_weight);
+    TransposedPlans plans = plan_transposed(call, wants_weight);
     if (plans.pending) return Route::bwdconv;
-    forward.keep(plans.forward);
-    if (weight) weight->keep(plans.weight);
+    forward_plan = PlanSummary::of(plans.forward.get());
+    weight_plan = PlanSummary::of(plans.weight.get());
+    forward.keep(std::move(plans.forward));
+    if (weight) weight->keep(std::move(plans.weight));
   }
-  if (!plans.forward) return Route::original;
-  if (plans.forward->input.strategy != Strategy::aten ||
-      (wants_weight && plans.weight->weight.strategy != Strategy::aten)) {
+  if (!forward_plan.planned) return Route::original;
+  if (forward_plan.input != Strategy::aten ||
+      (wants_weight && weight_plan.weight != Strategy::aten)) {
     return Route::bwdconv;
   }
-  count_passed_through(Served::forward, plans.forward->input);
-  if (wants_weight) count_passed_through(Served::weight, plans.weight->weight);
+  count_passed_through(Served::forward, forward_plan.input_measured);
+  if (wants_weight) count_passed_through(Served::weight, weight_plan.weight_measured);
   return Route::aten;
 }
 

@@ -155,18 +155,22 @@ void CallKey::add_geometry(const ConvGeometry& g) {
 
 namespace {
 
-// Epoch 0 marks an empty entry.
+// Epoch 0 marks an empty entry (the count starts at 1).
 std::atomic<uint64_t> epoch{1};
 
+// The epoch's low 32 bits: 2^32 changes of forcing, hook or decisions
+// before one recurs.
 struct Entry {
   uint64_t first = 0, second = 0;
-  uint64_t epoch = 0;
-  std::shared_ptr<const Plan> plan;
+  uint32_t epoch = 0;
+  PlanSummary summary;
 
   bool holds(const CallKey& key, uint64_t current) const {
-    return epoch == current && first == key.first() && second == key.second();
+    return epoch == static_cast<uint32_t>(current) && first == key.first() &&
+           second == key.second();
   }
 };
+static_assert(sizeof(Entry) <= 32, "an entry fits half a cache line");
 
 // A small open-addressed table: a key lives in one of kProbes slots from its
 // digest's; a key that finds no free slot replaces its first one. 512 slots
@@ -174,9 +178,14 @@ struct Entry {
 // through 200 distinct keys paid +2.0 us (functional scope) and +1.9 us (aten
 // scope) over no bwdconv with 128 slots, +1.6 and +0.8 with 512
 // (benchmarks/results/cpu-2026-11-27-overhead).
+// Entries and their plans apart: a call planned for aten reads its entry
+// alone (32 bytes).
 constexpr size_t kSlots = 512;
 constexpr size_t kProbes = 4;
-using Table = std::array<Entry, kSlots>;
+struct Table {
+  std::array<Entry, kSlots> entries;
+  std::array<std::shared_ptr<const Plan>, kSlots> plans;
+};
 
 thread_local std::array<Table, 2> tables;
 
@@ -186,30 +195,45 @@ size_t slot(const CallKey& key, size_t probe) { return (key.first() + probe) % k
 
 }  // namespace
 
+PlanSummary PlanSummary::of(const Plan* plan) {
+  if (!plan) return {};
+  return {plan->input.strategy, plan->weight.strategy, true, plan->input.measured,
+          plan->weight.measured};
+}
+
 CachedPlan::CachedPlan(const CallKey& key)
     : key_(key), epoch_(epoch.load(std::memory_order_acquire)) {
   const Table& t = table();
   for (size_t probe = 0; probe < kProbes; ++probe) {
-    const Entry& entry = t[slot(key_, probe)];
-    if (entry.holds(key_, epoch_)) {
+    const size_t s = slot(key_, probe);
+    if (t.entries[s].holds(key_, epoch_)) {
       found_ = true;
-      plan_ = entry.plan;
+      slot_ = s;
+      summary_ = t.entries[s].summary;
       return;
     }
   }
 }
 
+std::shared_ptr<const Plan> CachedPlan::plan() const {
+  const Table& t = table();
+  if (!found_ || !t.entries[slot_].holds(key_, epoch_)) return nullptr;
+  return t.plans[slot_];
+}
+
 void CachedPlan::keep(std::shared_ptr<const Plan> plan) const {
   Table& t = table();
-  Entry* chosen = &t[slot(key_, 0)];
+  size_t chosen = slot(key_, 0);
   for (size_t probe = 0; probe < kProbes; ++probe) {
-    Entry& entry = t[slot(key_, probe)];
-    if (entry.epoch != epoch_ || entry.holds(key_, epoch_)) {
-      chosen = &entry;
+    const size_t s = slot(key_, probe);
+    if (t.entries[s].epoch != static_cast<uint32_t>(epoch_) || t.entries[s].holds(key_, epoch_)) {
+      chosen = s;
       break;
     }
   }
-  *chosen = Entry{key_.first(), key_.second(), epoch_, std::move(plan)};
+  t.entries[chosen] = Entry{key_.first(), key_.second(), static_cast<uint32_t>(epoch_),
+                            PlanSummary::of(plan.get())};
+  t.plans[chosen] = std::move(plan);
 }
 
 void forget_plans() { epoch.fetch_add(1, std::memory_order_acq_rel); }
@@ -475,16 +499,11 @@ CallKey resolution_key(const ConvGeometry& geometry, const BackwardCall* call,
 PlanLookup resolve_plan(const ConvGeometry& geometry, const BackwardCall* call,
                         const Forcing& forcing) {
   const CachedPlan cached(resolution_key(geometry, call, forcing));
-  if (cached.found()) return {cached.plan(), false};
+  if (cached.found()) return {cached.plan(), false};  // never "not planned": a geometry
   PlanLookup made = uncached_plan(geometry, call, forcing);
   made.plan = avoiding_out_of_memory(std::move(made.plan));
   if (!made.pending) cached.keep(made.plan);
   return made;
-}
-
-bool aten_computes_all(const Plan& plan, bool wants_input, bool wants_weight) {
-  return (!wants_input || plan.input.strategy == Strategy::aten) &&
-         (!wants_weight || plan.weight.strategy == Strategy::aten);
 }
 
 }  // namespace bwdconv::ops

@@ -138,25 +138,43 @@ enum class KeyTag : int64_t {
 
 // ---- The cache -------------------------------------------------------------
 
+// What a call planned for aten needs of its plan: each gradient's strategy
+// and whether a measurement chose it, inline in the cache entry, so that
+// such a call reads one cache line and no plan (docs/DESIGN.md, "Decisions").
+struct PlanSummary {
+  Strategy input = Strategy::aten, weight = Strategy::aten;
+  bool planned = false;  // false: bwdconv does not plan the call (an invalid one)
+  bool input_measured = false, weight_measured = false;
+
+  static PlanSummary of(const Plan* plan);
+  // Whether aten computes each gradient wanted.
+  bool aten_computes_all(bool wants_input, bool wants_weight) const {
+    return (!wants_input || input == Strategy::aten) && (!wants_weight || weight == Strategy::aten);
+  }
+};
+
 // This thread's entry for a key in the epoch current when the lookup is made
 // (one table for the thread's own calls, one for the tuner's while it runs
 // on the thread: the tuner plans without measured decisions). found(): the
-// key has an entry, whose plan() is null where the call is not planned (an
-// invalid call). keep() enters what the caller then finds; an epoch advanced
-// since the lookup makes it stale at once, so a plan made from a superseded
-// state is never used.
+// key has an entry; summary() says what it planned, and plan() (read right
+// after the lookup, before another call on the thread can replace the
+// entry) is the plan itself. keep() enters what the caller then finds; an
+// epoch advanced since the lookup makes it stale at once, so a plan made
+// from a superseded state is never used.
 class CachedPlan {
  public:
   explicit CachedPlan(const CallKey& key);
   bool found() const { return found_; }
-  const std::shared_ptr<const Plan>& plan() const { return plan_; }
+  const PlanSummary& summary() const { return summary_; }
+  std::shared_ptr<const Plan> plan() const;
   void keep(std::shared_ptr<const Plan> plan) const;
 
  private:
   CallKey key_;
   uint64_t epoch_ = 0;
   bool found_ = false;
-  std::shared_ptr<const Plan> plan_;
+  size_t slot_ = 0;
+  PlanSummary summary_;
 };
 
 // Advances the epoch: every thread's entries are stale from now on.
@@ -177,9 +195,6 @@ struct PlanLookup {
 };
 PlanLookup resolve_plan(const ConvGeometry& geometry, const BackwardCall* call,
                         const Forcing& forcing = current_forcing());
-
-// Whether `plan` computes with aten each gradient `call` wants.
-bool aten_computes_all(const Plan& plan, bool wants_input, bool wants_weight);
 
 // ---- Measured decisions ----------------------------------------------------
 
