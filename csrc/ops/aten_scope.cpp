@@ -266,10 +266,11 @@ at::Tensor in_output_layout(const at::Tensor& grad_output, const at::Tensor& inp
                                                        : grad_output.contiguous(format);
 }
 
-// The plan of a convolution's backward (nullptr: bwdconv does not plan it).
-PlanLookup forward_backward_plan(const BackwardArguments& a, std::array<bool, 3> mask) {
+// The plan of a convolution's backward (nullptr: bwdconv does not plan it),
+// with `grad_output` in the output's layout (in_output_layout).
+PlanLookup forward_backward_plan(const BackwardArguments& a, std::array<bool, 3> mask,
+                                 const at::Tensor& grad_output) {
   const ConvParams params = a.params();
-  const at::Tensor grad_output = in_output_layout(a.grad_output, a.input, a.weight);
   const auto geometry = plannable_geometry(grad_output, a.input, a.weight, params);
   if (!geometry) return {};
   const BackwardCall call =
@@ -280,9 +281,10 @@ PlanLookup forward_backward_plan(const BackwardArguments& a, std::array<bool, 3>
 // A convolution's gradients: those planned for aten (and the bias) from
 // aten's own kernel with the caller's arguments, so that they are aten's
 // results stride for stride; bwdconv's laid out as aten's backend lays out
-// its results.
+// its results. `laid_out`: grad_output in the output's layout where the
+// caller made it already (else undefined).
 Gradients forward_backward(const BackwardArguments& a, std::array<bool, 3> mask,
-                           const Plan& plan) {
+                           const Plan& plan, const at::Tensor& laid_out) {
   const bool input_by_us = mask[0] && plan.input.strategy != Strategy::aten;
   const bool weight_by_us = mask[1] && plan.weight.strategy != Strategy::aten;
   const std::array<bool, 3> aten_mask{mask[0] && !input_by_us, mask[1] && !weight_by_us,
@@ -293,7 +295,8 @@ Gradients forward_backward(const BackwardArguments& a, std::array<bool, 3> mask,
   if (aten_mask[1]) count_served(Served::weight, plan.weight);
   if (!input_by_us && !weight_by_us) return grads;
   auto& [grad_input, grad_weight, grad_bias] = grads;
-  const at::Tensor grad_output = in_output_layout(a.grad_output, a.input, a.weight);
+  const at::Tensor grad_output =
+      laid_out.defined() ? laid_out : in_output_layout(a.grad_output, a.input, a.weight);
   const GradientFormats formats = aten_gradient_formats(
       a.input, a.weight, a.bias_sizes, a.stride, a.padding, a.dilation, a.groups);
   if (input_by_us) {
@@ -336,9 +339,11 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
   if (tuning_on_this_thread()) return native_backward(a, output_mask);
   const CachedPlan cached(backward_key(a, output_mask));
   std::shared_ptr<const Plan> plan;
+  at::Tensor laid_out;  // grad_output as the plan was made with it, where it was made
   if (!cached.found()) {
+    if (!transposed) laid_out = in_output_layout(a.grad_output, a.input, a.weight);
     PlanLookup lookup = transposed ? transposed_backward_plan(a, output_mask)
-                                   : forward_backward_plan(a, output_mask);
+                                   : forward_backward_plan(a, output_mask, laid_out);
     if (!lookup.pending) cached.keep(lookup.plan);
     plan = std::move(lookup.plan);
   } else if (const PlanSummary& known = cached.summary(); !known.planned) {
@@ -355,7 +360,7 @@ Gradients planned_convolution_backward(const at::Tensor& grad_output, const at::
   }
   if (!plan) return native_backward(a, output_mask);
   return transposed ? transposed_backward(a, output_mask, *plan)
-                    : forward_backward(a, output_mask, *plan);
+                    : forward_backward(a, output_mask, *plan, laid_out);
 }
 
 void enable_aten_scope() {

@@ -177,9 +177,9 @@ static_assert(sizeof(Entry) <= 32, "an entry fits half a cache line");
 // keep a model's distinct calls: measured on the CPU, a tiny call cycling
 // through 200 distinct keys paid +2.0 us (functional scope) and +1.9 us (aten
 // scope) over no bwdconv with 128 slots, +1.6 and +0.8 with 512
-// (benchmarks/results/cpu-2026-11-27-overhead).
-// Entries and their plans apart: a call planned for aten reads its entry
-// alone (32 bytes).
+// (benchmarks/results/cpu-2026-11-27-overhead). The entries and their plans
+// stand apart, so that a call planned for aten reads its 32-byte entry alone
+// (benchmarks/results/cpu-2026-12-06-plan-cache).
 constexpr size_t kSlots = 512;
 constexpr size_t kProbes = 4;
 struct Table {
@@ -308,8 +308,8 @@ bool apply(Plan& plan, Gradient gradient, const GradientDecision& decision) {
 }
 
 // The plan the hook decides for the call (the rules' plan when it lets them
-// decide), nullptr when the hook is not asked, and whether it asks to be
-// asked again.
+// decide, or asks to be asked again: pending), nullptr when the hook is not
+// asked.
 PlanLookup decided_plan(const ConvGeometry& geometry, const BackwardCall& call) {
   Hook& h = hook_state();
   if (tuning_thread || !h.used || !(call.wants_input || call.wants_weight)) return {};
@@ -325,7 +325,7 @@ PlanLookup decided_plan(const ConvGeometry& geometry, const BackwardCall& call) 
     TuningScope scope;
     answer = hook(geometry, call, *rules);
   }
-  if (answer.kind == HookAnswer::ask_again) return {nullptr, true};
+  if (answer.kind == HookAnswer::ask_again) return {rules, true};
   if (answer.kind == HookAnswer::decided) {
     if (auto decided = make_decided_plan(geometry, answer.decision)) return {decided, false};
   }
@@ -471,7 +471,6 @@ PlanLookup uncached_plan(const ConvGeometry& geometry, const BackwardCall* call,
   if (call && !forcing.strategy && !forcing.swap1x1_writer) {
     PlanLookup decided = decided_plan(geometry, *call);
     if (decided.plan) return decided;
-    if (decided.pending) return {rules_plan(geometry, forcing), true};
   }
   return {rules_plan(geometry, forcing), false};
 }
