@@ -98,14 +98,18 @@ def run_call(geometry, x, w, b, dy):
     return [y.detach(), *grads]
 
 
+def run_with_references(geometry, x, w, b, dy):
+    """The call, in the dtype and in float64."""
+    run_call(geometry, x, w, b, dy)
+    accuracy.references(lambda *tensors: run_call(geometry, *tensors), (x, w, b, dy))
+
+
 def aten_survives(geometry, x, w, b, dy):
     """Whether aten runs this call, in the dtype and in float64, without
     crashing: in a child process (calls.survives_in_a_child) where the call
     is of the kind PyTorch's CPU convolution crashes on."""
-    def run():
-        run_call(geometry, x, w, b, dy)
-        accuracy.references(lambda *tensors: run_call(geometry, *tensors), (x, w, b, dy))
-    return not geometry.output_position_misses_the_input() or calls.survives_in_a_child(run)
+    return not geometry.output_position_misses_the_input() or calls.survives_in_a_child(
+        run_with_references, geometry, x, w, b, dy)
 
 
 # How far past what a correct computation may lose aten's own error must be

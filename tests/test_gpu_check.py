@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import pathlib
+import re
 import subprocess
 import time
 
@@ -47,7 +48,7 @@ def run_check(tmp_path, python_text, budget=None, steps=None, **env):
 
 
 def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
-    budget = 40  # the script keeps 10 s of it for the report
+    budget = 16  # the script keeps 10 s of it for the report
     start = time.monotonic()
     run, out = run_check(tmp_path, STAND_IN_PYTHON, budget=budget)
     elapsed = time.monotonic() - start
@@ -88,8 +89,9 @@ def test_steps_of_an_earlier_run_are_marked_as_such(tmp_path):
     run_check(tmp_path, STAND_IN_PYTHON, steps="gpu_tests")
     run, out = run_check(tmp_path, STAND_IN_PYTHON, steps="random")
     report = (out / "report.md").read_text()
-    assert "| gpu_tests | passed (0 s) (an earlier run) |" in report
-    assert "| random | passed (0 s) |" in report
+    # A step's seconds are the machine's (0 idle, 1 or more under load).
+    assert re.search(r"\| gpu_tests \| passed \(\d+ s\) \(an earlier run\) \|", report)
+    assert re.search(r"\| random \| passed \(\d+ s\) \|", report)
     assert "| build | not run (outside this run's steps" in report
 
 

@@ -5,9 +5,13 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <tuple>
+
+#include <ucontext.h>
 
 namespace bwdconv::hip::host {
 
@@ -53,10 +57,11 @@ namespace {
 
 constexpr int kSectorBytes = 32;
 
+#if BWDCONV_LANES_AS_THREADS
 // A block's barrier: the last lane to arrive releases the others.
-class Barrier {
+class SyncPoint {
  public:
-  explicit Barrier(int lanes) : lanes_(lanes) {}
+  explicit SyncPoint(int lanes) : lanes_(lanes) {}
 
   void arrive_and_wait() {
     std::unique_lock<std::mutex> lock(mutex_);
@@ -78,9 +83,86 @@ class Barrier {
   uint64_t generation_ = 0;
 };
 
+#else
+// A block's lanes as fibers (ucontext) on the calling thread. A lane runs
+// until it reaches __syncthreads or returns; one round resumes every lane
+// still running, so the end of a round is the barrier's release.
+class SyncPoint {
+ public:
+  using Resume = std::function<void(int64_t)>;
+
+  explicit SyncPoint(int lanes) : lanes_(lanes), contexts_(lanes), done_(lanes) {
+    while (static_cast<int>(stacks().size()) < lanes) {
+      stacks().emplace_back(new char[kStackBytes]);
+    }
+  }
+
+  // Runs every lane of one block: `lane_body(t)` on lane t's fiber, with
+  // `before_resume(t)` called each time lane t is about to run.
+  void run_block(const Resume& lane_body, const Resume& before_resume, const char* kernel) {
+    lane_body_ = &lane_body;
+    for (int t = 0; t < lanes_; ++t) {
+      getcontext(&contexts_[t]);
+      contexts_[t].uc_stack.ss_sp = stacks()[t].get();
+      contexts_[t].uc_stack.ss_size = kStackBytes;
+      contexts_[t].uc_link = &scheduler_;
+      makecontext(&contexts_[t], &SyncPoint::lane_entry, 0);
+      done_[t] = false;
+    }
+    for (bool waiting = true; waiting;) {
+      int finished = 0, at_barrier = 0;
+      for (int t = 0; t < lanes_; ++t) {
+        if (done_[t]) continue;
+        current_ = t;
+        before_resume(t);
+        running() = this;
+        swapcontext(&scheduler_, &contexts_[t]);
+        ++(done_[t] ? finished : at_barrier);
+      }
+      if (finished > 0 && at_barrier > 0) {
+        std::fprintf(stderr,
+                     "bwdconv host grid: kernel %s: lanes returned while others wait at "
+                     "__syncthreads\n",
+                     kernel);
+        std::abort();
+      }
+      waiting = at_barrier > 0;
+    }
+  }
+
+  // __syncthreads from the running lane: back to the round.
+  void arrive_and_wait() { swapcontext(&contexts_[current_], &scheduler_); }
+
+ private:
+  static constexpr size_t kStackBytes = size_t{256} << 10;
+
+  // The stacks, allocated once: one synchronized launch runs at a time.
+  static std::vector<std::unique_ptr<char[]>>& stacks() {
+    static std::vector<std::unique_ptr<char[]>> pool;
+    return pool;
+  }
+  static SyncPoint*& running() {
+    static SyncPoint* block = nullptr;
+    return block;
+  }
+  static void lane_entry() {
+    SyncPoint* self = running();
+    (*self->lane_body_)(self->current_);
+    self->done_[self->current_] = true;
+  }
+
+  const int lanes_;
+  ucontext_t scheduler_;
+  std::vector<ucontext_t> contexts_;
+  std::vector<bool> done_;
+  int current_ = 0;
+  const Resume* lane_body_ = nullptr;
+};
+#endif
+
 struct BlockContext {
   const KernelLabel* label = nullptr;
-  Barrier* barrier = nullptr;  // null: independent lanes
+  SyncPoint* barrier = nullptr;  // null: independent lanes
 };
 thread_local BlockContext block_context;
 
@@ -218,11 +300,12 @@ void run_independent(const KernelLabel& label, Dim3 grid, Dim3 block, const Lane
   for (std::thread& h : helpers) h.join();
 }
 
+#if BWDCONV_LANES_AS_THREADS
 void run_synchronized(const KernelLabel& label, Dim3 grid, Dim3 block, const LaneBody& body,
                       LaunchLog* launch) {
   std::lock_guard<std::mutex> one_at_a_time(synchronized_launch);
   const int64_t blocks = volume(grid), lanes = volume(block);
-  Barrier barrier(static_cast<int>(lanes));
+  SyncPoint barrier(static_cast<int>(lanes));
   std::mutex records_mutex;
   std::vector<AccessRecord> block_records;
   const auto lane_thread = [&](int64_t t) {
@@ -252,6 +335,39 @@ void run_synchronized(const KernelLabel& label, Dim3 grid, Dim3 block, const Lan
   lane_thread(0);
   for (std::thread& thread : threads) thread.join();
 }
+
+#else
+void run_synchronized(const KernelLabel& label, Dim3 grid, Dim3 block, const LaneBody& body,
+                      LaunchLog* launch) {
+  std::lock_guard<std::mutex> one_at_a_time(synchronized_launch);
+  const int64_t blocks = volume(grid), lanes = volume(block);
+  SyncPoint barrier(static_cast<int>(lanes));
+  std::vector<LaneLog> logs(launch != nullptr ? lanes : 0);
+  std::vector<AccessRecord> block_records;
+  block_context = {&label, &barrier};
+  const SyncPoint::Resume lane_body = [&](int64_t t) {
+    run_lane(t, block, body, launch != nullptr ? &logs[t] : nullptr);
+  };
+  // A lane's builtin indices and log are the thread's: set before each resume.
+  const SyncPoint::Resume before_resume = [&](int64_t t) {
+    lane.thread = unravel(t, block);
+    lane_log = launch != nullptr ? &logs[t] : nullptr;
+  };
+  for (int64_t b = 0; b < blocks; ++b) {
+    enter_block(b, grid, block);
+    barrier.run_block(lane_body, before_resume, label.name);
+    if (launch == nullptr) continue;
+    for (LaneLog& log : logs) {
+      block_records.insert(block_records.end(), log.records.begin(), log.records.end());
+      log.records.clear();
+    }
+    launch->add_block(block_records);
+  }
+  lane_log = nullptr;
+  block_context = {};
+}
+
+#endif
 
 }  // namespace
 

@@ -10,6 +10,23 @@
 
 #include "portability.h"
 
+// A synchronized block's lanes run as threads where a sanitizer watches them
+// (ThreadSanitizer must see each lane as a thread to report a race between
+// lanes; AddressSanitizer does not follow stacks switched under it), and as
+// fibers on the launching thread everywhere else: a barrier is then a switch
+// of stacks, where 256 threads would each be woken by the kernel at every
+// barrier and created at every launch (docs/host-target.md).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define BWDCONV_LANES_AS_THREADS 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define BWDCONV_LANES_AS_THREADS 1
+#endif
+#endif
+#ifndef BWDCONV_LANES_AS_THREADS
+#define BWDCONV_LANES_AS_THREADS 0
+#endif
+
 namespace bwdconv::hip::host {
 
 struct Dim3 {
@@ -45,7 +62,8 @@ int64_t hardware_threads();
 //   - Lanes::independent: each block's lanes run in order on one thread;
 //     blocks run in parallel on up to hardware_concurrency threads.
 //   - Lanes::synchronized: a block's lanes run as concurrent threads that
-//     meet at __syncthreads (a real barrier); blocks run one after the other,
+//     meet at __syncthreads (a real barrier), or as fibers that switch there
+//     (BWDCONV_LANES_AS_THREADS); blocks run one after the other,
 //     and one synchronized launch runs at a time in the process, so that a
 //     kernel's __shared__ arrays serve the one block that runs.
 void run_grid(const KernelLabel& label, Dim3 grid, Dim3 block, LaneBody body);

@@ -9,6 +9,7 @@ found wrong before (issue 40), which run first."""
 import collections
 import math
 import os
+import pickle
 
 import torch
 
@@ -274,23 +275,73 @@ def forcings(bwdconv):
     return found
 
 
-def survives_in_a_child(run):
-    """Whether `run()` ends, returning or raising, in a forked child process
-    without crashing it: PyTorch's own CPU convolution crashes on some calls
-    (Geometry.output_position_misses_the_input), and a crash would end the
-    whole run. On the CPU only (a CUDA context does not survive a fork)."""
-    pid = os.fork()
-    if pid == 0:  # the child: run, then out
-        try:
-            # One thread: the parent's OpenMP pool does not survive the fork,
-            # and a parallel region waiting for it would never end.
-            torch.set_num_threads(1)
-            run()
-        except BaseException:
-            pass  # an exception is the parent's to meet and report
-        os._exit(0)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status)
+class _CrashProbe:
+    """A child process, forked at its first call, that runs the functions it
+    is sent one after the other: a fork per call cost about 30 ms, most of a
+    small call's time. A crash ends the child; the next call forks another."""
+
+    def __init__(self):
+        requests, self.requests = os.pipe()
+        self.replies, replies = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: serve until the parent closes its end
+            os.close(self.requests)
+            os.close(self.replies)
+            self._serve(os.fdopen(requests, "rb"), os.fdopen(replies, "wb"))
+        os.close(requests)
+        os.close(replies)
+        self.requests = os.fdopen(self.requests, "wb")
+        self.replies = os.fdopen(self.replies, "rb")
+
+    @staticmethod
+    def _serve(requests, replies):
+        # One thread: the parent's OpenMP pool does not survive the fork,
+        # and a parallel region waiting for it would never end.
+        torch.set_num_threads(1)
+        while True:
+            try:
+                function, args = pickle.load(requests)
+            except BaseException:
+                os._exit(0)
+            try:
+                function(*args)
+            except BaseException:
+                pass  # an exception is the parent's to meet and report
+            replies.write(b"1")
+            replies.flush()
+
+    def survives(self, function, args):
+        self.requests.write(pickle.dumps((function, args)))
+        self.requests.flush()
+        if self.replies.read(1) == b"1":
+            return True
+        self.close()
+        return False
+
+    def close(self):
+        self.requests.close()
+        self.replies.close()
+        os.waitpid(self.pid, 0)
+
+
+_probe = None
+
+
+def survives_in_a_child(function, *args):
+    """Whether `function(*args)` ends, returning or raising, in a child
+    process without crashing it: PyTorch's own CPU convolution crashes on
+    some calls (Geometry.output_position_misses_the_input), and a crash
+    would end the whole run. The child is forked once and serves every call
+    until one crashes it, so the function and its arguments must mean then
+    what they mean now: PyTorch's own calls, made outside bwdconv.enabled().
+    On the CPU only (a CUDA context does not survive a fork)."""
+    global _probe
+    if _probe is None:
+        _probe = _CrashProbe()
+    if _probe.survives(function, args):
+        return True
+    _probe = None
+    return False
 
 
 def same_results(again, first):

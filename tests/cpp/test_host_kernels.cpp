@@ -235,6 +235,19 @@ TEST(HostGridDeathTest, MisalignedAccessAborts) {
                "misaligned store at .* \\(float.cu:3\\): a GPU needs 4-byte alignment");
 }
 
+// A block whose lanes do not all reach __syncthreads: where lanes are fibers
+// the host grid aborts, naming the kernel, where a GPU's behaviour is
+// undefined (threads would wait at the barrier for ever).
+TEST(HostGridDeathTest, LanesReturningWhileOthersWaitAtTheBarrierAbort) {
+  if (BWDCONV_LANES_AS_THREADS) GTEST_SKIP() << "lanes run as threads under a sanitizer";
+  const auto body = [] {
+    if (host::lane.thread.x != 0) host::sync_threads();
+  };
+  EXPECT_DEATH(host::run_grid({"divergent_barrier", Lanes::synchronized}, host::Dim3(2),
+                              host::Dim3(4), host::LaneBody(body)),
+               "kernel divergent_barrier: lanes returned while others wait at __syncthreads");
+}
+
 // A load and a store written on one source line, as in
 // global_store(dst + i, odd ? zero : global_load(src + i)), where only some
 // lanes load: the store is one instruction for the whole warp, so each warp's
