@@ -8,7 +8,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
 
-#include "ops/calls.h"
+#include "ops/convolution.h"
 
 namespace bwdconv::ops {
 namespace {

@@ -14,9 +14,9 @@
 #include <tuple>
 #include <vector>
 
-#include "ops/aten_scope.h"
 #include "ops/backward.h"
-#include "ops/calls.h"
+#include "ops/strategies.h"
+#include "ops/convolution.h"
 #include "ops/plans.h"
 #include "ops/geometry.h"
 

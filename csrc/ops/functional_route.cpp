@@ -17,8 +17,8 @@
 #include <optional>
 
 #include "ops/aten_scope.h"
-#include "ops/backward.h"
-#include "ops/calls.h"
+#include "ops/strategies.h"
+#include "ops/convolution.h"
 #include "ops/geometry.h"
 #include "ops/plans.h"
 

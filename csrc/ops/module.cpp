@@ -15,7 +15,7 @@
 #include "dispatch/plan.h"
 #include "hip/host_grid.h"
 #include "ops/aten_scope.h"
-#include "ops/backward.h"
+#include "ops/strategies.h"
 #include "ops/plans.h"
 #include "ops/functional_route.h"
 #include "ops/geometry.h"
@@ -23,7 +23,7 @@
 #include "ops/memory.h"
 #include "ops/splitk.h"
 #include "ops/tuning_bindings.h"
-#include "ops/weight_cache.h"
+#include "ops/filter.h"
 
 namespace bwdconv::ops {
 

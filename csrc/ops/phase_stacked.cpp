@@ -8,7 +8,6 @@
 #include "ops/aten.h"
 #include "ops/filter.h"
 #include "ops/interleave.h"
-#include "ops/weight_cache.h"
 
 namespace bwdconv::ops {
 namespace {

@@ -9,7 +9,7 @@
 #include "hip/relayout.h"
 #include "ops/aten.h"
 #include "ops/kernels.h"
-#include "ops/weight_cache.h"
+#include "ops/filter.h"
 
 namespace bwdconv::ops {
 namespace {

@@ -12,7 +12,7 @@
 #include "ops/aten.h"
 #include "ops/interleave.h"
 #include "ops/kernels.h"
-#include "ops/weight_cache.h"
+#include "ops/filter.h"
 
 namespace bwdconv::ops {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dispatch/plan.h"
-#include "ops/backward.h"
+#include "ops/strategies.h"
 #include "ops/plans.h"
 
 namespace bwdconv::ops {

@@ -1,5 +1,5 @@
-// Calls into the bwdconv ops through the dispatcher, so that autograd,
-// autocast and torch.compile's tracing see them.
+// The bwdconv operator library (convolution.cpp), called through the
+// dispatcher, so that autograd, autocast and torch.compile's tracing see the calls.
 #pragma once
 
 #include <ATen/ATen.h>
