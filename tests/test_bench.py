@@ -215,16 +215,16 @@ def test_kernel_bytes_count_each_element_once():
     each tensor they convert once."""
     case = parse_line("conv -n 2 -c 3 -k 5 -H 8 -W 8 -y 1 -x 1 -u 2 -v 2 -p 0 -q 0")
     plan = bwdconv.explain(case.input_size(), case.weight_size(), 2, 0).to_dict()
-    assert kernel_bytes("swap1x1", "fused", plan, case, 4) == 4 * (2 * 3 * 64 + 2 * 3 * 16)
+    assert sum(kernel_bytes("swap1x1", "fused", plan, case, 4)) == 4 * (2 * 3 * 64 + 2 * 3 * 16)
     # in_place: the GEMM filled the 4x4 slots; the pass only zeroes the other 48 of 64.
-    assert kernel_bytes("swap1x1", "in_place", plan, case, 4) == 4 * (2 * 3 * 48)
-    assert kernel_bytes("scatter", None, plan, case, 2) == 2 * (2 * 5 * 64 + 2 * 5 * 16)
+    assert sum(kernel_bytes("swap1x1", "in_place", plan, case, 4)) == 4 * (2 * 3 * 48)
+    assert sum(kernel_bytes("scatter", None, plan, case, 2)) == 2 * (2 * 5 * 64 + 2 * 5 * 16)
     # relayout: grad_output (2x5x4x4) there and dx (2x3x8x8) back, each read and
     # written once; the 1x1 weight is channels_last as it is.
-    assert kernel_bytes("relayout", None, plan, case, 2) == 2 * 2 * (2 * 5 * 16 + 2 * 3 * 64)
+    assert sum(kernel_bytes("relayout", None, plan, case, 2)) == 2 * 2 * (2 * 5 * 16 + 2 * 3 * 64)
     case3 = parse_line("conv -n 2 -c 3 -k 5 -H 8 -W 8 -y 3 -x 3 -u 2 -v 2 -p 1 -q 1")
     plan3 = bwdconv.explain(case3.input_size(), case3.weight_size(), 2, 1).to_dict()
-    assert kernel_bytes("relayout", None, plan3, case3, 4) == \
+    assert sum(kernel_bytes("relayout", None, plan3, case3, 4)) == \
         4 * 2 * (2 * 5 * 16 + 2 * 3 * 64 + 5 * 3 * 9)
 
 

@@ -16,18 +16,17 @@ The entries are timed in rounds, in an order drawn at random each round
 
 import argparse
 import contextlib
+import functools
 import math
 import statistics
 
 import torch
 
-from bwdconv import _tune
-
 from . import device as dev
-from .cli import DTYPE_NAMES, add_layout_option, cases_from
-from .driver import scale_case
+from .cli import DTYPE_NAMES, add_dtype_option, add_layout_option, add_suite_option, cases_from
+from .driver import FORWARD, scale_case
 from .overhead import decisions_of_this_run
-from .run import _output_padding, make_operands
+from .run import PLANNED, TUNED, _output_padding, aten_call, forcing, make_operands
 
 ROUNDS = 15
 
@@ -38,50 +37,42 @@ def kernel_equals_stride(case):
 
 
 def entries(case, device):
-    """{name: fn}: aten, bwdconv as planned and as tuned, the GEMM, the write."""
-    x, w, _, (stride, padding, dilation, groups) = make_operands(case, device)
-    output_padding = _output_padding(case)
-
-    def aten():
-        return torch.ops.aten.convolution(x, w, None, stride, padding, dilation, True,
-                                          output_padding, groups)
+    """{name: (fn, context)}: aten, bwdconv as planned and as tuned, the GEMM, the write."""
+    x, w, _, args = make_operands(case, device)
+    stride, padding, dilation, groups = args
+    aten = functools.partial(aten_call, FORWARD, case, args, x, w, None)
 
     def ours():
-        return torch.ops.bwdconv.conv_transpose(x, w, None, stride, padding, output_padding,
+        return torch.ops.bwdconv.conv_transpose(x, w, None, stride, padding, _output_padding(case),
                                                 groups, dilation)
-
-    def tuned():
-        with _tune.autotuning():
-            return ours()
-
-    def planned():
-        with _tune.rules_only():
-            return ours()
 
     rows = torch.randn(x.shape[0] * math.prod(x.shape[2:]), x.shape[1], device=device).to(x.dtype)
     columns = w.reshape(w.shape[0], -1)
     output = aten()
     written = torch.empty_like(output)
-    return {"aten": aten, "planned": planned, "tuned": tuned,
-            "gemm": lambda: torch.mm(rows, columns), "write": lambda: written.fill_(1)}
+    alone = contextlib.nullcontext
+    return {"aten": (aten, alone), "planned": (ours, functools.partial(forcing, PLANNED)),
+            "tuned": (ours, functools.partial(forcing, TUNED)),
+            "gemm": (lambda: torch.mm(rows, columns), alone),
+            "write": (lambda: written.fill_(1), alone)}
 
 
 def measure(case, device, iterations):
     """{name: median ms} over ROUNDS rounds of `iterations` calls each."""
-    fns = entries(case, device)
-    for fn in fns.values():  # warm-up; the tuned entry tunes here
-        fn()
-    samples = dev.time_in_rounds({name: (fn, contextlib.nullcontext) for name, fn in fns.items()},
-                                 device, [iterations] * ROUNDS)
+    calls = entries(case, device)
+    for fn, context in calls.values():  # warm-up; the tuned entry tunes here
+        with context():
+            fn()
+    samples = dev.time_in_rounds(calls, device, [iterations] * ROUNDS)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--suite", action="append", default=None)
+    add_suite_option(p)
     p.add_argument("--scale", type=int, default=2)
     p.add_argument("--iter", type=int, default=3, help="calls per entry per round")
-    p.add_argument("--dtype", choices=sorted(DTYPE_NAMES), default=None)
+    add_dtype_option(p)
     add_layout_option(p)
     dev.add_device_option(p)
     args = p.parse_args(argv)

@@ -80,6 +80,11 @@ def add_layout_option(p):
 DTYPE_NAMES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
+def add_dtype_option(p):
+    p.add_argument("--dtype", choices=sorted(DTYPE_NAMES), default=None,
+                   help="run every case in this dtype (default: each line's command word)")
+
+
 def cases_from(args, line_tokens=(), dtype=None):
     """The cases of the lines and suites given, in the layout asked and in
     `dtype` (None: each line's own)."""
@@ -109,8 +114,7 @@ def parser():
                         "a line's own --iter wins)")
     p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 10 / 2)")
     add_layout_option(p)
-    p.add_argument("--dtype", choices=sorted(DTYPE_NAMES), default=None,
-                   help="run every case in this dtype (default: each line's command word)")
+    add_dtype_option(p)
     p.add_argument("--check", action="store_true",
                    help="compare every result with a float64 reference; a wrong result gets no time")
     dev.add_device_option(p)
@@ -134,16 +138,11 @@ def add_tuning_cache_option(p, default):
 def cudnn_benchmark(setting):
     """torch.backends.cudnn.benchmark set to `setting` ('on', 'off'; None:
     left as it is) for the body; yields the header's words for it."""
-    previous = torch.backends.cudnn.benchmark
-    if setting is not None:
-        torch.backends.cudnn.benchmark = setting == "on"
-    state = "on" if torch.backends.cudnn.benchmark else "off"
-    how = f"set by --cudnn-benchmark {setting}" if setting is not None else \
-        "the process's setting; --cudnn-benchmark on|off sets it"
-    try:
+    with dev.backend_flags(cudnn_benchmark=None if setting is None else setting == "on"):
+        state = "on" if torch.backends.cudnn.benchmark else "off"
+        how = f"set by --cudnn-benchmark {setting}" if setting is not None else \
+            "the process's setting; --cudnn-benchmark on|off sets it"
         yield f"{state} ({how})"
-    finally:
-        torch.backends.cudnn.benchmark = previous
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """Timers, device facts and peak figures for the benchmark harness."""
 
+import contextlib
 import datetime
 import json
 import os
@@ -19,8 +20,6 @@ PEAKS = {
     "H200": {"bfloat16": 989, "float16": 989, "float32": 495, "gbps": 4800},
     "H100 PCIe": {"bfloat16": 756, "float16": 756, "float32": 378, "gbps": 2000},
     "H100": {"bfloat16": 989, "float16": 989, "float32": 495, "gbps": 3350},
-    "A100": {"bfloat16": 312, "float16": 312, "float32": 156, "gbps": 2039},
-    "MI355X": {"bfloat16": 2500, "float16": 2500, "float32": 157, "gbps": 8000},
     "MI300X": {"bfloat16": 1307, "float16": 1307, "float32": 163, "gbps": 5300},
 }
 
@@ -52,6 +51,10 @@ def add_fixed_heap_option(parser):
                         help="fix glibc malloc's mmap and trim thresholds first "
                              "(fix_heap_thresholds), so that the steps take no page faults: "
                              "what a process with a steady heap pays")
+
+
+def add_json_option(parser):
+    parser.add_argument("--json", help="also write the results to this file")
 
 
 def describe(device, fixed_heap=False):
@@ -104,6 +107,24 @@ def _driver_version():
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 else "unknown"
     except (OSError, subprocess.SubprocessError, IndexError):
         return "unknown"
+
+
+@contextlib.contextmanager
+def backend_flags(tf32=None, cudnn_benchmark=None):
+    """For the body: TF32 on or off (cuDNN's allow_tf32 and the float32 matmul
+    precision) and torch.backends.cudnn.benchmark; None leaves a setting as it is."""
+    cudnn = torch.backends.cudnn
+    saved = cudnn.allow_tf32, torch.get_float32_matmul_precision(), cudnn.benchmark
+    if tf32 is not None:
+        cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    if cudnn_benchmark is not None:
+        cudnn.benchmark = cudnn_benchmark
+    try:
+        yield
+    finally:
+        cudnn.allow_tf32, cudnn.benchmark = saved[0], saved[2]
+        torch.set_float32_matmul_precision(saved[1])
 
 
 def synchronize(device):

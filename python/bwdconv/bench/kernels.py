@@ -22,16 +22,25 @@ import torch
 import bwdconv
 
 from . import device as dev
-from .cli import add_layout_option, read_suite, suite_path
-from .driver import BACKWARD_DATA, with_layout
+from .cli import add_layout_option, add_suite_option, cases_from
+from .driver import BACKWARD_DATA
 from .run import forced_entries, forcing, make_operands
 
 
-def kernels():
-    """{strategy: its kernel's family} for the input-gradient strategies that launch one: the
+def kernels(gradient="input"):
+    """{strategy: its kernel's family} for the strategies of `gradient` that launch one: the
     walks of a family (its row, dense and staged kernels) are named <family>_..._kernel."""
     return {e.name: e.kernel for e in bwdconv.registry()
-            if "input" in e.gradients and e.kernel}
+            if gradient in e.gradients and e.kernel}
+
+
+def matching_convolution(line, device):
+    """(case, x, w, dy, args, explanation) of a suite line; a transposed line
+    as its matching convolution (its forward is that convolution's input
+    gradient)."""
+    case = line.as_convolution()
+    x, w, dy, args = make_operands(case, device)
+    return case, x, w, dy, args, bwdconv.explain(x, w, *args)
 
 
 def is_kernel_of(event_name, family):
@@ -55,9 +64,9 @@ def relayout_elements(plan, case):
             + moved([case.batch, case.in_channels, *case.input]) + moved(case.weight_size()))
 
 
-def kernel_elements(strategy, writer, plan, case):
-    """(elements the strategy's data-movement kernel must write, elements it
-    must read): its output once, each source element it copies once."""
+def kernel_bytes(strategy, writer, plan, case, element_size):
+    """(bytes the strategy's data-movement kernel must write, bytes it must
+    read): its output once, each source element it copies once."""
     computed = sum(case.batch * case.in_channels * math.prod(phase["computed"])
                    for phase in plan["phases"] if not phase["empty"])
     if strategy == "relayout":
@@ -71,12 +80,7 @@ def kernel_elements(strategy, writer, plan, case):
     else:  # dx from the computed slots of the non-empty phases
         written = case.batch * case.in_channels * math.prod(case.input)
         read = computed
-    return written, read
-
-
-def kernel_bytes(strategy, writer, plan, case, element_size):
-    """Bytes the strategy's data-movement kernel writes and reads."""
-    return sum(kernel_elements(strategy, writer, plan, case)) * element_size
+    return written * element_size, read * element_size
 
 
 def kernel_ms(fn, family, iterations):
@@ -111,16 +115,12 @@ def torch_conversions(x, w, dy):
 
 
 def measure(line, iterations, copy_gbps):
-    """The rows of a suite line; a transposed line as its matching
-    convolution (its forward is that convolution's input gradient)."""
-    case = line.as_convolution()
-    x, w, dy, (stride, padding, dilation, groups) = make_operands(case, torch.device("cuda"))
-    explanation = bwdconv.explain(x, w, stride, padding, dilation, groups)
+    """The rows of a suite line (matching_convolution)."""
+    case, x, w, dy, args, explanation = matching_convolution(line, torch.device("cuda"))
     plan = explanation.to_dict()
 
     def call():
-        return torch.ops.bwdconv.convolution_backward_input(
-            dy, w, list(x.shape), stride, padding, dilation, groups)
+        return torch.ops.bwdconv.convolution_backward_input(dy, w, list(x.shape), *args)
 
     rows = []
     names = kernels()
@@ -129,7 +129,7 @@ def measure(line, iterations, copy_gbps):
         kernel = names[strategy]
         with forcing(forced):
             ms = kernel_ms(fn, kernel, iterations)
-        moved = kernel_bytes(strategy, writer, plan, case, dy.element_size())
+        moved = sum(kernel_bytes(strategy, writer, plan, case, dy.element_size()))
         gbps = moved / (ms * 1e-3) / 1e9
         rows.append((line.label(), name, kernel, ms * 1e3, gbps, gbps / copy_gbps))
         if strategy == "relayout":  # the same bytes by PyTorch's copy, for comparison
@@ -143,10 +143,11 @@ def measure(line, iterations, copy_gbps):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bwdconv.bench.kernels",
                                 description=__doc__.split("\n")[0])
-    p.add_argument("--suite", default="seeds")
+    add_suite_option(p)
     p.add_argument("--iterations", type=int, default=20)
     add_layout_option(p)
     args = p.parse_args(argv)
+    args.suite = args.suite or ["seeds"]
     if not torch.cuda.is_available():
         raise SystemExit("bwdconv.bench.kernels needs a GPU: it reads kernel times from the profiler")
     device = torch.device("cuda")
@@ -154,8 +155,7 @@ def main(argv=None):
     print(f"{torch.cuda.get_device_name()} | copy bandwidth {copy_gbps:.1f} GB/s")
     print("| case | strategy | kernel | time (us) | GB/s | of copy bandwidth |")
     print("|---|---|---|---|---|---|")
-    for case in read_suite(suite_path(args.suite)):
-        case = with_layout(case, args.layout)
+    for case in cases_from(args):
         if not case.as_convolution().directions & BACKWARD_DATA:
             continue
         for label, strategy, kernel, us, gbps, fraction in measure(case, args.iterations, copy_gbps):

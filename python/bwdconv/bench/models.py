@@ -3,21 +3,11 @@
     python -m bwdconv.bench.models [--models resnet18 resnet50 r3d18 unet dcgan] [--steps 7]
                                    [--fixed-heap]
 
-For each model: the strategies that serve its convolutions (explain_model),
-the median time of loss.backward() over several steps, the peak memory one
-loss.backward() adds (bwdconv.peak_memory) and the median time of an
-inference forward (torch.inference_mode; bwdconv's sides inside
-bwdconv.reuse_weight_transforms, as an inference loop would run), measured
-alternately in the same process: aten, bwdconv with the planner's rules, and bwdconv tuned
-(autotuning on; the first, untimed round tunes every convolution, with a
-decisions cache of its own unless --tuning-cache DIR|user names one), in an order drawn at random for each
-round. Each side's backward and inference forward are compared with aten's
-by the ratio of medians and by the paired ratio, each with a 90% bootstrap
-interval
-(bench.ratios); --fixed-heap fixes glibc's malloc thresholds first, as for
-bench.overhead. ResNets and R3D-18 come from
-torchvision; the U-Net and the DCGAN generator, whose upsampling is
-transposed convolutions, from bwdconv.bench.decoders.
+For each model (docs/benchmarks.md): the strategies that serve its
+convolutions, loss.backward()'s time and the peak memory it adds, and an
+inference forward's time (inside bwdconv.reuse_weight_transforms on
+bwdconv's sides), for aten, bwdconv's rules and bwdconv tuned in an order
+drawn at random each round, compared by bench.ratios.
 """
 
 import argparse
@@ -36,6 +26,7 @@ from . import device as dev
 from . import ratios
 from .cli import add_tuning_cache_option, tuning_cache
 from .decoders import DCGANGenerator, UNet
+from .run import PLANNED, TUNED, forcing
 
 DEFAULT_MODELS = ["resnet18", "resnet50", "r3d18", "unet", "dcgan"]
 
@@ -102,22 +93,21 @@ def measure(name, make, shape, device, dtype, steps):
     autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
     with autocast, _tune.rules_only():
         plan = bwdconv.explain_model(model, x)
-    sides = {"aten": _nothing, "bwdconv": _rules, "tuned": _tuned}
-    times = {side: [] for side in sides}
-    forwards = {side: [] for side in sides}
+    times = {side: [] for side in SIDES}
+    forwards = {side: [] for side in SIDES}
     order = random.Random(0)
     # The first round warms up (and tunes).
     for step in progress_bar(range(steps + 1), desc=name, unit="round"):
-        for side in order.sample(list(sides), len(sides)):
-            with sides[side](), autocast:
+        for side in order.sample(list(SIDES), len(SIDES)):
+            with on_side(side), autocast:
                 t = backward_ms(model, x, device)
                 f = inference_ms(model, x, device, reuse_transforms=side != "aten")
             if step:
                 times[side].append(t)
                 forwards[side].append(f)
     peaks = {}
-    for side, context in sides.items():
-        with context(), autocast:
+    for side in SIDES:
+        with on_side(side), autocast:
             peaks[side] = backward_peak_bytes(model, x, device)
     with autocast:
         tuned_plan = bwdconv.explain_model(model, x)
@@ -137,21 +127,17 @@ def measure(name, make, shape, device, dtype, steps):
                                    for side in ("bwdconv", "tuned")}}
 
 
+SIDES = {"aten": None, "bwdconv": PLANNED, "tuned": TUNED}  # the sides' bench.run forcings
+
+
 @contextlib.contextmanager
-def _rules():
-    with bwdconv.enabled(), _tune.rules_only():
+def on_side(side):
+    """Without bwdconv (aten), or enabled with the rules alone or autotuning."""
+    if SIDES[side] is None:
         yield
-
-
-@contextlib.contextmanager
-def _tuned():
-    with bwdconv.enabled(), bwdconv.autotuning():
+        return
+    with bwdconv.enabled(), forcing(SIDES[side]):
         yield
-
-
-@contextlib.contextmanager
-def _nothing():
-    yield
 
 
 def _counts(served):

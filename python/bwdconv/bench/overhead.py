@@ -3,38 +3,15 @@
     python -m bwdconv.bench.overhead [--samples 27] [--calls 200] [--steps 22] [--json FILE]
                                      [--no-models] [--tuned] [--fixed-heap]
 
-Tiny convolutions and transposed convolutions isolate the per-call cost:
-each is timed without bwdconv, with enable() (the functional scope) and with
-enable("aten"), forward only (under no_grad) and forward + backward, once as
-the rules plan it (aten) and once with a strategy forced (swap1x1 on a
-stride-2 convolution whose filter is within the stride, so the call takes
-bwdconv's own op); then tiny convolutions cycling through 200 distinct
-calls (a model's many layers), and a tiny convolution whose input sizes are
-new at each call (no memo and no decision: a plan made per call). The modes
-alternate within each sample, in a rotating order, and each sample times
-`--calls` calls; a mode's added cost is
-the median over samples of (mode - without), with the 25th and 75th
-percentiles as its spread.
-
-The training steps (ResNet-18 and MobileNetV2 from torchvision, batch 2,
-64x64, float32; batch 32 at 224x224 too on a GPU) alternate the three modes
-step by step, each timed step after an untimed one in its mode; the ratio
-is median(without) / median(mode): above 1 is faster, with a 90% bootstrap
-interval over the rounds. A fourth column, "null", times the steps without
-bwdconv again as if it were a mode, switching into and out of the functional
-scope before its untimed step as a mode switches: how far from 1 a ratio of
-identical code reads on this machine, the switch's after-effects included.
-
-With --fixed-heap, glibc's malloc thresholds are fixed first, so that a
-warm step takes no page faults (bench.device.fix_heap_thresholds): on a
-2-core virtual machine the faults of the default heap came in regimes of
-hundreds to thousands per step with the process's history, and swamped
-differences of a percent.
-
-With --tuned, shapes that no suite of the project contains are autotuned
-(the first call of each mode tunes; decisions from this run only) and a
-forward + backward step of each is timed the same way: what a user who
-turns autotuning on pays or gains.
+docs/benchmarks.md says what it times. Tiny convolutions and transposed
+convolutions (forward under no_grad, and forward + backward; planned aten,
+and swap1x1 forced on a stride-2 1x1 so that the call takes bwdconv's op),
+then 200 distinct calls in turn and a new input size each call: each sample
+times `--calls` calls per mode, the modes in a rotating order; a mode's
+added cost is the median over samples of (mode - without), with the 25th
+and 75th percentiles. The training steps (ResNet-18 and MobileNetV2, batch
+2, 64x64, float32; also batch 32 at 224x224 on a GPU) and, with --tuned,
+held-out shapes go through step_ratios.
 """
 
 import argparse
@@ -316,7 +293,7 @@ def main(argv=None):
     parser.add_argument("--held-out", action="append", metavar="NAME",
                         choices=[case[0] for case in HELD_OUT],
                         help="with --tuned: only this held-out shape (repeatable)")
-    parser.add_argument("--json", help="also write the results to this file")
+    dev.add_json_option(parser)
     dev.add_fixed_heap_option(parser)
     args = parser.parse_args(argv)
     if args.held_out and not args.tuned:

@@ -4,24 +4,13 @@
                                          [--classes swap1x1,phase,splitk,...]
                                          [--tuned] [--fixed-heap] [--json FILE]
 
-Each case is a convolution drawn at random from a class of shapes that the
-rules of this device plan a strategy for (on the CPU: 1x1 strided input
-gradients in bfloat16 and large float32 ones, float16 channels_last strided
-ones, float16 weight gradients, float16 channels_last transposed forwards;
-docs/DESIGN.md, "Decisions"; a draw the rules plan otherwise is drawn
-again), or any strided convolution with `--tuned`. Its
-step (the functional call, `.backward()` of the sum, the gradients dropped
-before the next step) is timed without bwdconv, in the functional scope and
-in the aten scope, the modes in a random order each round
-(bench.overhead.step_ratios); a ratio above 1 is faster than PyTorch alone,
-with its 90% bootstrap interval. The suites time each gradient alone; this
-times what a training step pays, the work bwdconv leaves to aten and its
-per-call cost included, on shapes no suite holds.
+Each case is drawn from a class of shapes the rules plan a strategy for
+(docs/DESIGN.md, "Decisions"), or any strided convolution with --tuned, and
+its step timed as bench.overhead.step_ratios times one (docs/benchmarks.md).
 """
 
 import argparse
 import contextlib
-import json
 import math
 import random
 import time
@@ -46,12 +35,6 @@ def _swap1x1(draw):
                 c_out=draw.choice([16, 32, 64, 128, 256, 512, 1024]),
                 k=[1, 1], s=[s, s] if draw.random() < 0.7 else [s, draw.choice([2, 3, 4])],
                 p=[draw.choice([0, 0, 0, 1]) for _ in range(2)], size=_sizes(draw, 2, 7, 96))
-
-
-def _swap1x1_float32(draw):
-    return dict(dims=2, dtype=torch.float32, n=draw.choice([8, 16, 32]),
-                c_in=draw.choice([512, 1024]), c_out=draw.choice([1024, 2048]),
-                k=[1, 1], s=[2, 2], size=[28, 28], min_flops=1 << 31, max_flops=1 << 34)
 
 
 def _phase(draw):
@@ -100,7 +83,6 @@ def _strided(draw):
 # gradient and strategy the rules plan for it, and any strided convolution
 # for --tuned.
 CLASSES = {"swap1x1": (_swap1x1, ("input", "swap1x1")),
-           "swap1x1_float32": (_swap1x1_float32, ("input", "swap1x1")),
            "phase": (_phase, ("input", "phase")),
            "splitk": (_splitk, ("weight", "splitk")),
            "phase_transposed": (_phase_transposed, ("input", "phase")),
@@ -219,24 +201,19 @@ def main(argv=None):
                         help=f"comma-separated, of {', '.join(CLASSES)} (default: "
                              f"{RULES_CLASSES}; with --tuned: strided)")
     parser.add_argument("--max-flops", type=float, default=2 ** 29)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    dev.add_device_option(parser)
     parser.add_argument("--tuned", action="store_true",
                         help="autotune each case first (decisions of this run only)")
-    parser.add_argument("--fixed-heap", action="store_true",
-                        help="fix glibc malloc's thresholds first (bench.overhead --fixed-heap)")
-    parser.add_argument("--json", help="also write the rows to this file")
+    dev.add_fixed_heap_option(parser)
+    dev.add_json_option(parser)
     args = parser.parse_args(argv)
     names = (args.classes or ("strided" if args.tuned else RULES_CLASSES)).split(",")
     unknown = [n for n in names if n not in CLASSES]
     if unknown:
         parser.error(f"unknown classes {unknown}; known: {', '.join(CLASSES)}")
     device = torch.device(args.device)
-    meta = dev.describe(device)
-    meta["fixed_heap"] = args.fixed_heap and dev.fix_heap_thresholds()
-    print(f"{meta['device']} | torch {meta['torch']} | {meta['threads']} threads | "
-          f"revision {meta['git_revision']} | load {meta.get('load_average')} | seed {args.seed}"
-          f"{' | tuned' if args.tuned else ' | the rules'}"
-          f"{' | fixed heap thresholds' if meta['fixed_heap'] else ''}")
+    meta = dev.describe(device, args.fixed_heap)
+    print(dev.header(meta, f"seed {args.seed}", "tuned" if args.tuned else "the rules"))
     draw = random.Random(args.seed)
     torch.manual_seed(args.seed)
     rows = []
@@ -250,9 +227,7 @@ def main(argv=None):
                 rows.append(time_case(case, device, args.rounds))
             _print_row(rows[-1])
     _summary(rows)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    dev.write_json(args.json, {"meta": meta, "rows": rows})
     return 0
 
 

@@ -63,23 +63,11 @@ def _cells(group, columns, cell):
 
 
 def table(rows):
-    """Aligned text: one line per (case, direction), ms and speedup over aten
-    per strategy; then the peak MB one call adds and its ratio to aten's."""
-    return _aligned(rows, _time_cell) + "\n\npeak memory added per call (MB, ratio to aten)\n" + \
-        _aligned(rows, _memory_cell)
-
-
-def _aligned(rows, cell):
-    columns = _columns(rows)
-    header = ["case", "from", "dir", "plan", *columns]
-    lines = [header]
-    for case, direction, group in _groups(rows):
-        lines.append([case, group[0].get("from") or "-", direction, group[0]["plan"] or "-",
-                      *_cells(group, columns, cell)])
-    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
-    text = ["  ".join(str(v).ljust(w) for v, w in zip(line, widths)).rstrip() for line in lines]
-    text.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(text)
+    """The report's tables, as the run prints them: ms and speedup over aten
+    per strategy, then the peak MB one call adds and its ratio to aten's."""
+    return "\n".join(_markdown_table(rows, _time_cell) +
+                     ["", "peak memory added per call (MB, ratio to aten)", ""] +
+                     _markdown_table(rows, _memory_cell))
 
 
 def write_json(path, meta, rows):

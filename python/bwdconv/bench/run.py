@@ -56,73 +56,16 @@ def bytes_moved(x, w, dy):
     return sum(t.numel() * t.element_size() for t in (x, w, dy))
 
 
-def transposed_callables(direction, x, w, dy, args, output_padding):
-    """callables() for a transposed convolution: its forward is planned as the
-    matching input gradient, its weight gradient as the matching weight
-    gradient (grad_output x, input dy); its input gradient, a forward
-    convolution, is aten's alone."""
-    stride, padding, dilation, groups = args
-    if direction == FORWARD:
-        def aten():
-            return torch.ops.aten.convolution(x, w, None, stride, padding, dilation, True,
-                                              output_padding, groups)
-
-        def ours():
-            return torch.ops.bwdconv.conv_transpose(x, w, None, stride, padding,
-                                                    output_padding, groups, dilation)
-        return {"aten": aten, "bwdconv": ours}, forced_strategies("input")
-    mask = [direction == BACKWARD_DATA, direction == BACKWARD_WEIGHT, False]
-
-    def aten_backward():
-        return torch.ops.aten.convolution_backward(
-            dy, x, w, None, stride, padding, dilation, True, output_padding, groups,
-            mask)[mask.index(True)]
-    if direction == BACKWARD_DATA:
-        return {"aten": aten_backward}, ()
-
-    def ours_weight():
-        return torch.ops.bwdconv.convolution_backward_weight(
-            x, dy, list(w.shape), stride, padding, dilation, groups)
-    return {"aten": aten_backward, "bwdconv": ours_weight}, forced_strategies("weight")
-
-
-def callables(direction, x, w, dy, args):
-    """{name: fn} for aten and each strategy (None = planner's choice)."""
-    stride, padding, dilation, groups = args
-    if direction == FORWARD:
-        return {"aten": lambda: torch.ops.aten.convolution(
-            x, w, None, stride, padding, dilation, False, [0] * len(stride), groups)}, ()
-    mask = [direction == BACKWARD_DATA, direction == BACKWARD_WEIGHT, False]
-    index = 0 if direction == BACKWARD_DATA else 1
-
-    def aten():
-        return torch.ops.aten.convolution_backward(
-            dy, x, w, None, stride, padding, dilation, False, [0] * len(stride), groups, mask)[index]
-
-    if direction == BACKWARD_DATA:
-        def ours():
-            return torch.ops.bwdconv.convolution_backward_input(
-                dy, w, list(x.shape), stride, padding, dilation, groups)
-        strategies = forced_strategies("input")
-    else:
-        def ours():
-            return torch.ops.bwdconv.convolution_backward_weight(
-                dy, x, list(w.shape), stride, padding, dilation, groups)
-        strategies = forced_strategies("weight")
-    return {"aten": aten, "bwdconv": ours}, strategies
-
-
-def _aten_result(direction, args, case, x, w, dy):
+def aten_call(direction, case, args, x, w, dy):
     """The direction's result through aten."""
     stride, padding, dilation, groups = args
     if direction == FORWARD:
         return torch.ops.aten.convolution(x, w, None, stride, padding, dilation, case.transposed,
                                           _output_padding(case), groups)
     mask = [direction == BACKWARD_DATA, direction == BACKWARD_WEIGHT, False]
-    grads = torch.ops.aten.convolution_backward(
+    return torch.ops.aten.convolution_backward(
         dy, x, w, None, stride, padding, dilation, case.transposed, _output_padding(case),
-        groups, mask)
-    return grads[0] if direction == BACKWARD_DATA else grads[1]
+        groups, mask)[mask.index(True)]
 
 
 ROUNDS = 5  # timing rounds; each round times every entry, in an order drawn at random
@@ -258,17 +201,26 @@ def _checked(entries, reference, aten_error, limit, rows, base):
     return kept, errors
 
 
-def planned_gradients(case, x, w, dy, args):
-    """{direction: (plan, gradient)} for the directions bwdconv plans: a
-    convolution's backward, a transposed convolution's forward (the matching
-    input gradient) and weight gradient (the matching one: input dy)."""
+def planned_calls(case, x, w, dy, args):
+    """{direction: (plan, gradient, bwdconv's call)} for the directions bwdconv
+    plans: a convolution's backward; a transposed convolution's forward (the
+    matching input gradient) and weight gradient (the matching one: grad_output
+    x, input dy). The rest (a convolution's forward, a transposed one's input
+    gradient, a forward convolution) is aten's alone."""
+    stride, padding, dilation, groups = args
     if not case.transposed:
         plan = bwdconv.explain(x, w, *args)
-        return {BACKWARD_DATA: (plan, "input"), BACKWARD_WEIGHT: (plan, "weight")}
-    forward = bwdconv.explain(x, w, *args, transposed=True,
-                              output_padding=list(case.output_padding))
-    return {FORWARD: (forward, "input"), BACKWARD_WEIGHT: (bwdconv.explain(dy, w, *args),
-                                                           "weight")}
+        return {BACKWARD_DATA: (plan, "input", lambda: torch.ops.bwdconv.convolution_backward_input(
+                    dy, w, list(x.shape), *args)),
+                BACKWARD_WEIGHT: (plan, "weight", lambda: torch.ops.bwdconv.convolution_backward_weight(
+                    dy, x, list(w.shape), *args))}
+    output_padding = list(case.output_padding)
+    forward = bwdconv.explain(x, w, *args, transposed=True, output_padding=output_padding)
+    return {FORWARD: (forward, "input", lambda: torch.ops.bwdconv.conv_transpose(
+                x, w, None, stride, padding, output_padding, groups, dilation)),
+            BACKWARD_WEIGHT: (bwdconv.explain(dy, w, *args), "weight",
+                              lambda: torch.ops.bwdconv.convolution_backward_weight(
+                                  x, dy, list(w.shape), *args))}
 
 
 def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
@@ -276,35 +228,31 @@ def run_case(index, case, device, warmup, iterations, check, peaks, copy_gbps):
     memory one call adds; `index` numbers the case in its run."""
     x, w, dy, args = make_operands(case, device)
     with _tune.rules_only():  # the plan column is the rules', as is the bwdconv column
-        planned = planned_gradients(case, x, w, dy, args)
+        planned = planned_calls(case, x, w, dy, args)
     rows = []
     for direction in case.direction_list():
-        if case.transposed:
-            fns, strategies = transposed_callables(direction, x, w, dy, args,
-                                                   list(case.output_padding))
-        else:
-            fns, strategies = callables(direction, x, w, dy, args)
-        plan, gradient = planned.get(direction, (None, None))
+        plan, gradient, ours = planned.get(direction, (None, None, None))
+        aten = functools.partial(aten_call, direction, case, args, x, w, dy)
         chosen = getattr(plan, f"{gradient}_strategy") if plan else None
         reference = aten_error = limit = None
         if check and (direction != FORWARD or case.transposed):
             reference, magnitude = _accuracy.references(
-                functools.partial(_aten_result, direction, args, case), (x, w, dy))
+                functools.partial(aten_call, direction, case, args), (x, w, dy))
             # aten's error, and the bound every other entry is held to
             ((aten_error, limit),) = _accuracy.bounds(
-                x.dtype, [fns["aten"]()], [reference], [magnitude],
+                x.dtype, [aten()], [reference], [magnitude],
                 [_terms(direction, x, w, dy, case, args[3])])
-        entries = [("aten", fns["aten"], PLANNED)]
-        if "bwdconv" in fns:  # the planner's rules, the tuned choice, each strategy forced
-            entries.append(("bwdconv", fns["bwdconv"], PLANNED))
-            entries.append(("tuned", fns["bwdconv"], TUNED))
-            entries += forced_entries(plan, gradient, fns["bwdconv"], strategies)
+        entries = [("aten", aten, PLANNED)]
+        if ours:  # the planner's rules, the tuned choice, each strategy forced
+            entries.append(("bwdconv", ours, PLANNED))
+            entries.append(("tuned", ours, TUNED))
+            entries += forced_entries(plan, gradient, ours, forced_strategies(gradient))
         base = {"index": index, "case": case.label(), "line": case.line or case.to_line(),
                 "direction": DIRECTION_NAMES[direction], "plan": chosen, "status": "ok"}
         entries, errors = _checked(entries, reference, aten_error, limit, rows, base)
         times = _timed(entries, device, warmup, iterations)
         memory, base["result_bytes"] = _peaks(entries, device)
-        if "bwdconv" in fns:
+        if ours:
             base["tuned"] = tuned_choice(direction, x, w, args, case, dy)
             choices = {"bwdconv": chosen,
                        "tuned": chosen if base["tuned"] == "-" else base["tuned"]}

@@ -2,19 +2,10 @@
 
     python -m bwdconv.bench.traffic [--suite seeds] [--scale 8] [--layout channels_last]
 
-Every case of the suite (scaled down) runs each strategy that has a kernel
-(scatter, phase, phase_stacked and swap1x1 with each writer for input
-gradients; splitk for weight gradients) with the kernels on the host grid
-(bwdconv.kernels_on_host), recording every global load and store the kernels
-make (csrc/hip/portability.h). Per kernel it prints:
-- sector efficiency: the 32-byte sectors a warp (32 lanes) or wavefront (64
-  lanes) needs for the distinct bytes of one access, over the sectors it
-  touches, for stores and loads separately (100%: fully coalesced);
-- stores: bytes stored over the strategy's minimum (its output written once),
-  and the bytes stored more than once;
-- loads: bytes loaded over the minimum (each input element read once).
-These are properties of the kernels' code, the same on any device; no time
-is measured.
+Each strategy with a kernel runs on the host grid (bwdconv.kernels_on_host)
+on every line of the suite, scaled down; per kernel, the sector efficiency of
+its stores and loads, and the bytes over the strategy's minimum
+(docs/benchmarks.md). No time is measured.
 """
 
 import argparse
@@ -24,10 +15,10 @@ import torch
 
 import bwdconv
 
-from .cli import add_layout_option, read_suite, suite_path
-from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, scale_case, with_layout
-from .kernels import kernel_elements
-from .run import forced_entries, forcing, make_operands
+from .cli import add_layout_option, add_suite_option, cases_from
+from .driver import BACKWARD_DATA, BACKWARD_WEIGHT, scale_case
+from .kernels import kernel_bytes, kernels, matching_convolution
+from .run import forced_entries, forcing
 
 _C = bwdconv._library._C
 
@@ -43,11 +34,6 @@ def recorded(fn):
     return record
 
 
-def kernel_strategies(gradient):
-    """The registry's strategies for `gradient` that launch a kernel."""
-    return [e.name for e in bwdconv.registry() if gradient in e.gradients and e.kernel]
-
-
 def efficiency(coalescing):
     return coalescing["min_sectors"] / coalescing["sectors"] if coalescing["sectors"] else 1.0
 
@@ -56,13 +42,6 @@ def combined(launches, kind, group):
     """Sectors and minimum sectors of `kind` accesses summed over launches."""
     return {field: sum(launch[kind][group][field] for launch in launches)
             for field in ("sectors", "min_sectors")}
-
-
-def data_movement_minimum(strategy, writer, plan, case, element_size):
-    """(bytes the kernel must store, bytes it must load): its output written
-    once, each source element it copies read once."""
-    written, read = kernel_elements(strategy, writer, plan, case)
-    return written * element_size, read * element_size
 
 
 def splitk_minimum(kernel, case, plan, element_size):
@@ -118,8 +97,7 @@ def strategy_rows(label, explanation, direction, call, minimum):
     rows_for divides by."""
     gradient = "input" if direction == BACKWARD_DATA else "weight"
     rows = []
-    for name, fn, forced in forced_entries(explanation, gradient, call,
-                                           kernel_strategies(gradient)):
+    for name, fn, forced in forced_entries(explanation, gradient, call, list(kernels(gradient))):
         with forcing(forced):
             record = recorded(fn)
         rows += rows_for(label, name, record, lambda kernel: minimum(forced, kernel))
@@ -127,27 +105,22 @@ def strategy_rows(label, explanation, direction, call, minimum):
 
 
 def measure(line):
-    """The rows of a suite line; a transposed line as its matching
-    convolution (its forward is that convolution's input gradient)."""
-    case = line.as_convolution()
-    x, w, dy, (stride, padding, dilation, groups) = make_operands(case, torch.device("cpu"))
-    explanation = bwdconv.explain(x, w, stride, padding, dilation, groups)
+    """The rows of a suite line (bench.kernels.matching_convolution)."""
+    case, x, w, dy, args, explanation = matching_convolution(line, torch.device("cpu"))
     plan = explanation.to_dict()
     element_size = dy.element_size()
+
+    def minimum(forced, kernel):
+        if forced[0] == "splitk":
+            return splitk_minimum(kernel, case, plan, element_size)
+        return kernel_bytes(*forced, plan, case, element_size)
     rows = []
     if case.directions & BACKWARD_DATA:
-        rows += strategy_rows(
-            line.label(), explanation, BACKWARD_DATA,
-            lambda: torch.ops.bwdconv.convolution_backward_input(
-                dy, w, list(x.shape), stride, padding, dilation, groups),
-            lambda forced, kernel: data_movement_minimum(*forced, plan, case, element_size))
+        rows += strategy_rows(line.label(), explanation, BACKWARD_DATA, lambda: torch.ops.bwdconv.
+                              convolution_backward_input(dy, w, list(x.shape), *args), minimum)
     if case.directions & BACKWARD_WEIGHT:
-        rows += strategy_rows(
-            line.label(), explanation, BACKWARD_WEIGHT,
-            lambda: torch.ops.bwdconv.convolution_backward_weight(
-                dy, x, list(w.shape), stride, padding, dilation, groups),
-            lambda forced, kernel: splitk_minimum(kernel, case, plan, element_size)
-            if forced[0] == "splitk" else data_movement_minimum(*forced, plan, case, element_size))
+        rows += strategy_rows(line.label(), explanation, BACKWARD_WEIGHT, lambda: torch.ops.bwdconv.
+                              convolution_backward_weight(dy, x, list(w.shape), *args), minimum)
     return rows
 
 
@@ -173,18 +146,18 @@ def format_row(r):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bwdconv.bench.traffic",
                                 description=__doc__.split("\n")[0])
-    p.add_argument("--suite", default="seeds")
+    add_suite_option(p)
     p.add_argument("--scale", type=int, default=8,
                    help="shrink batch, channels and spatial size by this factor (default 8)")
     add_layout_option(p)
     args = p.parse_args(argv)
-    print(f"suite {args.suite}, scaled 1/{args.scale}, layout {args.layout or 'as given'}; "
+    args.suite = args.suite or ["seeds"]
+    print(f"suite {', '.join(args.suite)}, scaled 1/{args.scale}, layout {args.layout or 'as given'}; "
           "kernels on the host grid (measured on the CPU from the kernels' own accesses)")
     print(HEADER)
     print("|" + "---|" * HEADER.count(" | ") + "---|")
-    for case in read_suite(suite_path(args.suite)):
-        case = scale_case(with_layout(case, args.layout), args.scale)
-        for row in measure(case):
+    for case in cases_from(args):
+        for row in measure(scale_case(case, args.scale)):
             print(format_row(row), flush=True)
 
 

@@ -63,7 +63,7 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     dev.add_device_option(parser)
     parser.add_argument("--scale", type=int, default=1, help="divide every channel count")
-    parser.add_argument("--json", default=None)
+    dev.add_json_option(parser)
     args = parser.parse_args(argv)
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
     meta = dev.describe(device)
