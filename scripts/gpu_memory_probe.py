@@ -7,8 +7,8 @@ memory one call adds (bwdconv.peak_memory) for aten's input gradient,
 scatter's forced, and scatter's two parts computed here with plain torch
 ops as docs/DESIGN.md ("scatter") describes them: the zero-inserted padded
 buffer, and the stride-1 convolution of that buffer with the adjoint filter.
-Each under torch.backends.cudnn.allow_tf32 on and off and cudnn.benchmark
-off and on, so that a peak that belongs to the convolution's library
+Each under TF32 on and off (cuDNN's allow_tf32 and the float32 matmul
+precision) and cudnn.benchmark off and on, so that a peak that belongs to the convolution's library
 workspace shows as such, and which setting brings it.
 
     python scripts/gpu_memory_probe.py [--device cuda] [--scale 1] [--json FILE]
@@ -17,8 +17,6 @@ workspace shows as such, and which setting brings it.
 """
 
 import argparse
-import contextlib
-import json
 import sys
 
 import torch
@@ -26,6 +24,7 @@ import torch.nn.functional as F
 
 import bwdconv
 from bwdconv import _memory
+from bwdconv.bench import device as dev
 
 # (name, input size, weight size, stride): the seed line of the 18.2 GB peak.
 LINES = [("conv n8 c1024 28x28 k512 2x2/2x2", (8, 1024, 28, 28), (512, 1024, 2, 2), 2)]
@@ -73,17 +72,6 @@ def calls(x, w, dy, stride):
             "scatter: stride-1 convolution": lambda: F.conv2d(buffer, filter_)}
 
 
-@contextlib.contextmanager
-def flags(tf32, benchmark):
-    cudnn = torch.backends.cudnn
-    before = cudnn.allow_tf32, cudnn.benchmark
-    cudnn.allow_tf32, cudnn.benchmark = tf32, benchmark
-    try:
-        yield
-    finally:
-        cudnn.allow_tf32, cudnn.benchmark = before
-
-
 def probe(line, device, dtype):
     name, x_size, w_size, stride = line
     torch.manual_seed(0)
@@ -95,7 +83,7 @@ def probe(line, device, dtype):
     rows = []
     for tf32 in (True, False):
         for benchmark in (False, True):
-            with flags(tf32, benchmark):
+            with dev.backend_flags(tf32, benchmark):
                 fns = calls(x, w, dy, stride)
                 for part, fn in fns.items():  # aten, scatter, then scatter's parts
                     fn()  # warm-up: cuDNN's benchmark search, first allocations
@@ -130,10 +118,10 @@ def table(rows):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    dev.add_device_option(parser)
     parser.add_argument("--scale", type=int, default=1)
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
-    parser.add_argument("--json", default=None)
+    dev.add_json_option(parser)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     rows = []
@@ -141,9 +129,7 @@ def main(argv=None):
         for dtype in args.dtypes:
             rows += probe(scaled(line, args.scale), device, getattr(torch, dtype))
     print(table(rows))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+    dev.write_json(args.json, rows)
     return 0
 
 

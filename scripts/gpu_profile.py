@@ -39,10 +39,11 @@ def main(argv=None):
     parser.add_argument("--channels-last", action="store_true")
     parser.add_argument("--scale", type=int, default=1)
     parser.add_argument("--calls", type=int, default=5)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    args = parser.parse_args(argv)
     import bwdconv
     from bwdconv.bench import device as dev
+
+    dev.add_device_option(parser)
+    args = parser.parse_args(argv)
 
     device = torch.device(args.device)
     x, w = layer(args.scale, args.channels_last, device, torch.bfloat16)

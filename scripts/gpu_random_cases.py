@@ -26,13 +26,12 @@ stride 1; the cases issue 40 lists run first.
 
 Stops at --cases or after --seconds; exits 1 on any mismatch (each printed
 with its case and the command that reruns its group), when fewer than
---min-cases ran, or (--require-served) when a forced strategy served
+--cases ran (any number for --group), or (--require-served) when a forced strategy served
 nothing. --json and --report write the counts: cases, mismatches, the
 geometry classes, and what each forcing's cases were served by."""
 
 import argparse
 import collections
-import contextlib
 import json
 import math
 import os
@@ -44,6 +43,7 @@ import torch
 
 from bwdconv import _accuracy as accuracy
 from bwdconv import _calls as calls
+from bwdconv.bench.device import add_device_option, backend_flags
 
 
 def group_plan(seed, index, device, known_cases=True):
@@ -63,18 +63,9 @@ def group_plan(seed, index, device, known_cases=True):
     return geometry, dtype, layout, tf32, rng.random() < 0.5
 
 
-@contextlib.contextmanager
 def tf32_flags(mode):
-    """The TF32 flags of `mode` for the body of a `with` block."""
-    saved = (torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision())
-    if mode != "default":
-        torch.backends.cudnn.allow_tf32 = mode == "on"
-        torch.set_float32_matmul_precision("high" if mode == "on" else "highest")
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32 = saved[0]
-        torch.set_float32_matmul_precision(saved[1])
+    """The TF32 flags of `mode` (default, on, off) for the body of a `with` block."""
+    return backend_flags(tf32=None if mode == "default" else mode == "on")
 
 
 def operands(geometry, dtype, layout, bias, device, seed):
@@ -167,9 +158,6 @@ def run(args):
                                                          not args.skip_known)
         if args.dtypes and calls.DTYPE_NAMES[dtype] not in args.dtypes:
             continue
-        if args.verbose:
-            print(f"group {index}: {geometry} {calls.DTYPE_NAMES[dtype]} {layout} tf32={tf32}"
-                  f"{' bias' if bias else ''}", flush=True)
         run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32, bias,
                   device, args)
     if device.type == "cuda":
@@ -309,10 +297,8 @@ def format_served(served):
 
 def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_device_option(parser)
     parser.add_argument("--cases", type=int, default=10_000)
-    parser.add_argument("--min-cases", type=int, default=None,
-                        help="fail below this many cases (default: --cases)")
     parser.add_argument("--seconds", type=float, default=80.0)
     parser.add_argument("--seed", type=int, default=20261129)
     parser.add_argument("--skip-known", action="store_true",
@@ -324,7 +310,6 @@ def parse(argv=None):
                         choices=list(calls.SCOPES))
     parser.add_argument("--require-served", action="store_true",
                         help="fail when a forced strategy served no case")
-    parser.add_argument("--verbose", action="store_true", help="print each group as it starts")
     parser.add_argument("--corrupt", help=argparse.SUPPRESS)
     parser.add_argument("--json")
     parser.add_argument("--report")
@@ -345,9 +330,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(stats, f, indent=1, default=str)
-    minimum = args.cases if args.min_cases is None else args.min_cases
-    if args.group is not None:
-        minimum = 0
+    minimum = 0 if args.group is not None else args.cases
     failed = []
     if stats["mismatches"]:
         failed.append(f"{len(stats['mismatches'])} mismatches")

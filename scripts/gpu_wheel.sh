@@ -58,32 +58,8 @@ fi
 "$VENV/bin/pip" install --progress-bar off -q "$TORCH_SPEC"
 echo "== $("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'), nvcc $(nvcc --version | grep -o 'release [0-9.]*'), targets $TORCH_CUDA_ARCH_LIST"
 
-# The working tree's files (tracked, and untracked ones git does not ignore)
-# copied where their content differs, so that the copy's objects stay up to
-# date for what did not change; files gone from the tree are removed.
 echo "== sources: $ROOT -> $SRC"
-mkdir -p "$SRC"
-(cd "$ROOT" && git ls-files -z -co --exclude-standard) | "$VENV/bin/python" -c '
-import os, shutil, sys
-root, src = sys.argv[1], sys.argv[2]
-names = [n for n in sys.stdin.buffer.read().decode().split("\0") if n and os.path.isfile(os.path.join(root, n))]
-keep = set(names)
-for name in names:
-    a, b = os.path.join(root, name), os.path.join(src, name)
-    os.makedirs(os.path.dirname(b), exist_ok=True)
-    if not os.path.exists(b) or open(a, "rb").read() != open(b, "rb").read():
-        shutil.copyfile(a, b)
-        shutil.copymode(a, b)
-for top, dirs, files in os.walk(src):
-    rel = os.path.relpath(top, src)
-    if rel.split(os.sep)[0] in ("build", "dist") or ".egg-info" in rel or "__pycache__" in rel:
-        dirs[:] = []
-        continue
-    for f in files:
-        name = os.path.normpath(os.path.join(rel, f))
-        if name not in keep and not f.endswith((".so", ".pyc")) and f != "_build.json":
-            os.remove(os.path.join(top, f))
-' "$ROOT" "$SRC"
+bash "$ROOT/scripts/copy_tree.sh" "$ROOT" "$SRC"
 
 echo "== pip wheel . --no-build-isolation --no-deps (MAX_JOBS=$MAX_JOBS)"
 start=$SECONDS

@@ -1,7 +1,6 @@
 """What a prebuilt GPU wheel was built from (scripts/gpu_wheel.sh), and
 whether the tree the GPU check runs on is the same (scripts/gpu_check.sh).
 
-    python scripts/gpu_wheel_stamp.py digest [--root DIR]        # the sources' digest
     python scripts/gpu_wheel_stamp.py write STAMP --wheel W ...   # after a build
     python scripts/gpu_wheel_stamp.py check STAMP [--root DIR]    # exit 0: it matches
 
@@ -107,8 +106,6 @@ def check(args):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
-    d = sub.add_parser("digest")
-    d.add_argument("--root", default=".")
     w = sub.add_parser("write")
     w.add_argument("stamp")
     w.add_argument("--root", default=".")
@@ -119,9 +116,6 @@ def main(argv=None):
     c.add_argument("stamp")
     c.add_argument("--root", default=".")
     args = parser.parse_args(argv)
-    if args.verb == "digest":
-        print(digest(args.root))
-        return 0
     if args.verb == "write":
         write(args)
         return 0

@@ -50,17 +50,6 @@ prepare_venv() {
   "$venv/bin/pip" install -q "torch==$version" "${TOOLS[@]}"
 }
 
-# Replaces everything in `src` but its build/ with the working tree's files
-# (their times kept, so the build recompiles only what changed).
-copy_tree() {
-  local src="$1"
-  mkdir -p "$src"
-  find "$src" -mindepth 1 -maxdepth 1 ! -name build -exec rm -rf {} +
-  (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard \
-    | xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh \
-    | tar --null -T - -cf -) | tar -C "$src" -xf -
-}
-
 build() {
   local venv="$1" src="$2" log="$3"
   # --no-deps: pip must not swap the torch under test for another.
@@ -90,7 +79,7 @@ run_release() {
     return 1
   fi
   echo "== torch $version: building a copy in $src" >&2
-  copy_tree "$src"
+  bash "$ROOT/scripts/copy_tree.sh" "$ROOT" "$src"
   wait_for_pause_file
   local build_start=$SECONDS
   if build "$venv" "$src" "$dir/build.log"; then

@@ -5,7 +5,7 @@ occupancy of the data-movement kernels at least 50% on sm_90 and gfx940;
 splitk's products on tensor cores / MFMA or on the vendor GEMM."""
 from __future__ import annotations
 
-from .occupancy import gfx940_occupancy, sm90_occupancy
+from .occupancy import occupancy_of
 from .report import pct
 from .splitk import splitk_products_source
 
@@ -55,16 +55,6 @@ def violations(kernels: list[dict], roles: tuple[str, ...] = ROLES) -> list[str]
 
 def occupancy_violations(k: dict) -> list[str]:
     """A data-movement kernel below the modelled occupancy target on sm_90 or gfx940."""
-    found = []
-    nv, amd = k["targets"].get("sm_90"), k["targets"].get("gfx940")
-    if nv:
-        occ = sm90_occupancy(nv["registers"], nv["smem"])
-        if occ["occupancy"] < OCCUPANCY_TARGET:
-            found.append(f"{k['kernel']} [sm_90]: modelled occupancy {pct(occ['occupancy'])} "
-                         f"({occ['limiter']}) below {pct(OCCUPANCY_TARGET)}")
-    if amd:
-        occ = gfx940_occupancy(amd["vgpr_count"], amd["agpr_count"], amd["group_segment_fixed_size"])
-        if occ["occupancy"] < OCCUPANCY_TARGET:
-            found.append(f"{k['kernel']} [gfx940]: modelled occupancy {pct(occ['occupancy'])} "
-                         f"({occ['limiter']}) below {pct(OCCUPANCY_TARGET)}")
-    return found
+    return [f"{k['kernel']} [{arch}]: modelled occupancy {pct(occ['occupancy'])} "
+            f"({occ['limiter']}) below {pct(OCCUPANCY_TARGET)}"
+            for arch, occ in occupancy_of(k).items() if occ["occupancy"] < OCCUPANCY_TARGET]

@@ -37,15 +37,17 @@ def gfx940_occupancy(vgpr: int, agpr: int, lds: int, threads: int = THREADS_PER_
     return {"waves_per_simd": waves, "occupancy": waves / d["max_waves_per_simd"], "limiter": limiter}
 
 
+def occupancy_of(k: dict) -> dict:
+    """{"sm_90": ..., "gfx940": ...}: a kernel's occupancy on the targets it was compiled for."""
+    nv, amd = k["targets"].get("sm_90"), k["targets"].get("gfx940")
+    found = {}
+    if nv:
+        found["sm_90"] = sm90_occupancy(nv["registers"], nv["smem"])
+    if amd:
+        found["gfx940"] = gfx940_occupancy(amd["vgpr_count"], amd["agpr_count"],
+                                           amd["group_segment_fixed_size"])
+    return found
+
+
 def occupancy_rows(kernels: list[dict]) -> list[dict]:
-    rows = []
-    for k in kernels:
-        nv, amd = k["targets"].get("sm_90"), k["targets"].get("gfx940")
-        row = {"kernel": k["kernel"], "role": k["role"]}
-        if nv:
-            row["sm_90"] = sm90_occupancy(nv["registers"], nv["smem"])
-        if amd:
-            row["gfx940"] = gfx940_occupancy(amd["vgpr_count"], amd["agpr_count"],
-                                             amd["group_segment_fixed_size"])
-        rows.append(row)
-    return rows
+    return [{"kernel": k["kernel"], "role": k["role"], **occupancy_of(k)} for k in kernels]
