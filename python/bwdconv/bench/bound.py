@@ -2,16 +2,10 @@
 
     python -m bwdconv.bench.bound [--suite transposed] [--scale 2] [--dtype D] [--layout L]
 
-With kernel = stride, no padding and dilation 1, every output element
-receives exactly one tap, so the forward is one GEMM [N*L, C_in] x
-[C_in, C_out*k^d] followed by an interleave of its result into the output
-(docs/DESIGN.md, "swap1x1"). The bound is the time of that GEMM on dense
-operands of the dtype (torch.mm, the BLAS aten uses) plus the time of one
-write of the output (fill_ of a tensor of its size and layout): no
-implementation moves less or multiplies less. Printed for aten, the
-planner's choice and the tuned choice: bound / time (1.0: at the bound).
-The entries are timed in rounds, in an order drawn at random each round
-(bench.device.time_in_rounds); medians.
+With kernel = stride, no padding and dilation 1, the forward is one GEMM and
+an interleave of its result (docs/DESIGN.md, "swap1x1"): the bound is that
+GEMM (torch.mm on dense operands) plus one write of the output
+(docs/benchmarks.md). The entries are timed by bench.device.time_in_rounds.
 """
 
 import argparse
