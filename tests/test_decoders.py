@@ -157,8 +157,8 @@ def test_ddp_two_processes_train_the_generator_as_one():
 
 
 def test_the_models_bench_times_the_decoders(capsys, fresh_tuning):
-    assert models_bench.main(["--models", "unet", "dcgan", "--steps", "1", "--device",
-                              "cpu"]) == 0
+    assert models_bench.main(["--models", "unet", "dcgan", "--steps", "1", "--scale", "4",
+                              "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     for name in ("unet", "dcgan"):
         line = next(line for line in out.splitlines() if line.startswith(name))

@@ -1,7 +1,7 @@
 """End-to-end backward time of real models with bwdconv enabled and disabled.
 
     python -m bwdconv.bench.models [--models resnet18 resnet50 r3d18 unet dcgan] [--steps 7]
-                                   [--fixed-heap]
+                                   [--scale 1] [--fixed-heap]
 
 For each model (docs/benchmarks.md): the strategies that serve its
 convolutions, loss.backward()'s time and the peak memory it adds, and an
@@ -31,13 +31,17 @@ from .run import PLANNED, TUNED, forcing
 DEFAULT_MODELS = ["resnet18", "resnet50", "r3d18", "unet", "dcgan"]
 
 
-def _models(gpu):
+def _models(gpu, scale=1):
+    """name -> (model maker, input shape); `scale` divides the image sizes and
+    the decoders' widths."""
     batch = 32 if gpu else 4
-    size = 224 if gpu else 64
-    clip = (16, 112, 112) if gpu else (4, 32, 32)
+    size = (224 if gpu else 64) // scale
+    clip = tuple(max(d // scale, 2) for d in ((16, 112, 112) if gpu else (4, 32, 32)))
     models = {
-        "unet": (lambda: UNet(width=32 if gpu else 16), (batch // 4 or 1, 3, size, size)),
-        "dcgan": (lambda: DCGANGenerator(latent=100, width=512 if gpu else 128, upsamplings=4),
+        "unet": (lambda: UNet(width=(32 if gpu else 16) // scale),
+                 (batch // 4 or 1, 3, size, size)),
+        "dcgan": (lambda: DCGANGenerator(latent=100, width=(512 if gpu else 128) // scale,
+                                         upsamplings=4),
                   (128 if gpu else 16, 100, 1, 1)),
     }
     try:
@@ -149,6 +153,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS)
     parser.add_argument("--steps", type=int, default=7)
+    parser.add_argument("--scale", type=int, default=1,
+                        help="divide the image sizes and the decoders' widths by this")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
                         help="bfloat16 runs under autocast")
     dev.add_device_option(parser)
@@ -166,7 +172,7 @@ def _run(args, decisions):
     print(dev.header(meta, args.dtype, f"median of {args.steps} backward passes each, aten, "
                      "bwdconv (rules) and tuned in a random order each round") +
           f"\ntuned side's decisions cache: {decisions}")
-    models = _models(device.type == "cuda")
+    models = _models(device.type == "cuda", args.scale)
     for name in args.models:
         if name not in models:
             print(f"{name}: skipped (torchvision is not installed)")
