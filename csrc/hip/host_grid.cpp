@@ -301,6 +301,59 @@ void run_independent(const KernelLabel& label, Dim3 grid, Dim3 block, const Lane
 }
 
 #if BWDCONV_LANES_AS_THREADS
+// The lanes' threads, kept from launch to launch: creating a block's 255
+// threads at every launch took most of the sanitizer suites' time.
+class LaneThreads {
+ public:
+  using LaneThread = std::function<void(int64_t)>;
+
+  // lane_thread(t) for every lane t: lane 0 on the calling thread, the
+  // others on the kept threads; returns when all have returned.
+  void run(int64_t lanes, const LaneThread& lane_thread) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (; threads_ < lanes - 1; ++threads_) {
+      std::thread([this, lane = threads_ + 1] { serve(lane); }).detach();
+    }
+    job_ = &lane_thread;
+    lanes_ = lanes;
+    pending_ = lanes - 1;
+    ++generation_;
+    started_.notify_all();
+    lock.unlock();
+    lane_thread(0);
+    lock.lock();
+    finished_.wait(lock, [&] { return pending_ == 0; });
+  }
+
+ private:
+  void serve(int64_t lane) {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      started_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      if (lane >= lanes_) continue;
+      const LaneThread* job = job_;
+      lock.unlock();
+      (*job)(lane);
+      lock.lock();
+      if (--pending_ == 0) finished_.notify_one();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable started_, finished_;
+  const LaneThread* job_ = nullptr;
+  int64_t threads_ = 0, lanes_ = 0, pending_ = 0;
+  uint64_t generation_ = 0;
+};
+
+// Never destroyed: its threads wait for work until the process ends.
+LaneThreads& lane_threads() {
+  static LaneThreads* pool = new LaneThreads();
+  return *pool;
+}
+
 void run_synchronized(const KernelLabel& label, Dim3 grid, Dim3 block, const LaneBody& body,
                       LaunchLog* launch) {
   std::lock_guard<std::mutex> one_at_a_time(synchronized_launch);
@@ -308,7 +361,7 @@ void run_synchronized(const KernelLabel& label, Dim3 grid, Dim3 block, const Lan
   SyncPoint barrier(static_cast<int>(lanes));
   std::mutex records_mutex;
   std::vector<AccessRecord> block_records;
-  const auto lane_thread = [&](int64_t t) {
+  const LaneThreads::LaneThread lane_thread = [&](int64_t t) {
     block_context = {&label, &barrier};
     LaneLog log;
     lane_log = launch != nullptr ? &log : nullptr;
@@ -330,10 +383,7 @@ void run_synchronized(const KernelLabel& label, Dim3 grid, Dim3 block, const Lan
     lane_log = nullptr;
     block_context = {};
   };
-  std::vector<std::thread> threads;
-  for (int64_t t = 1; t < lanes; ++t) threads.emplace_back(lane_thread, t);
-  lane_thread(0);
-  for (std::thread& thread : threads) thread.join();
+  lane_threads().run(lanes, lane_thread);
 }
 
 #else
