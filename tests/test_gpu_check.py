@@ -394,8 +394,12 @@ from bwdconv import _calls as random_calls  # noqa: E402
 
 
 def random_step(tmp_path, *arguments):
+    """gpu_random_cases.py on the host target; BWDCONV_TEST_SEED, where set,
+    draws other cases (--seed: each mismatch it prints names it)."""
     out = tmp_path / "random.json"
     env = dict(os.environ, BWDCONV_CPU_KERNELS="host")
+    if "BWDCONV_TEST_SEED" in os.environ:
+        arguments = ("--seed", os.environ["BWDCONV_TEST_SEED"], *arguments)
     run = subprocess.run([sys.executable, str(SCRIPTS / "gpu_random_cases.py"), "--device", "cpu",
                           "--json", str(out), *arguments],
                          capture_output=True, text=True, timeout=600, env=env)
