@@ -107,9 +107,14 @@ status=0
 # One worker per core (at most 8; pytest-xdist): the tests are independent,
 # and those that share a module's built models run in one worker (xdist_group).
 workers=$(( $(nproc) < 8 ? $(nproc) : 8 ))
+# Each worker, and what it starts, computes on one thread (OMP_NUM_THREADS=1,
+# unless set): with a worker per core, PyTorch's OpenMP threads spun on a
+# core the other worker held, and the suite took 348 s where it takes 132 s
+# (2 cores; docs/engineering.md, "The test command").
 # The slowest tests are listed at the end (--durations).
-"$BWDCONV_VENV/bin/python" -m pytest tests -q -p no:cacheprovider -n "$workers" --dist loadgroup \
-  --durations=15 "$@" || status=$?
+OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" \
+  "$BWDCONV_VENV/bin/python" -m pytest tests -q -p no:cacheprovider -n "$workers" \
+  --dist loadgroup --durations=15 "$@" || status=$?
 echo "== pytest took $((SECONDS - start)) s"
 if [ "$full" = 0 ]; then
   echo "== not run here (CI runs them: bash scripts/test.sh --full): the extension for every device"
