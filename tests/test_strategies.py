@@ -68,7 +68,11 @@ def serves(strategy, case):
 def test_randomized_grid_matches_aten_in_float64(strategy):
     rng = random.Random(GRID_SEED + ALL_STRATEGIES.index(strategy))
     checked = 0
-    for trial in range(300):
+    # 300 draws at least, and on until 200 were servable: how many of 300 a
+    # strategy serves depends on the seed (relayout served 194 at seed 201).
+    for trial in range(3000):
+        if trial >= 300 and checked >= 200:
+            break
         case = random_case(rng, within_stride=strategy == "swap1x1")
         if not serves(strategy, case):
             continue
@@ -81,7 +85,7 @@ def test_randomized_grid_matches_aten_in_float64(strategy):
         torch.testing.assert_close(gx, ex, rtol=1e-10, atol=1e-10, msg=where)
         torch.testing.assert_close(gw, ew, rtol=1e-10, atol=1e-10, msg=where)
         checked += 1
-    assert checked >= 200, f"only {checked} shapes were servable"
+    assert checked >= 200, f"only {checked} of 3000 shapes were servable"
 
 
 def forced_cases(strategy, salt, count):
