@@ -24,8 +24,15 @@ stride 1; the cases issue 40 lists run first.
     python scripts/gpu_random_cases.py --cases 10000 --seconds 80          # on a GPU
     BWDCONV_CPU_KERNELS=host python scripts/gpu_random_cases.py --device cpu --cases 200
 
+On the CPU a result outside the bound that aten computed (bwdconv planned or
+forced aten for it) and that another run of the same case answers otherwise
+is PyTorch's (its CPU bfloat16 channels_last backward reads memory it never
+wrote, docs/limitations.md): set aside, listed and counted, at most one case
+in a hundred.
+
 Stops at --cases or after --seconds; exits 1 on any mismatch (each printed
-with its case and the command that reruns its group), when fewer than
+with its case and the command that reruns its group), when more results are
+set aside than one case in a hundred, when fewer than
 --cases ran (any number for --group), or (--require-served) when a forced strategy served
 nothing. --json and --report write the counts: cases, mismatches, the
 geometry classes, and what each forcing's cases were served by."""
@@ -141,7 +148,7 @@ def run(args):
         "kernels": ("gpu" if device.type == "cuda"
                     else ("host" if bwdconv.kernels_on_host_enabled() else "aten")),
         "torch": torch.__version__, "seed": args.seed, "cases": 0, "groups": 0,
-        "results_checked": 0, "mismatches": [], "errors": [],
+        "results_checked": 0, "mismatches": [], "errors": [], "set_aside": [],
         "by": {by: collections.Counter()
                for by in ("dtype", "layout", "kind", "scope", "forcing", "tf32", "class")},
         "served": {label: {gradient: collections.Counter()
@@ -217,18 +224,32 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
                     if stats["cases"] >= args.cases:
                         return
                     bwdconv.reset_served()
-                    try:
+
+                    def forced_call(strategy=strategy, writer=writer):
                         with bwdconv.force_strategy(strategy, swap1x1_writer=writer):
-                            ours = run_call(geometry, x, w, b, dy)
+                            return run_call(geometry, x, w, b, dy)
+                    try:
+                        ours = forced_call()
                         errors = accuracy.errors(ours, reference)
                     except Exception as error:
                         ours, errors = None, [float("nan")] * len(wanted)
                         failure = f"raised {type(error).__name__}: {error}".splitlines()[0]
                     served = calls.served(bwdconv)
                     record(stats, label, scope, geometry, dtype, layout, tf32, served)
-                    for name, error, (aten_error, limit) in zip(wanted, errors, limits):
+                    unstable = None  # the results that change from run to run, found once
+                    for index, (name, error, (aten_error, limit)) in enumerate(
+                            zip(wanted, errors, limits)):
                         stats["results_checked"] += 1
                         ratio = error / limit if limit > 0 else (0.0 if error == 0 else math.inf)
+                        if not accuracy.within(error, limit) and ours is not None and \
+                                device.type == "cpu" and computed_by_aten(name, served):
+                            if unstable is None:
+                                unstable = calls.changing_results(forced_call, ours, calls=4)
+                            if index in unstable:
+                                stats["set_aside"].append(
+                                    f"{name} {label} {scope} scope: {where}: aten's, error "
+                                    f"{error:.3g}, and another answer on another run")
+                                continue
                         if not accuracy.within(error, limit):
                             stats["mismatches"].append({
                                 "case": where, "scope": scope, "forcing": label, "result": name,
@@ -237,6 +258,15 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
                                 "why": failure if ours is None else "outside the bound"})
                         elif ratio > 0:
                             keep_worst(stats, ratio, where, scope, label, name)
+
+
+def computed_by_aten(name, served):
+    """Whether aten computed result `name` (out, dx, dw, db) in a run that
+    served `served` (calls.served): a convolution's forward, a transposed
+    one's input gradient (a convolution's forward) and every bias gradient
+    are always aten's."""
+    gradient = {"out": "forward", "dx": "input", "dw": "weight"}.get(name)
+    return gradient is None or set(served.get(gradient, {})) <= {"aten"}
 
 
 def record(stats, label, scope, geometry, dtype, layout, tf32, served):
@@ -270,6 +300,10 @@ def report(stats, target):
         lines.append(f"  - ... {len(stats['mismatches']) - 40} more in the JSON")
     for name, counts in stats["by"].items():
         lines.append(f"- by {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if stats["set_aside"]:
+        lines.append(f"- results aten computed and changed from run to run, set aside: "
+                     f"{len(stats['set_aside'])}")
+        lines += [f"  - {e}" for e in stats["set_aside"][:10]]
     if stats["errors"]:
         lines.append(f"- groups aten could not run, skipped: {len(stats['errors'])}")
         lines += [f"  - {e}" for e in stats["errors"][:10]]
@@ -334,6 +368,9 @@ def main(argv=None):
     failed = []
     if stats["mismatches"]:
         failed.append(f"{len(stats['mismatches'])} mismatches")
+    if len(stats["set_aside"]) > stats["cases"] // 100:
+        failed.append(f"{len(stats['set_aside'])} results set aside, more than one case in "
+                      "a hundred")
     if stats["cases"] < minimum:
         failed.append(f"{stats['cases']} cases, fewer than {minimum}")
     if args.require_served and stats["never_served"]:
