@@ -512,6 +512,10 @@ def test_random_compiled_calls_behave_as_compiled_without_bwdconv():
     aside and another drawn; at most one."""
     compared, set_aside = 0, []
     bwdconv.reset_served()
+
+    def served_by_strategies():
+        return sum(n for g in ("input", "forward") for s, n in bwdconv.served()[g].items()
+                   if s != "aten")
     for case, call, strategy, scope in compiled_draws():
         found = judge_compiled(call, case, strategy, scope)
         if found[0] in ("aten off", "unstable"):  # PyTorch's chance: another call instead
@@ -521,12 +525,14 @@ def test_random_compiled_calls_behave_as_compiled_without_bwdconv():
                 f"BWDCONV_TEST_SEED={SEED} case {case} ({replay_command('compiled', case)})",
                 call, strategy, scope, found[1])
             compared += 1
-        if compared == COMPILED_CASES:
+        # COMPILED_CASES calls, and on until strategies served 3 of them (at
+        # seeds 215 and 216 the first 24 gave them 2).
+        if compared >= COMPILED_CASES and served_by_strategies() >= 3 or \
+                compared == 4 * COMPILED_CASES:
             break
     assert len(set_aside) <= 1, (f"BWDCONV_TEST_SEED={SEED}", set_aside)
     torch._dynamo.reset()
-    assert sum(n for g in ("input", "forward") for s, n in bwdconv.served()[g].items()
-               if s != "aten") >= 3
+    assert served_by_strategies() >= 3, f"BWDCONV_TEST_SEED={SEED}: {bwdconv.served()}"
 
 
 def replay(scope, case, seed=SEED):
