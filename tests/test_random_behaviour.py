@@ -240,9 +240,8 @@ def atens_off_reference(call, case, expected):
 
 def may_crash_aten(call):
     """Whether the call is of the kind PyTorch's CPU convolution crashes on
-    (Geometry.output_position_misses_the_input): it runs in a child process
-    first."""
-    return call.geometry().output_position_misses_the_input()
+    (Geometry.may_crash_pytorch): it runs in a child process first."""
+    return call.geometry().may_crash_pytorch()
 
 
 def raised(result):
@@ -437,7 +436,12 @@ CRASHING = [Call(False, (3, 3, 1), (2, 3, 1), [3], [2], [2], [0], 1, False, torc
                  torch.bfloat16, "channels_last", "contiguous", "of a sum", "x", "grad"),
             Call(False, (1, 1, 1, 1, 5), (2, 1, 2, 2, 4), [1, 1, 1], [2, 1, 3], [2, 2, 2],
                  [0, 0, 0], 1, False, torch.bfloat16, "contiguous", "contiguous", "of a sum",
-                 "x", "grad")]
+                 "x", "grad"),
+            # seed 314's random step (group 161): heap corruption in the weight
+            # gradient, where the padding (3) passes the matching input (2)
+            Call(True, (2, 24, 3, 5, 8), (24, 2, 4, 1, 2), [2, 1, 2], [3, 0, 1], [1, 1, 2],
+                 [0, 0, 0], 4, False, torch.float32, "channels_last", "contiguous",
+                 "contiguous", "w", "grad")]
 
 
 def test_the_calls_pytorch_crashes_on_are_predicted_and_run_in_a_child():
