@@ -609,6 +609,8 @@ def test_a_wrong_result_aten_computed_is_set_aside_only_where_it_changes_from_ru
 
     real_run_call = step.run_call
     monkeypatch.setattr(step, "run_call", run_call)
+    # run() sets it where unset: restored after the test, for the worker's later ones.
+    monkeypatch.setenv("BWDCONV_CPU_KERNELS", os.environ.get("BWDCONV_CPU_KERNELS", "host"))
     args = step.parse(["--device", "cpu", "--skip-known", "--group", "0", "--only", "rules",
                        "--scopes", "functional", "--cases", "1"])
     stats = step.run(args)

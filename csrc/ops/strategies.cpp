@@ -96,7 +96,6 @@ std::atomic<int64_t>& counter(Counts& counts, Served served, Strategy strategy) 
 
 }  // namespace
 
-// The tuner's own runs are not counted.
 const char* served_name(Served what) {
   switch (what) {
     case Served::input: return "input";
@@ -106,6 +105,7 @@ const char* served_name(Served what) {
   return "?";
 }
 
+// The tuner's own runs are not counted.
 void count_served(Served what, Strategy strategy, bool measured) {
   if (tuning_on_this_thread()) return;
   counter(served, what, strategy)++;
