@@ -119,7 +119,7 @@ def test_gradients_keep_aten_strides_where_size_one_dims_make_them_ambiguous():
             assert ours == expected, (strategy, w.shape)
 
 
-@pytest.mark.parametrize("scope", bwdconv._enable.SCOPES)
+@pytest.mark.parametrize("scope", bwdconv.functional.SCOPES)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
 def test_grouped_one_channel_weight_gradient_keeps_aten_strides(scope, dtype):
     # Groups of one input channel, a channels_last input: aten's CPU path

@@ -172,7 +172,7 @@ def assert_same(ours, theirs):
                                        atol=1e-6 if b.dtype == torch.float64 else 1e-2)
 
 
-@pytest.mark.parametrize("scope", bwdconv._enable.SCOPES)
+@pytest.mark.parametrize("scope", bwdconv.functional.SCOPES)
 @pytest.mark.parametrize("name", CASES)
 def test_unusual_calls_behave_as_without_bwdconv(scope, name):
     theirs = outcome(CASES[name])

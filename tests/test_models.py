@@ -140,7 +140,7 @@ def test_plans_inside_the_model_are_what_explain_says(name):
     assert explanation.layers[1]["name"] in str(explanation)
 
 
-@pytest.mark.parametrize("scope", bwdconv._enable.SCOPES)
+@pytest.mark.parametrize("scope", bwdconv.functional.SCOPES)
 def test_resnet50_trains_with_swap1x1_forced(scope):
     """Forcing swap1x1 on ResNet-50: it computes the input gradient of every 1x1
     convolution and nothing else, every other gradient is planned as usual,

@@ -7,7 +7,6 @@
 """
 
 from . import _settings, _tune, grad
-from ._enable import disable, enable, enabled, is_enabled
 from ._explain import (
     Explanation,
     _apply_environment,
@@ -33,6 +32,10 @@ from .functional import (
     conv_transpose1d,
     conv_transpose2d,
     conv_transpose3d,
+    disable,
+    enable,
+    enabled,
+    is_enabled,
 )
 
 __all__ = [

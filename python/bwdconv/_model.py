@@ -5,7 +5,7 @@ import collections
 import torch
 
 from . import _explain, functional
-from ._enable import enabled
+from .functional import enabled
 from ._explain import explain
 
 __all__ = ["explain_model", "ModelExplanation"]
