@@ -7,7 +7,7 @@
 
 #include "ops/aten.h"
 #include "ops/filter.h"
-#include "ops/interleave.h"
+#include "ops/kernels.h"
 
 namespace bwdconv::ops {
 namespace {

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "ops/aten.h"
-#include "ops/interleave.h"
 #include "ops/kernels.h"
 #include "ops/filter.h"
 
