@@ -13,7 +13,7 @@
 
 namespace bwdconv::ops {
 
-// The aten strategy (ops/strategies.h): each gradient alone.
+// The aten strategy (ops/backward.h): each gradient alone.
 at::Tensor aten_grad_input(const Plan& plan, const at::Tensor& grad_output,
                            const at::Tensor& weight, at::MemoryFormat format);
 at::Tensor aten_grad_weight(const Plan& plan, const at::Tensor& grad_output,

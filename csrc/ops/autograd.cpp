@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "ops/backward.h"
-#include "ops/strategies.h"
 #include "ops/convolution.h"
 #include "ops/plans.h"
 #include "ops/geometry.h"

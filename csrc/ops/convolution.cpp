@@ -10,7 +10,7 @@
 
 #include "ops/convolution.h"
 
-#include "ops/strategies.h"
+#include "ops/backward.h"
 #include "ops/plans.h"
 #include "ops/geometry.h"
 

@@ -17,7 +17,7 @@
 #include <optional>
 
 #include "ops/aten_scope.h"
-#include "ops/strategies.h"
+#include "ops/backward.h"
 #include "ops/convolution.h"
 #include "ops/geometry.h"
 #include "ops/plans.h"

@@ -15,7 +15,7 @@
 #include "dispatch/plan.h"
 #include "hip/host_grid.h"
 #include "ops/aten_scope.h"
-#include "ops/strategies.h"
+#include "ops/backward.h"
 #include "ops/plans.h"
 #include "ops/functional_route.h"
 #include "ops/geometry.h"

@@ -1,5 +1,5 @@
 // bwdconv._C._testing: fault injection for the tests. It stands in for a
-// strategy's functions (strategies.h: replace_implementation), so that a
+// strategy's functions (backward.h: replace_implementation), so that a
 // user's call runs the strategies' own functions and pays nothing for it.
 //   set_faults(corrupted, out_of_memory): from now on the gradients
 //     `corrupted` computes are off by one (to prove that the tuner and the
@@ -23,7 +23,7 @@
 
 #include "ops/kernels.h"
 #include "ops/plans.h"
-#include "ops/strategies.h"
+#include "ops/backward.h"
 #include "ops/tuning_bindings.h"
 
 namespace bwdconv::ops {

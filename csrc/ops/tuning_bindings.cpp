@@ -7,11 +7,12 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "dispatch/plan.h"
-#include "ops/strategies.h"
+#include "ops/backward.h"
 #include "ops/plans.h"
 
 namespace bwdconv::ops {
@@ -142,6 +143,46 @@ void set_python_hook(py::object hook) {
   } else {
     set_tuning_hook(call_python_hook);
   }
+}
+
+// Computes one gradient with an explicit strategy (and swap1x1 writer),
+// without touching the process-wide forcing: how the tuner times and checks a
+// candidate. `operand` is the weight for the input gradient, the input for
+// the weight gradient; `sizes` the sizes of the gradient.
+at::Tensor gradient_with(Gradient gradient, Strategy strategy,
+                         std::optional<Swap1x1Writer> writer, const at::Tensor& grad_output,
+                         const at::Tensor& operand, at::IntArrayRef sizes,
+                         const ConvParams& params) {
+  const bool input = gradient == Gradient::input;
+  const ConvGeometry geometry = backward_geometry(
+      "bwdconv gradient_with", grad_output, input ? sizes : operand.sizes(),
+      input ? operand.sizes() : sizes, input ? "weight" : "input", operand, params);
+  Plan plan;
+  try {
+    plan = make_plan(geometry, strategy, writer);
+  } catch (const std::invalid_argument& error) {
+    TORCH_CHECK_VALUE(false, "bwdconv: ", error.what());
+  }
+  TORCH_CHECK_VALUE(plan.of(gradient).strategy == strategy, "bwdconv: ", strategy_name(strategy),
+                    " cannot compute the ", gradient_name(gradient), " gradient of this shape");
+  return input ? compute_grad_input(plan, grad_output, operand)
+               : compute_grad_weight(plan, grad_output, operand);
+}
+
+// Both gradients as a decision would compute them (one aten call when both
+// are aten): how the tuner compares a pair of per-gradient winners with
+// aten's single call for both.
+std::pair<at::Tensor, at::Tensor> gradients_with(const Decision& decision,
+                                                 const at::Tensor& grad_output,
+                                                 const at::Tensor& input, const at::Tensor& weight,
+                                                 const ConvParams& params) {
+  const ConvGeometry geometry =
+      backward_geometry("bwdconv gradients_with", grad_output, input.sizes(), weight.sizes(),
+                        "weight", weight, params);
+  const auto plan = make_decided_plan(geometry, decision);
+  TORCH_CHECK_VALUE(plan && decision.input && decision.weight,
+                    "bwdconv: a decision for both gradients that this shape can serve is needed");
+  return compute_grads(*plan, grad_output, input, weight);
 }
 
 at::Tensor gradient_by_name(const std::string& gradient, const std::string& strategy,
