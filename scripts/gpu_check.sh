@@ -12,16 +12,12 @@
 #                        every forcing x dtype x layout x scope, against float64
 #                        (scripts/gpu_random_cases.py)
 #   sanitizer_memcheck,  compute-sanitizer over a small case of every strategy
-#   sanitizer_racecheck  (scripts/gpu_small_cases.py); fails only on findings
-#                        in bwdconv's own kernels (scripts/gpu_sanitizer.py).
+#   sanitizer_racecheck  (scripts/gpu_random_cases.py --small); fails only on
+#                        findings in bwdconv's own kernels (scripts/gpu_sanitizer.py).
 #                        Both instrument every kernel and name the vendors'
 #                        findings; racecheck runs the cases without cuDNN
 #                        (--cudnn off: aten's own kernels and cuBLAS), as
 #                        cuDNN's large-tile kernels take seconds each under it
-#   memory               where scatter's 18.2 GB peak of issue 40 went: aten,
-#                        scatter and scatter's buffer and convolution apart,
-#                        under each TF32 and cudnn.benchmark setting
-#                        (scripts/gpu_memory_probe.py)
 #   bench_transposed,    the transposed and seed suites with
 #   bench                torch.backends.cudnn.benchmark on for both sides
 #                        (python -m bwdconv.bench --cudnn-benchmark on)
@@ -51,8 +47,7 @@ OUT="${BWDCONV_GPU_OUT:-benchmarks/results/gpu-$(date -u +%Y-%m-%d)}"
 mkdir -p "$OUT"
 RUN_ID="$(date -u +%Y%m%dT%H%M%S)-$$"
 echo "$RUN_ID" > "$OUT/run.id"
-DEFAULT_STEPS=(build gpu_tests random sanitizer_memcheck sanitizer_racecheck memory bench_transposed
-               bench)
+DEFAULT_STEPS=(build gpu_tests random sanitizer_memcheck sanitizer_racecheck bench_transposed bench)
 MORE_STEPS=(bench_channels_last bound overhead tune kernels kernels_channels_last kernels_transposed
             models models_bf16)
 STEPS=("${DEFAULT_STEPS[@]}" "${MORE_STEPS[@]}")
@@ -67,7 +62,7 @@ esac
 # about 160 s of an H200's 335).
 declare -A STEP_SECONDS=(
   [build]=240 [gpu_tests]=70 [random]=90 [sanitizer_memcheck]=40 [sanitizer_racecheck]=60
-  [memory]=25 [bench_transposed]=80 [bench]=80 [bench_channels_last]=60 [bound]=30 [overhead]=90
+  [bench_transposed]=80 [bench]=80 [bench_channels_last]=60 [bound]=30 [overhead]=90
   [tune]=60 [kernels]=40 [kernels_channels_last]=40 [kernels_transposed]=40 [models]=60 [models_bf16]=60)
 RANDOM_SECONDS="${BWDCONV_GPU_RANDOM_SECONDS:-70}"
 RANDOM_CASES="${BWDCONV_GPU_RANDOM_CASES:-10000}"
@@ -203,12 +198,11 @@ step random "$PYTHON" scripts/gpu_random_cases.py --cases "$RANDOM_CASES" --seco
 # (benchmarks/results/gpu-2026-11-28-h200). The small cases' accuracy is the
 # random step's to judge (--mismatches-pass: printed, not failing the step).
 step sanitizer_memcheck "$PYTHON" scripts/gpu_sanitizer.py run --tool memcheck \
-  --summary "$OUT/sanitizer_memcheck.md" -- "$PYTHON" scripts/gpu_small_cases.py --mismatches-pass
+  --summary "$OUT/sanitizer_memcheck.md" -- "$PYTHON" scripts/gpu_random_cases.py --small \
+  --mismatches-pass
 step sanitizer_racecheck "$PYTHON" scripts/gpu_sanitizer.py run --tool racecheck \
-  --summary "$OUT/sanitizer_racecheck.md" -- "$PYTHON" scripts/gpu_small_cases.py --mismatches-pass \
-  --cudnn off
-# Issue 40's 18.2 GB peak taken apart (a record, not a pass/fail check).
-step memory "$PYTHON" scripts/gpu_memory_probe.py --json "$OUT/memory.json"
+  --summary "$OUT/sanitizer_racecheck.md" -- "$PYTHON" scripts/gpu_random_cases.py --small \
+  --mismatches-pass --cudnn off
 # Decoders' and generators' transposed convolutions, then the seed lines, with
 # cuDNN's benchmark mode on for aten and bwdconv alike (the baseline a user
 # after speed has): forward (the matching input gradient) and weight gradient.
@@ -286,7 +280,7 @@ PY
   echo "## GPU tests"; echo; echo '```'; show gpu_tests.log tail -n 8; echo '```'
   for tool in memcheck racecheck; do
     echo "## compute-sanitizer $tool"; echo; show "sanitizer_$tool.md" cat; echo
-    echo '```'; show "sanitizer_$tool.log" grep -E "^all strategies ran|^mismatch" ; echo '```'
+    echo '```'; show "sanitizer_$tool.log" grep -E "^- (cases|mismatches):|^  - (out|dx|dw|db) " ; echo '```'
   done
   echo "## Memory (the benchmarks' planned and tuned peaks against aten's)"; echo
   for run in bench bench_channels_last bench_transposed; do

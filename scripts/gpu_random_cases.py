@@ -23,6 +23,19 @@ stride 1; the cases issue 40 lists run first.
 
     python scripts/gpu_random_cases.py --cases 10000 --seconds 80          # on a GPU
     BWDCONV_CPU_KERNELS=host python scripts/gpu_random_cases.py --device cpu --cases 200
+    python scripts/gpu_random_cases.py --small --cudnn off                  # for racecheck
+
+--small runs instead a small case of every strategy and of the rules, for
+compute-sanitizer (the GPU check's sanitizer steps): the groups of
+SMALL_GROUPS, every one of them (--cases and --seconds do not apply), in the
+functional scope unless --scopes says otherwise, their float64 references
+computed on the CPU so that the sanitizer sees no more vendor kernels than
+the calls' own. --cudnn off (torch.backends.cudnn.enabled = False, for aten
+and the strategies' sub-convolutions alike) is for racecheck, which
+instruments every kernel: under it cuDNN's large-tile kernels take seconds
+each. --mismatches-pass exits 0 on mismatches (still printed): under
+compute-sanitizer the step judges the sanitizer's findings, the random step
+accuracy.
 
 On the CPU a result outside the bound that aten computed (bwdconv planned or
 forced aten for it) and that another run of the same case answers otherwise
@@ -32,9 +45,9 @@ in a hundred.
 
 Stops at --cases or after --seconds; exits 1 on any mismatch (each printed
 with its case and the command that reruns its group), when more results are
-set aside than one case in a hundred, when fewer than
---cases ran (any number for --group), or (--require-served) when a forced strategy served
-nothing. --json and --report write the counts: cases, mismatches, the
+set aside than one case in a hundred, when fewer than --cases ran (any
+number for --group or --small), or (--require-served) when a forced strategy
+served nothing. --json and --report write the counts: cases, mismatches, the
 geometry classes, and what each forcing's cases were served by."""
 
 import argparse
@@ -51,6 +64,34 @@ import torch
 from bwdconv import _accuracy as accuracy
 from bwdconv import _calls as calls
 from bwdconv.bench.device import add_device_option, backend_flags
+
+
+# A small case of every strategy (--small): 64 phases in one, rows the staged
+# walk takes in another, kernel = stride, issue 40's stride-1 padding, and
+# transposed convolutions; each in float32, float16 and bfloat16, NCHW and
+# channels_last, with PyTorch's TF32 defaults and no bias.
+SMALL_CASES = [
+    calls.conv((2, 8, 9, 11), (8, 8, 1, 1), [2, 2], [0, 0]),
+    calls.conv((2, 8, 10, 11), (8, 8, 1, 1), [2, 2], [0, 0]),  # swap1x1 in_place
+    calls.conv((2, 8, 9, 11), (8, 4, 3, 3), [2, 2], [1, 1], g=2),
+    calls.conv((1, 4, 5, 6, 7), (4, 4, 3, 2, 3), [2, 1, 2], [1, 0, 1], d=[1, 2, 1]),
+    calls.conv((1, 8, 9, 10, 11), (8, 8, 5, 5, 5), [4, 4, 4], [2, 1, 0]),  # 64 phases
+    # rows the staged walk takes: NCHW W of 70 at stride 2, and channels_last
+    # 3 channels in packets along W
+    calls.conv((2, 3, 10, 70), (4, 3, 3, 3), [2, 2], [1, 1]),
+    # kernel = stride (a U-Net up-convolution's matching convolution):
+    # swap1x1's taps, one phase each; grouped, then not
+    calls.conv((2, 8, 12, 14), (6, 4, 2, 2), [2, 2], [0, 0], g=2),
+    calls.conv((2, 8, 12, 14), (6, 8, 2, 2), [2, 2], [0, 0]),
+    # issue 40: a stride-1 dim whose padding passes the kernel's extent
+    calls.conv((2, 19, 23, 2), (6, 19, 4, 4), [2, 1], [0, 1]),
+    # a U-Net's k2 s2 and a VAE decoder's k3 s2 p1 op1
+    calls.transposed((2, 8, 9, 10), (8, 6, 2, 2), [2, 2], [0, 0]),
+    calls.transposed((2, 8, 9, 10), (8, 6, 3, 3), [2, 2], [1, 1], op=[1, 1]),
+]
+SMALL_GROUPS = [(geometry, dtype, layout, "default", False) for geometry in SMALL_CASES
+                for dtype in (torch.float32, torch.float16, torch.bfloat16)
+                for layout in calls.LAYOUTS]
 
 
 def group_plan(seed, index, device, known_cases=True):
@@ -96,6 +137,16 @@ def run_call(geometry, x, w, b, dy):
     return [y.detach(), *grads]
 
 
+def references(geometry, operands, on_cpu):
+    """The call's float64 reference and magnitudes (accuracy.references), on
+    the operands' device; computed on the CPU where `on_cpu`."""
+    device = operands[0].device
+    if on_cpu:
+        operands = [None if t is None else t.cpu() for t in operands]
+    found = accuracy.references(lambda *tensors: run_call(geometry, *tensors), operands)
+    return [[t.to(device) for t in results] for results in found]
+
+
 def run_with_references(geometry, x, w, b, dy):
     """The call, in the dtype and in float64."""
     run_call(geometry, x, w, b, dy)
@@ -134,6 +185,7 @@ def run(args):
     import bwdconv
 
     device = torch.device(args.device)
+    torch.backends.cudnn.enabled = args.cudnn == "on"
     torch.backends.cudnn.benchmark = False  # thousands of new shapes
     bwdconv.set_autotune(False)
     bwdconv.disable()
@@ -147,8 +199,9 @@ def run(args):
         "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
         "kernels": ("gpu" if device.type == "cuda"
                     else ("host" if bwdconv.kernels_on_host_enabled() else "aten")),
-        "torch": torch.__version__, "seed": args.seed, "cases": 0, "groups": 0,
-        "results_checked": 0, "mismatches": [], "errors": [], "set_aside": [],
+        "torch": torch.__version__, "cudnn": args.cudnn, "seed": args.seed,
+        "cases": 0, "groups": 0, "results_checked": 0, "mismatches": [], "errors": [],
+        "set_aside": [],
         "by": {by: collections.Counter()
                for by in ("dtype", "layout", "kind", "scope", "forcing", "tf32", "class")},
         "served": {label: {gradient: collections.Counter()
@@ -157,12 +210,12 @@ def run(args):
         "worst": [],
     }
     started = time.monotonic()
-    indices = [args.group] if args.group is not None else range(10**9)
-    for index in indices:
+    for index in group_indices(args):
         if stats["cases"] >= args.cases or time.monotonic() - started > args.seconds:
             break
-        geometry, dtype, layout, tf32, bias = group_plan(args.seed, index, device,
-                                                         not args.skip_known)
+        geometry, dtype, layout, tf32, bias = (
+            SMALL_GROUPS[index] if args.small
+            else group_plan(args.seed, index, device, not args.skip_known))
         if args.dtypes and calls.DTYPE_NAMES[dtype] not in args.dtypes:
             continue
         run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32, bias,
@@ -175,6 +228,14 @@ def run(args):
     stats["never_served"] = [label for label, _, strategy_writer in plan if label != "rules"
                              and not served_by_forced(stats, label)]
     return stats
+
+
+def group_indices(args):
+    """--group alone, else every small group (--small), else as many as
+    --cases and --seconds allow."""
+    if args.group is not None:
+        return [args.group]
+    return range(len(SMALL_GROUPS) if args.small else 10**9)
 
 
 def served_by_forced(stats, label):
@@ -190,15 +251,13 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
     wanted = list(RESULTS if bias else RESULTS[:3])
     terms = geometry.terms()
     where = (f"{geometry} {calls.DTYPE_NAMES[dtype]} {layout} tf32={tf32}"
-             f"{' bias' if bias else ''} (--seed {args.seed}"
-             f"{' --skip-known' if args.skip_known else ''} --group {index})")
+             f"{' bias' if bias else ''} ({rerun_options(args, index)})")
     if device.type == "cpu" and not aten_survives(geometry, x, w, b, dy):
         stats["errors"].append(f"aten crashed on {where} (a PyTorch CPU defect): group skipped")
         return
     with tf32_flags(tf32):
         rounding = accuracy.operand_roundoff(dtype, device)
-        reference, magnitude = accuracy.references(lambda *tensors: run_call(geometry, *tensors),
-                                                (x, w, b, dy))
+        reference, magnitude = references(geometry, (x, w, b, dy), on_cpu=args.small)
         try:
             aten = run_call(geometry, x, w, b, dy)
         except Exception as error:  # aten cannot run this call: nothing to hold bwdconv to
@@ -260,6 +319,14 @@ def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32
                             keep_worst(stats, ratio, where, scope, label, name)
 
 
+def rerun_options(args, index):
+    """The options that run group `index` again as this run ran it."""
+    flags = (("--small", args.small), ("--skip-known", args.skip_known),
+             ("--cudnn off", args.cudnn == "off"))
+    return " ".join([f"--seed {args.seed}", *(flag for flag, on in flags if on),
+                     f"--group {index}"])
+
+
 def computed_by_aten(name, served):
     """Whether aten computed result `name` (out, dx, dw, db) in a run that
     served `served` (calls.served): a convolution's forward, a transposed
@@ -290,7 +357,8 @@ def report(stats, target):
     """The markdown summary gpu_check.sh puts in its record."""
     lines = [f"- cases: {stats['cases']} (target {target}) in {stats['groups']} groups, "
              f"{stats['results_checked']} results checked, {stats['seconds']} s, "
-             f"kernels: {stats['kernels']}, device: {stats['device']}, seed {stats['seed']}",
+             f"kernels: {stats['kernels']}, device: {stats['device']}, cuDNN {stats['cudnn']}, "
+             f"seed {stats['seed']}",
              f"- mismatches: {len(stats['mismatches'])}"]
     for m in stats["mismatches"][:40]:
         lines.append(f"  - {m['result']} {m['forcing']} {m['scope']} scope: {m['case']}: "
@@ -340,23 +408,33 @@ def parse(argv=None):
     parser.add_argument("--group", type=int, default=None, help="run only this group")
     parser.add_argument("--only", nargs="*", help="only these forcings (labels)")
     parser.add_argument("--dtypes", nargs="*", choices=list(calls.DTYPE_NAMES.values()))
-    parser.add_argument("--scopes", nargs="*", default=list(calls.SCOPES),
-                        choices=list(calls.SCOPES))
+    parser.add_argument("--scopes", nargs="*", choices=list(calls.SCOPES),
+                        help="default: both, the functional one for --small")
+    parser.add_argument("--small", action="store_true",
+                        help="a small case of every strategy instead, for compute-sanitizer")
+    parser.add_argument("--cudnn", choices=["on", "off"], default="on",
+                        help="off: every convolution runs without cuDNN (racecheck)")
+    parser.add_argument("--mismatches-pass", action="store_true",
+                        help="exit 0 on mismatches (still printed): under compute-sanitizer")
     parser.add_argument("--require-served", action="store_true",
                         help="fail when a forced strategy served no case")
     parser.add_argument("--corrupt", help=argparse.SUPPRESS)
     parser.add_argument("--json")
     parser.add_argument("--report")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.small:  # every small group, however long the sanitizer takes
+        args.cases = args.seconds = math.inf
+    args.scopes = args.scopes or (["functional"] if args.small else list(calls.SCOPES))
+    return args
 
 
 def main(argv=None):
     args = parse(argv)
-    if os.environ.get("BWDCONV_STEP_SECONDS"):
+    if os.environ.get("BWDCONV_STEP_SECONDS") and not args.small:
         # gpu_check.sh's limit for the step: stop in time to write the report.
         args.seconds = min(args.seconds, max(1.0, float(os.environ["BWDCONV_STEP_SECONDS"]) - 20))
     stats = run(args)
-    text = report(stats, args.cases)
+    text = report(stats, "every small group" if args.small else args.cases)
     print(text)
     if args.report:
         with open(args.report, "w") as f:
@@ -364,9 +442,9 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(stats, f, indent=1, default=str)
-    minimum = 0 if args.group is not None else args.cases
+    minimum = 0 if args.group is not None or args.small else args.cases
     failed = []
-    if stats["mismatches"]:
+    if stats["mismatches"] and not args.mismatches_pass:
         failed.append(f"{len(stats['mismatches'])} mismatches")
     if len(stats["set_aside"]) > stats["cases"] // 100:
         failed.append(f"{len(stats['set_aside'])} results set aside, more than one case in "

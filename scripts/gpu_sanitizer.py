@@ -2,7 +2,7 @@
 vendors' (the GPU check's sanitizer steps, scripts/gpu_check.sh).
 
     python scripts/gpu_sanitizer.py run --tool racecheck \\
-        --summary OUT.md -- python scripts/gpu_small_cases.py
+        --summary OUT.md -- python scripts/gpu_random_cases.py --small
 
 `run` runs the command under compute-sanitizer (--sanitizer, or
 compute-sanitizer on PATH, or /usr/local/cuda/bin/compute-sanitizer), every

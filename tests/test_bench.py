@@ -1,5 +1,4 @@
-"""The benchmark harness: suites end to end, its columns and report, kernel bytes
-and traffic."""
+"""The benchmark harness: suites end to end, its columns and report, kernel bytes."""
 
 import io
 import json
@@ -250,26 +249,6 @@ def test_the_kernel_benchmark_times_every_walk_of_a_strategys_kernel_and_nothing
         assert not any(is_kernel_of(foreign, family) for family in families)
 
 
-def test_traffic_records_every_kernel_writing_its_output_once(tmp_path, capsys):
-    """python -m bwdconv.bench.traffic on two tiny suite lines: a row per kernel
-    of every strategy that launches one, each writing its output exactly once
-    (stored bytes equal the minimum, nothing stored twice)."""
-    from bwdconv.bench.traffic import main as traffic_main
-
-    suite = tmp_path / "tiny.txt"
-    suite.write_text("conv -n 2 -c 4 -H 9 -W 10 -k 6 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 6\n"
-                     "conv -n 2 -c 4 -H 8 -W 8 -k 6 -y 1 -x 1 -u 2 -v 2 -F 2\n")
-    traffic_main(["--suite", str(suite), "--scale", "1"])
-    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
-            if line.startswith("| conv ")]
-    kernels = {(row[1].split("[")[0], row[2]) for row in rows}
-    expected = {(e.name, e.kernel) for e in bwdconv.registry() if e.kernel and e.name != "splitk"}
-    assert expected <= kernels
-    assert ("splitk", "splitk_reduce") in kernels
-    for row in rows:
-        assert row[6] == "1.00" and row[7] == "0", row
-
-
 def test_a_transposed_line_as_its_matching_convolution():
     """The convolution whose input gradient a transposed line's forward is:
     its input the transposed output, its output the transposed input, the
@@ -287,27 +266,6 @@ def test_a_transposed_line_as_its_matching_convolution():
     assert torch.nn.functional.conv2d(y, w, stride=2, padding=1).shape == x.shape
     assert parse_line(line.to_line().replace("-F 5", "-F 2")).as_convolution().directions == \
         FORWARD
-
-
-def test_traffic_reads_a_transposed_line_and_every_swap1x1_writer(tmp_path, capsys):
-    """bwdconv.bench.traffic on a transposed float16 line, filter 2x2 within
-    the stride 3 (holes between the taps), in channels_last: its forward as
-    the matching input gradient, with a row for each swap1x1 writer's
-    interleave pass, the fused one writing all of dx and the in_place one
-    only the holes, each once."""
-    from bwdconv.bench.traffic import main as traffic_main
-
-    suite = tmp_path / "transposed.txt"
-    suite.write_text("convfp16 -m trans -n 1 -c 8 -H 6 -W 8 -k 8 -y 2 -x 2 -u 3 -v 3 -F 5\n")
-    traffic_main(["--suite", str(suite), "--scale", "1", "--layout", "channels_last"])
-    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()
-            if line.startswith("| convfp16 ")]
-    assert all(row[0].endswith("trans") for row in rows)
-    kernels = {(row[1], row[2]): row for row in rows}
-    writers = {("swap1x1[fused]", "interleave"), ("swap1x1[in_place]", "interleave")}
-    assert writers | {("splitk", "splitk_reduce")} <= set(kernels)
-    for writer in writers:
-        assert kernels[writer][6] == "1.00" and kernels[writer][7] == "0", kernels[writer]
 
 
 def test_bench_columns_pay_the_pass_through_for_aten_and_the_op_for_a_strategy(monkeypatch):

@@ -4,7 +4,8 @@ report still written and naming what ran and what did not; a carried wheel
 installed instead of a build), compute-sanitizer's findings split between
 bwdconv's kernels and the vendors' (scripts/gpu_sanitizer.py), the accuracy
 rule against float64 (bwdconv/_accuracy.py), and the randomized step
-(scripts/gpu_random_cases.py) through the kernels' host target."""
+(scripts/gpu_random_cases.py), its small cases too, through the kernels'
+host target."""
 
 import collections
 import json
@@ -57,8 +58,7 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
         return (out / f"{step}.status").read_text()
 
     assert elapsed < budget + 15, elapsed
-    for step in ("build", "gpu_tests", "random", "sanitizer_memcheck", "sanitizer_racecheck",
-                 "memory"):
+    for step in ("build", "gpu_tests", "random", "sanitizer_memcheck", "sanitizer_racecheck"):
         assert status(step).startswith("passed"), step
     assert status("bench_transposed").startswith("TIMED OUT")
     assert status("bench").startswith("skipped")
@@ -67,7 +67,7 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "- device: stand-in" in report
     assert "| bench_transposed | TIMED OUT" in report and "| bench | skipped" in report
     assert "Skipped for the budget: bench." in report
-    assert "Ran: build gpu_tests random sanitizer_memcheck sanitizer_racecheck memory " \
+    assert "Ran: build gpu_tests random sanitizer_memcheck sanitizer_racecheck " \
            "bench_transposed." in report
     assert "Not in this run: bench_channels_last bound overhead tune kernels " \
            "kernels_channels_last kernels_transposed models models_bf16." in report
@@ -75,10 +75,12 @@ def test_a_hanging_step_is_stopped_and_the_report_still_written(tmp_path):
     assert "--suite transposed --check --iter 20 --cudnn-benchmark on" in report
     assert "--suite seeds --check --iter 20 --cudnn-benchmark on" in report
     assert "gpu_random_cases.py --cases 10000" in report
-    assert "gpu_memory_probe.py --json" in report
-    # Both sanitizers instrument every kernel; racecheck's cases run without cuDNN.
+    # Both sanitizers instrument every kernel and run the small cases; racecheck's run
+    # without cuDNN.
     racecheck = (out / "sanitizer_racecheck.command").read_text()
     memcheck = (out / "sanitizer_memcheck.command").read_text()
+    assert all("gpu_random_cases.py --small --mismatches-pass" in command
+               for command in (racecheck, memcheck))
     assert "--tool racecheck" in racecheck and "--cudnn off" in racecheck
     assert "--cudnn" not in memcheck
     summary = run.stdout.strip().splitlines()
@@ -309,16 +311,16 @@ def test_sanitizer_run_judges_a_stand_in_sanitizers_output(tmp_path):
 
 def sanitizer_command(*options):
     args = gpu_sanitizer.parse_arguments(["run", "--tool", "racecheck", *options, "--",
-                                          "python", "small_cases.py", "--mismatches-pass"])
+                                          "python", "gpu_random_cases.py", "--small"])
     return gpu_sanitizer.sanitizer_command("compute-sanitizer", args)
 
 
 def test_the_sanitizer_instruments_every_kernel_and_passes_its_own_arguments_on():
     assert sanitizer_command() == ["compute-sanitizer", "--tool", "racecheck", "python",
-                                   "small_cases.py", "--mismatches-pass"]
+                                   "gpu_random_cases.py", "--small"]
     assert sanitizer_command("--sanitizer-args=--print-limit=5") == [
         "compute-sanitizer", "--tool", "racecheck", "--print-limit=5", "python",
-        "small_cases.py", "--mismatches-pass"]
+        "gpu_random_cases.py", "--small"]
 
 
 # ---- the accuracy rule (bwdconv/_accuracy.py) ------------------------------
@@ -474,21 +476,30 @@ def bwdconv():
 
 
 def test_small_cases_under_a_stand_in_sanitizer_on_the_host_target(tmp_path):
-    """The sanitizer steps' command end to end on the CPU: gpu_small_cases.py
-    (every strategy, on the host target, within the accuracy rule) under a
-    stand-in compute-sanitizer that runs it and then reports vendor races:
-    passes, naming them. The cases run as the racecheck step runs them,
-    without cuDNN. (That a race in bwdconv's kernel fails the step, whatever
-    the program: test_sanitizer_run_judges_a_stand_in_sanitizers_output.)"""
+    """The sanitizer steps' command end to end on the CPU: gpu_random_cases.py
+    --small (every small group through every forcing, convolutions and
+    transposed ones, on the host target, within the accuracy rule, each
+    forced strategy serving some) under a stand-in compute-sanitizer that
+    runs it and then reports vendor races: passes, naming them. The cases run
+    as the racecheck step runs them, without cuDNN. (That a race in bwdconv's
+    kernel fails the step, whatever the program:
+    test_sanitizer_run_judges_a_stand_in_sanitizers_output.)"""
     sanitizer = stand_in_sanitizer(tmp_path, VENDOR_RACES)
+    out = tmp_path / "small.json"
     run = subprocess.run(
         [sys.executable, str(SCRIPTS / "gpu_sanitizer.py"), "run", "--tool", "racecheck",
          "--sanitizer", str(sanitizer), "--", sys.executable,
-         str(SCRIPTS / "gpu_small_cases.py"), "--device", "cpu", "--cudnn", "off"],
+         str(SCRIPTS / "gpu_random_cases.py"), "--small", "--mismatches-pass", "--cudnn", "off",
+         "--device", "cpu", "--json", str(out)],
         capture_output=True, text=True, timeout=300,
         env=dict(os.environ, BWDCONV_CPU_KERNELS="host"))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "0 results outside the accuracy rule (cuDNN off;" in run.stdout
+    stats = json.loads(out.read_text())
+    forcings = random_calls.forcings(bwdconv())
+    assert stats["cases"] == len(gpu_random_cases.SMALL_GROUPS) * len(forcings)
+    assert stats["mismatches"] == [] and stats["errors"] == [] and stats["never_served"] == []
+    assert set(stats["by"]["kind"]) == {"conv", "transposed"}
+    assert "- mismatches: 0" in run.stdout and "cuDNN off" in run.stdout
     assert "sm90_xmma_dgrad" in run.stdout
 
 
@@ -507,29 +518,6 @@ def test_a_sanitizer_run_past_its_time_is_judged_on_what_it_printed(tmp_path):
     text = summary.read_text()
     assert text.startswith("- racecheck: INCOMPLETE: stopped after 2 s")
     assert "sm90_xmma_dgrad_implicit_gemm_indexed" in text
-
-
-def test_memory_probe_takes_scatter_apart_on_the_cpu(tmp_path):
-    """The memory step's probe, small on the CPU: every part under every
-    TF32 and cudnn.benchmark setting, and scatter's peak there within twice
-    aten's (the buffer and the convolution apart less than the whole)."""
-    out = tmp_path / "memory.json"
-    run = subprocess.run([sys.executable, str(SCRIPTS / "gpu_memory_probe.py"), "--device", "cpu",
-                          "--scale", "16", "--dtypes", "float32", "--json", str(out)],
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    rows = json.loads(out.read_text())
-    by = {(r["allow_tf32"], r["cudnn_benchmark"], r["part"]): r for r in rows}
-    assert len(by) == len(rows) == 16
-    for tf32 in (True, False):
-        for benchmark in (False, True):
-            peak = {part: r["peak_bytes"] for (t, b, part), r in by.items()
-                    if (t, b) == (tf32, benchmark)}
-            assert len(peak) == 4 and "scatter: stride-1 convolution" in peak, peak
-            assert 0 < peak["scatter"] <= 2 * peak["aten"], peak
-            assert peak["scatter: buffer"] < peak["scatter"], peak
-            assert by[(tf32, benchmark, "scatter")]["max_error_vs_aten"] < 1e-3
-    assert "| scatter: stride-1 convolution |" in run.stdout
 
 
 def test_the_random_step_tells_a_wrong_aten_from_a_rounding_one():

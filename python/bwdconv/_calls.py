@@ -1,6 +1,6 @@
 """Convolution calls as the random checks draw, run and compare them: the
 random tests (tests/test_random_behaviour.py), the GPU check's random and
-small steps (scripts/gpu_random_cases.py, scripts/gpu_small_cases.py) and
+sanitizer steps (scripts/gpu_random_cases.py, and its --small cases) and
 the bench's random steps (bench.random_steps) share a call's geometry, its
 operands, the strategies to force, and how PyTorch's own call is run where
 it may crash or change its answer. Also the GPU step's draws and the calls

@@ -1,6 +1,7 @@
 """Where CPU tensors' data movement and splitk run: ATen (the default), or the
 csrc/hip kernels themselves on the host grid (the GPU kernels' code, run on
-the CPU: slower, for tests and for measuring the kernels' memory traffic)."""
+the CPU: slower, for the tests, which also record the kernels' memory
+accesses)."""
 
 import contextlib
 

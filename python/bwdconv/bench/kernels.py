@@ -27,11 +27,10 @@ from .driver import BACKWARD_DATA
 from .run import forced_entries, forcing, make_operands
 
 
-def kernels(gradient="input"):
-    """{strategy: its kernel's family} for the strategies of `gradient` that launch one: the
+def kernels():
+    """{strategy: its kernel's family} for the input-gradient strategies that launch one: the
     walks of a family (its row, dense and staged kernels) are named <family>_..._kernel."""
-    return {e.name: e.kernel for e in bwdconv.registry()
-            if gradient in e.gradients and e.kernel}
+    return {e.name: e.kernel for e in bwdconv.registry() if "input" in e.gradients and e.kernel}
 
 
 def matching_convolution(line, device):
