@@ -2,7 +2,7 @@
 // registry's strategies (dispatch/strategies.h), one function per gradient a
 // strategy computes, all with one signature; aten when a strategy runs out of
 // memory; served() counting each one. And aten::convolution_backward planned
-// by bwdconv: the backward of every convolution bwdconv records (autograd.cpp)
+// by bwdconv: the backward of every convolution bwdconv records (convolution.cpp)
 // and, with the "aten" scope on, of every convolution in the process
 // (aten_scope.cpp).
 #pragma once
