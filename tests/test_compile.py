@@ -250,3 +250,44 @@ def test_compiled_weight_gradient_of_a_one_channel_output_with_a_channels_last_w
         ours, = torch.autograd.grad(torch.compile(forward, fullgraph=True)(w), w, grad_output)
     torch._dynamo.reset()
     torch.testing.assert_close(ours, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("strides", [(30, 1, 10, 1), (30, 30, 10, 1)])
+def test_the_convolution_op_lays_out_its_output_whatever_stride_a_size_1_dim_has(strides):
+    """bwdconv.convolution of an operand dense in the default layout whose
+    one channel leaves its stride free: the fake kernel and the real one
+    lay the output out contiguous whichever stride the channel dim has
+    (csrc/ops/geometry.h, settled)."""
+    grad = torch.randn(90, dtype=torch.float64).as_strided((3, 1, 3, 10), strides)
+    weight = torch.randn(4, 1, 3, 4, dtype=torch.float64)
+    args = (None, [2, 1], [1, 0], [1, 1], 1)
+    real = torch.ops.bwdconv.convolution(grad, weight, *args)
+    with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
+        fake = torch.ops.bwdconv.convolution(mode.from_tensor(grad), mode.from_tensor(weight),
+                                             *args)
+    assert real.stride() == fake.stride() == (56, 14, 7, 1)
+
+
+def test_compiled_input_gradient_of_a_transposed_convolution_with_one_output_channel():
+    """Inductor's compiled conv_transpose2d with one output channel and a
+    channels_last input, a contiguous gradient for its output (which it
+    traced with the output's strides, (30, 1, 10, 1)): the input gradient,
+    bwdconv.convolution of that gradient, is aten's, without a stride
+    assertion failing (random seed 606: the op's fake laid its output out
+    channels_last from the traced strides, its kernel contiguous from the
+    real ones)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 4, 2, 7, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    weight = torch.randn(4, 1, 3, 4, dtype=torch.float64)
+    grad_output = torch.randn(3, 1, 3, 10, dtype=torch.float64)
+
+    def forward(x):
+        return torch.nn.functional.conv_transpose2d(x, weight, None, [2, 1], [1, 0])
+
+    x.requires_grad_(True)
+    expected, = torch.autograd.grad(forward(x), x, grad_output)
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True), bwdconv.enabled("functional"):
+        ours, = torch.autograd.grad(torch.compile(forward, fullgraph=True)(x), x, grad_output)
+    torch._dynamo.reset()
+    torch.testing.assert_close(ours, expected)

@@ -538,3 +538,24 @@ def test_the_memo_tells_layouts_and_dtypes_apart(scope):
             bwdconv.reset_served()
             step(MEMO_CALL, variant.requires_grad_(), wi, args, kwargs)
             assert served_pair("phase")[0] == 1
+
+
+@pytest.mark.parametrize("unbatched", [False, True])
+def test_an_operand_whose_size_1_dim_has_another_stride_than_its_layout_gives_passes_through(
+        unbatched):
+    """An input of one channel, channels_last in memory: aten lays the output
+    out by the strides given, bwdconv's op by the strides its layout gives
+    (csrc/ops/geometry.h, settled), so the call goes to the original
+    function, routed in C++ or (unbatched) in Python, and the output has
+    PyTorch's strides."""
+    sizes, strides = ((1, 6, 10), (1, 10, 1)) if unbatched else ((3, 1, 6, 10), (60, 1, 10, 1))
+    x = torch.randn(180).as_strided(sizes, strides).requires_grad_(True)
+    assert _C.settling_restrides(x if not unbatched else x.unsqueeze(0))
+    w = torch.randn(4, 1, 3, 3, requires_grad=True)
+    expected = F.conv2d(x, w, None, 2)
+    bwdconv.enable()
+    with bwdconv.force_strategy("phase"):
+        out = F.conv2d(x, w, None, 2)
+    assert out.stride() == expected.stride()
+    assert not any(n.startswith(OP_NODE) for n in node_names(out))
+    torch.testing.assert_close(out, expected)

@@ -40,8 +40,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
   forward_geometry("bwdconv.convolution", input, weight, bias,
                    params_of(stride, padding, dilation, groups));
   const std::vector<int64_t> no_output_padding(stride.size(), 0);
-  return at::convolution(input, weight, bias, stride, padding, dilation, /*transposed=*/false,
-                         no_output_padding, groups);
+  return at::convolution(settled(input), settled(weight), bias, stride, padding, dilation,
+                         /*transposed=*/false, no_output_padding, groups);
 }
 
 at::Tensor convolution_backward_input(const at::Tensor& grad_output, const at::Tensor& weight,

@@ -412,6 +412,12 @@ RoutedCall route(const Signature& signature, int spatial_dims, PyObject* args,
   const Route routed = transposed ? route_transposed(call, spatial_dims)
                                   : route_convolution(call, spatial_dims);
   if (routed == Route::bwdconv) cast_as_autocast(call);
+  // bwdconv.convolution lays its output out from its settled operands, aten
+  // from the strides given: where they differ the original keeps PyTorch's.
+  if (routed == Route::bwdconv && !transposed &&
+      (settling_restrides(call.input()) || settling_restrides(call.weight()))) {
+    return {Route::original};
+  }
   const bool python_only = routed == Route::bwdconv &&
                            (call.input().dim() != spatial_dims + 2 ||  // unbatched
                             at::impl::torch_function_mode_enabled());

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -305,6 +306,33 @@ at::Tensor in_layout(const at::Tensor& t, at::MemoryFormat format) {
   // Dense in `format` already: only strides of size-1 dims differ, same memory.
   if (t.is_contiguous(format)) return t.as_strided(t.sizes(), strides);
   return at::empty_strided(t.sizes(), strides, t.options()).copy_(t);
+}
+
+namespace {
+
+// The layout `t` is dense in, contiguous first (a tensor dense in both has a
+// size-1 dim that leaves the choice free).
+std::optional<at::MemoryFormat> dense_layout(const at::Tensor& t) {
+  if (t.is_contiguous()) return at::MemoryFormat::Contiguous;
+  if (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) {
+    return at::MemoryFormat::ChannelsLast;
+  }
+  if (t.dim() == 5 && t.is_contiguous(at::MemoryFormat::ChannelsLast3d)) {
+    return at::MemoryFormat::ChannelsLast3d;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+at::Tensor settled(const at::Tensor& t) {
+  const auto layout = dense_layout(t);
+  return layout ? in_layout(t, *layout) : t;
+}
+
+bool settling_restrides(const at::Tensor& t) {
+  const auto layout = dense_layout(t);
+  return layout && t.strides() != at::IntArrayRef(fresh_strides(t.sizes(), *layout));
 }
 
 }  // namespace bwdconv::ops

@@ -97,4 +97,18 @@ std::vector<int64_t> fresh_strides(at::IntArrayRef sizes, at::MemoryFormat forma
 // sets are "channels_last" then), or a copy.
 at::Tensor in_layout(const at::Tensor& t, at::MemoryFormat format);
 
+// `t` as a view with the strides a fresh tensor has in its layout
+// (contiguous where `t` is dense in it, else channels_last where it is dense
+// in that), size-1 dims included; `t` itself where it is dense in neither.
+// bwdconv.convolution's kernel and fake read their operands so: aten's
+// backend reads the strides of size-1 dims when it lays out its output, and
+// torch.compile may trace such a stride other than the one a tensor has at
+// run time (a gradient [3, 1, 3, 10] traced with strides (30, 1, 10, 1)
+// suggests channels_last, and run with (30, 30, 10, 1) does not; docs/DESIGN.md,
+// "Pass-through").
+at::Tensor settled(const at::Tensor& t);
+
+// Whether settled(t) has other strides than `t`.
+bool settling_restrides(const at::Tensor& t);
+
 }  // namespace bwdconv::ops

@@ -363,6 +363,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_forcing", &set_forcing_by_name, pybind11::arg("strategy"),
         pybind11::arg("swap1x1_writer"), pybind11::arg("strict") = false);
   m.def("forcing", &forcing_names);
+  m.def("settling_restrides", &settling_restrides, pybind11::arg("tensor"));
   m.def("strategy_registry", &strategy_registry);
   m.def("swap1x1_writers", &swap1x1_writer_names);
   m.def("kernels_on_host", &kernels_on_host);

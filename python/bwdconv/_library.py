@@ -8,7 +8,11 @@ from ._version import check_torch
 # anything of bwdconv (or of torch it relies on) is loaded.
 check_torch(torch.__version__)
 
-from torch._prims_common import suggest_memory_format  # noqa: E402
+from torch._prims_common import (  # noqa: E402
+    make_channels_last_strides_for,
+    make_contiguous_strides_for,
+    suggest_memory_format,
+)
 
 try:
     from . import _C
@@ -69,11 +73,23 @@ def _empty_gradient(sizes, grad_output, memory_format):
                        memory_format=memory_format)
 
 
+def _settled(tensor):
+    """csrc/ops/geometry.h's settled(): the view the op's kernel reads, with
+    the strides a fresh tensor has in the layout `tensor` is dense in."""
+    if tensor.is_contiguous():
+        return tensor.as_strided(tensor.shape, make_contiguous_strides_for(tensor.shape))
+    for dims, layout in ((4, torch.channels_last), (5, torch.channels_last_3d)):
+        if tensor.dim() == dims and tensor.is_contiguous(memory_format=layout):
+            return tensor.as_strided(tensor.shape, make_channels_last_strides_for(tensor.shape))
+    return tensor
+
+
 @torch.library.register_fake("bwdconv::convolution")
 def _convolution_fake(input, weight, bias, stride, padding, dilation, groups):
     _check_same_device(input, "input", weight, "weight")
     return torch.ops.aten.convolution.default(
-        input, weight, bias, stride, padding, dilation, False, [0] * len(stride), groups
+        _settled(input), _settled(weight), bias, stride, padding, dilation, False,
+        [0] * len(stride), groups
     )
 
 
