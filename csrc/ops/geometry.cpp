@@ -311,8 +311,11 @@ at::Tensor in_layout(const at::Tensor& t, at::MemoryFormat format) {
 namespace {
 
 // The layout `t` is dense in, contiguous first (a tensor dense in both has a
-// size-1 dim that leaves the choice free).
+// size-1 dim that leaves the choice free); nothing where it has no size-1
+// dim, as a tensor dense in a layout then has that layout's strides already.
 std::optional<at::MemoryFormat> dense_layout(const at::Tensor& t) {
+  const at::IntArrayRef sizes = t.sizes();
+  if (std::find(sizes.begin(), sizes.end(), 1) == sizes.end()) return std::nullopt;
   if (t.is_contiguous()) return at::MemoryFormat::Contiguous;
   if (t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast)) {
     return at::MemoryFormat::ChannelsLast;
