@@ -37,6 +37,26 @@ TEST(Relayout, ServesNchwAndNcdhwBothGradients) {
   }
 }
 
+TEST(Relayout, RefusesCpu3DWhosePaddingReachesTheInputsSize) {
+  ConvGeometry g = nchw(3);
+  g.device = DeviceKind::CPU;
+  g.input[0] = 2;
+  g.padding[0] = 2;
+  derive_output_sizes(g);
+  ASSERT_TRUE(relayout_refusal(g, {}).has_value());
+  EXPECT_NE(relayout_refusal(g, {})->find("padding at least the input's size"),
+            std::string::npos);
+  g.padding[0] = 1;
+  derive_output_sizes(g);
+  EXPECT_FALSE(relayout_refusal(g, {}).has_value());
+  g.padding[0] = 2;
+  g.device = DeviceKind::CUDA;
+  EXPECT_FALSE(relayout_refusal(g, {}).has_value());
+  g.device = DeviceKind::CPU;
+  g.spatial_dims = 2;
+  EXPECT_FALSE(relayout_refusal(g, {}).has_value());
+}
+
 TEST(Relayout, RefusesChannelsLast1DAndCpuBfloat16In3D) {
   ConvGeometry last = nchw(2);
   last.layout = MemoryLayout::ChannelsLast;
