@@ -31,6 +31,10 @@ at::Tensor channels_last_view(const at::Tensor& t) {
 // the weight for a 1x1 filter). Grouped: the filter [g*T*C/g, O/g, 1...] of
 // a grouped 1x1 convolution.
 at::Tensor stacked_taps(const at::Tensor& weight, int64_t groups) {
+  const bool one_by_one = c10::multiply_integers(weight.sizes().slice(2)) == 1;
+  if (groups == 1 && one_by_one) {
+    return weight.reshape({weight.size(0), weight.size(1)});  // nothing to build or keep
+  }
   const auto transform = [&] { return "swap1x1 taps groups " + std::to_string(groups); };
   return cached_filter(weight, transform, [&] {
     const int64_t out_channels = weight.size(0), per_group = weight.size(1);
