@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Shared by setup.sh, bench.sh and test.sh (sourced, not run): the virtual
 # environment they use, progress for long steps, the device code the main
-# job builds, and how to enter the environment afterwards.
+# job builds, and how to enter the environment afterwards; by gpu_wheel.sh and
+# gpu_check.sh: the digest of a build's sources.
 
 DEFAULT_VENV="$HOME/.cache/bwdconv/venv"
 
@@ -26,6 +27,17 @@ print_how_to_enter() {
     echo "== bwdconv is installed in $venv; to use it (python -m bwdconv, bwdconv-doctor, import bwdconv):"
     echo "   source $venv/bin/activate"
   fi
+}
+
+# The digest of what a build reads in the tree DIR: setup.py, pyproject.toml
+# and every file under csrc/ and python/ but the build's own outputs (.so,
+# _build.json, __pycache__, egg-info), names and contents. gpu_wheel.sh
+# writes it beside the wheel it builds; gpu_check.sh installs that wheel only
+# where its tree's digest is the same.
+build_inputs_digest() {
+  (cd "$1" && find setup.py pyproject.toml csrc python \( -name __pycache__ -o -name '*.egg-info' \) \
+      -prune -o -type f ! -name '*.so' ! -name _build.json -print0 \
+    | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1)
 }
 
 # One line of a build log as a progress line: "[n/m] compiler source" for a

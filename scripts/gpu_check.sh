@@ -5,8 +5,8 @@
 #
 #   build                install the wheel scripts/gpu_wheel.sh built ahead
 #                        (build/gpu-wheel/, or BWDCONV_WHEEL=<path>) where its
-#                        stamp matches this tree and it imports and runs a
-#                        kernel; else build here for this GPU
+#                        sources' digest matches this tree and it imports and
+#                        runs a kernel; else build here for this GPU
 #   gpu_tests            the tests marked gpu (tests/test_gpu.py, test_errors.py)
 #   random               >= 10,000 random convolutions and transposed ones,
 #                        every forcing x dtype x layout x scope, against float64
@@ -40,6 +40,8 @@ set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# shellcheck source=common.sh
+source scripts/common.sh
 PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
 BUDGET="${BWDCONV_GPU_BUDGET:-345}"
 REPORT_SECONDS=10  # kept back from the budget for the report
@@ -163,13 +165,26 @@ build() {
   rm -f "$log"
   return "$status"
 }
+# Whether the wheel was built from this tree's sources, by the digest
+# gpu_wheel.sh wrote beside it (a wheel without one is tried as it is).
+wheel_fits() {
+  local record digest revision here
+  record="$(dirname "$1")/sources.sha256"
+  [ -f "$record" ] || return 0
+  read -r digest revision < "$record"
+  here="$(build_inputs_digest .)"
+  if [ "$digest" != "$here" ]; then
+    echo "the wheel does not fit: built from other sources (digest ${digest:0:12}, this tree ${here:0:12})"
+    return 1
+  fi
+  echo "the wheel fits: built from this tree's sources (git $revision)"
+}
 # The prebuilt wheel where it fits and works, else the build.
 install_or_build() {
-  local w stamp
+  local w
   w="$(wheel)"
   if [ -n "$w" ] && [ -f "$w" ]; then
-    stamp="$(dirname "$w")/stamp.json"
-    if [ -f "$stamp" ] && ! "$PYTHON" scripts/gpu_wheel_stamp.py check "$stamp"; then
+    if ! wheel_fits "$w"; then
       echo "== the prebuilt wheel $w is not this tree's: building here"
     elif "$PYTHON" -m pip install --no-deps --force-reinstall --no-index "$w" && works; then
       echo "== installed the prebuilt wheel $w (not built here)"
@@ -182,7 +197,7 @@ install_or_build() {
   fi
   build && works && echo "== built here"
 }
-export -f install build works wheel install_or_build
+export -f install build works wheel wheel_fits build_inputs_digest install_or_build
 export PYTHON MAX_JOBS="${MAX_JOBS:-16}"
 step build bash -c install_or_build
 step gpu_tests "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu.py tests/test_errors.py \
@@ -252,7 +267,7 @@ version = subprocess.run([compiler, "--version"], capture_output=True, text=True
 print(f"- C++ compiler: {compiler} ({version.splitlines()[0] if version else 'unknown'})")
 PY
   # The checkout's .git can lag the files a GPU machine was sent; where the
-  # prebuilt wheel fits, its stamp (the sources' digest matched) names them.
+  # prebuilt wheel fits (the sources' digest matched), its git revision names them.
   echo "- git revision of the checkout: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "- bwdconv: $(grep -hE '^(== (installed|built here|no prebuilt|the prebuilt)|the wheel (fits|does not fit))' "$OUT/build.log" 2>/dev/null | tr '\n' ' ' || true)"
   echo "- budget: $BUDGET s, $SECONDS s used; steps of this run: ${SELECTED# }"

@@ -89,14 +89,16 @@ SMALL_CASES = [
     calls.transposed((2, 8, 9, 10), (8, 6, 2, 2), [2, 2], [0, 0]),
     calls.transposed((2, 8, 9, 10), (8, 6, 3, 3), [2, 2], [1, 1], op=[1, 1]),
 ]
-SMALL_GROUPS = [(geometry, dtype, layout, "default", False) for geometry in SMALL_CASES
+# One random call of the step: each of its cases runs it in a scope under a forcing.
+Group = collections.namedtuple("Group", "geometry dtype layout tf32 bias")
+SMALL_GROUPS = [Group(geometry, dtype, layout, "default", False) for geometry in SMALL_CASES
                 for dtype in (torch.float32, torch.float16, torch.bfloat16)
                 for layout in calls.LAYOUTS]
 
 
 def group_plan(seed, index, device, known_cases=True):
-    """(geometry, dtype, layout, tf32 mode, bias) of group `index`: the known
-    cases first (each NCHW, then channels_last), then random ones."""
+    """The Group of index `index`: the known cases first (each NCHW, then
+    channels_last), then random ones."""
     rng = random.Random(seed * 1_000_003 + index)
     known = 2 * len(calls.KNOWN_CASES) if known_cases else 0
     if index < known:
@@ -108,7 +110,7 @@ def group_plan(seed, index, device, known_cases=True):
     tf32 = "default"
     if dtype == torch.float32 and torch.device(device).type == "cuda":
         tf32 = calls.TF32_MODES[(index // len(calls.combinations())) % len(calls.TF32_MODES)]
-    return geometry, dtype, layout, tf32, rng.random() < 0.5
+    return Group(geometry, dtype, layout, tf32, rng.random() < 0.5)
 
 
 def tf32_flags(mode):
@@ -116,13 +118,16 @@ def tf32_flags(mode):
     return backend_flags(tf32=None if mode == "default" else mode == "on")
 
 
-def operands(geometry, dtype, layout, bias, device, seed):
-    """x, w, b (or None), dy: drawn in float64, rounded to `dtype`, on the device."""
+def operands(group, device, seed):
+    """x, w, b (or None), dy of the group's call: drawn in float64, rounded
+    to its dtype, on the device."""
+    geometry = group.geometry
     x, w, b, dy = calls.rounded_randn(
         torch.Generator().manual_seed(seed),
         [geometry.x_size, geometry.w_size, [geometry.output_channels()], geometry.output_size()],
-        dtype, device)
-    return calls.laid_out(x, layout), w, (b if bias else None), calls.laid_out(dy, layout)
+        group.dtype, device)
+    return (calls.laid_out(x, group.layout), w, (b if group.bias else None),
+            calls.laid_out(dy, group.layout))
 
 
 RESULTS = ("out", "dx", "dw", "db")
@@ -148,17 +153,10 @@ def references(geometry, operands, on_cpu):
 
 
 def run_with_references(geometry, x, w, b, dy):
-    """The call, in the dtype and in float64."""
+    """The call, in the dtype and in float64: aten's runs that may crash
+    (calls.pytorch_survives)."""
     run_call(geometry, x, w, b, dy)
     references(geometry, (x, w, b, dy), on_cpu=False)
-
-
-def aten_survives(geometry, x, w, b, dy):
-    """Whether aten runs this call, in the dtype and in float64, without
-    crashing: in a child process (calls.survives_in_a_child) where the call
-    is of the kind PyTorch's CPU convolution crashes on."""
-    return not geometry.may_crash_pytorch() or calls.survives_in_a_child(
-        run_with_references, geometry, x, w, b, dy)
 
 
 # How far past what a correct computation may lose aten's own error must be
@@ -194,7 +192,6 @@ def run(args):
     plan = calls.forcings(bwdconv)
     if args.only:
         plan = [f for f in plan if f[0] in args.only]
-    scopes = args.scopes
     stats = {
         "device": (torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"),
         "kernels": ("gpu" if device.type == "cuda"
@@ -213,20 +210,18 @@ def run(args):
     for index in group_indices(args):
         if stats["cases"] >= args.cases or time.monotonic() - started > args.seconds:
             break
-        geometry, dtype, layout, tf32, bias = (
-            SMALL_GROUPS[index] if args.small
-            else group_plan(args.seed, index, device, not args.skip_known))
-        if args.dtypes and calls.DTYPE_NAMES[dtype] not in args.dtypes:
+        group = (SMALL_GROUPS[index] if args.small
+                 else group_plan(args.seed, index, device, not args.skip_known))
+        if args.dtypes and calls.DTYPE_NAMES[group.dtype] not in args.dtypes:
             continue
-        run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32, bias,
-                  device, args)
+        run_group(bwdconv, stats, plan, index, group, device, args)
     if device.type == "cuda":
         torch.cuda.synchronize()
     if args.corrupt:
         bwdconv._library._C._testing.set_faults(corrupted=None)
     stats["seconds"] = round(time.monotonic() - started, 1)
-    stats["never_served"] = [label for label, _, strategy_writer in plan if label != "rules"
-                             and not served_by_forced(stats, label)]
+    stats["never_served"] = [label for label, strategy, _ in plan if strategy and not any(
+        counts.get(strategy) for counts in stats["served"][label].values())]
     return stats
 
 
@@ -238,88 +233,96 @@ def group_indices(args):
     return range(len(SMALL_GROUPS) if args.small else 10**9)
 
 
-def served_by_forced(stats, label):
-    strategy = label.split("[")[0]
-    by = stats["served"][label]
-    return sum(counts.get(strategy, 0) for counts in by.values())
+class Skipped(Exception):
+    """A group whose call aten gives no measure for: the message says why."""
 
 
-def run_group(bwdconv, stats, plan, scopes, index, geometry, dtype, layout, tf32, bias, device,
-              args):
-    seed = args.seed * 7919 + index
-    x, w, b, dy = operands(geometry, dtype, layout, bias, device, seed)
-    wanted = list(RESULTS if bias else RESULTS[:3])
-    terms = geometry.terms()
-    where = (f"{geometry} {calls.DTYPE_NAMES[dtype]} {layout} tf32={tf32}"
-             f"{' bias' if bias else ''} ({rerun_options(args, index)})")
-    if device.type == "cpu" and not aten_survives(geometry, x, w, b, dy):
-        stats["errors"].append(f"aten crashed on {where} (a PyTorch CPU defect): group skipped")
-        return
-    with tf32_flags(tf32):
-        rounding = accuracy.operand_roundoff(dtype, device)
-        reference, magnitude = references(geometry, (x, w, b, dy), on_cpu=args.small)
+def reference_and_bounds(group, operands, on_cpu, where):
+    """(the float64 reference, [(aten's error, the bound)] for each result)
+    of the group's call on `operands`; raises Skipped where aten cannot run
+    it or, on the CPU, crashes, answers otherwise from call to call or is far
+    off (PyTorch CPU defects)."""
+    geometry, dtype, device = group.geometry, group.dtype, operands[0].device
+    cpu = device.type == "cpu"
+    defect = f"on {where} (a PyTorch CPU defect): group skipped"
+    if cpu and not calls.pytorch_survives(geometry, run_with_references, geometry, *operands):
+        raise Skipped(f"aten crashed {defect}")
+    rounding = accuracy.operand_roundoff(dtype, device)
+    reference, magnitude = references(geometry, operands, on_cpu)
+    try:
+        aten = run_call(geometry, *operands)
+    except Exception as error:  # aten cannot run this call: nothing to hold bwdconv to
+        raise Skipped(f"aten raised on {where}: {error}".splitlines()[0]) from None
+    if cpu and calls.changing_results(lambda: run_call(geometry, *operands), aten, calls=4):
+        raise Skipped(f"aten's results change from call to call {defect}")
+    terms = [geometry.terms()[name] for name in RESULTS[:len(aten)]]
+    # a strategy adds a transposed forward's bias to its result (written twice)
+    rewritten = [0] if geometry.kind == "transposed" and group.bias else []
+    limits = accuracy.bounds(dtype, aten, reference, magnitude, terms, rounding, rewritten)
+    wrong = cpu and aten_far_off(dtype, limits, reference, magnitude, terms, rounding)
+    if wrong:
+        raise Skipped(f"aten's {wrong} {defect}")
+    return reference, limits
+
+
+def run_group(bwdconv, stats, plan, index, group, device, args):
+    """Group `index`: what aten sets its results' bounds to
+    (reference_and_bounds), then a case per scope and forcing."""
+    call = operands(group, device, args.seed * 7919 + index)
+    where = (f"{group.geometry} {calls.DTYPE_NAMES[group.dtype]} {group.layout} "
+             f"tf32={group.tf32}{' bias' if group.bias else ''} ({rerun_options(args, index)})")
+    with tf32_flags(group.tf32):
         try:
-            aten = run_call(geometry, x, w, b, dy)
-        except Exception as error:  # aten cannot run this call: nothing to hold bwdconv to
-            stats["errors"].append(f"aten raised on {where}: {error}".splitlines()[0])
-            return
-        if device.type == "cpu" and calls.changing_results(
-                lambda: run_call(geometry, x, w, b, dy), aten, calls=4):
-            stats["errors"].append(f"aten's results change from call to call on {where} "
-                                   "(a PyTorch CPU defect): group skipped")
-            return
-        wanted_terms = [terms[n] for n in wanted]
-        # a strategy adds a transposed forward's bias to its result (written twice)
-        rewritten = [0] if geometry.kind == "transposed" and bias else []
-        limits = accuracy.bounds(dtype, aten, reference, magnitude, wanted_terms, rounding,
-                                 rewritten)
-        wrong = aten_far_off(dtype, limits, reference, magnitude, wanted_terms, rounding) \
-            if device.type == "cpu" else None
-        if wrong:
-            stats["errors"].append(f"aten's {wrong} on {where} (a PyTorch CPU defect): "
-                                   "group skipped")
+            reference, limits = reference_and_bounds(group, call, args.small, where)
+        except Skipped as skipped:
+            stats["errors"].append(str(skipped))
             return
         stats["groups"] += 1
-        for scope in scopes:
+        for scope in args.scopes:
             with bwdconv.enabled(scope):
-                for label, strategy, writer in plan:
+                for forcing in plan:
                     if stats["cases"] >= args.cases:
                         return
-                    bwdconv.reset_served()
+                    run_case(bwdconv, stats, forcing, scope, group, call, reference, limits,
+                             where)
 
-                    def forced_call(strategy=strategy, writer=writer):
-                        with bwdconv.force_strategy(strategy, swap1x1_writer=writer):
-                            return run_call(geometry, x, w, b, dy)
-                    try:
-                        ours = forced_call()
-                        errors = accuracy.errors(ours, reference)
-                    except Exception as error:
-                        ours, errors = None, [float("nan")] * len(wanted)
-                        failure = f"raised {type(error).__name__}: {error}".splitlines()[0]
-                    served = calls.served(bwdconv)
-                    record(stats, label, scope, geometry, dtype, layout, tf32, served)
-                    unstable = None  # the results that change from run to run, found once
-                    for index, (name, error, (aten_error, limit)) in enumerate(
-                            zip(wanted, errors, limits)):
-                        stats["results_checked"] += 1
-                        ratio = error / limit if limit > 0 else (0.0 if error == 0 else math.inf)
-                        if not accuracy.within(error, limit) and ours is not None and \
-                                device.type == "cpu" and computed_by_aten(name, served):
-                            if unstable is None:
-                                unstable = calls.changing_results(forced_call, ours, calls=4)
-                            if index in unstable:
-                                stats["set_aside"].append(
-                                    f"{name} {label} {scope} scope: {where}: aten's, error "
-                                    f"{error:.3g}, and another answer on another run")
-                                continue
-                        if not accuracy.within(error, limit):
-                            stats["mismatches"].append({
-                                "case": where, "scope": scope, "forcing": label, "result": name,
-                                "error": error, "aten_error": aten_error, "bound": limit,
-                                "served": served,
-                                "why": failure if ours is None else "outside the bound"})
-                        elif ratio > 0:
-                            keep_worst(stats, ratio, where, scope, label, name)
+
+def run_case(bwdconv, stats, forcing, scope, group, operands, reference, limits, where):
+    """One case: the group's call in `scope` under `forcing`, each result
+    held to its bound, those PyTorch's CPU defects make set aside."""
+    label, strategy, writer = forcing
+    bwdconv.reset_served()
+
+    def forced_call():
+        with bwdconv.force_strategy(strategy, swap1x1_writer=writer):
+            return run_call(group.geometry, *operands)
+    try:
+        ours = forced_call()
+        errors = accuracy.errors(ours, reference)
+    except Exception as error:
+        ours, errors = None, [float("nan")] * len(limits)
+        failure = f"raised {type(error).__name__}: {error}".splitlines()[0]
+    served = calls.served(bwdconv)
+    record(stats, label, scope, group, served)
+    names = RESULTS[:len(limits)]
+    atens_outside = {index for index, (name, error, (_, limit))
+                     in enumerate(zip(names, errors, limits))
+                     if not accuracy.within(error, limit) and ours is not None
+                     and operands[0].device.type == "cpu" and computed_by_aten(name, served)}
+    unstable = calls.changing_results(forced_call, ours, calls=4) if atens_outside else set()
+    for index, (name, error, (aten_error, limit)) in enumerate(zip(names, errors, limits)):
+        stats["results_checked"] += 1
+        case = f"{name} {label} {scope} scope: {where}"
+        if index in atens_outside & unstable:
+            stats["set_aside"].append(
+                f"{case}: aten's, error {error:.3g}, and another answer on another run")
+        elif not accuracy.within(error, limit):
+            stats["mismatches"].append({
+                "case": where, "scope": scope, "forcing": label, "result": name,
+                "error": error, "aten_error": aten_error, "bound": limit, "served": served,
+                "why": failure if ours is None else "outside the bound"})
+        elif error > 0:
+            keep_worst(stats, error / limit, case)
 
 
 def rerun_options(args, index):
@@ -339,19 +342,20 @@ def computed_by_aten(name, served):
     return gradient is None or set(served.get(gradient, {})) <= {"aten"}
 
 
-def record(stats, label, scope, geometry, dtype, layout, tf32, served):
+def record(stats, label, scope, group, served):
     stats["cases"] += 1
-    for by, value in (("dtype", calls.DTYPE_NAMES[dtype]), ("layout", layout),
+    geometry = group.geometry
+    for by, value in (("dtype", calls.DTYPE_NAMES[group.dtype]), ("layout", group.layout),
                       ("kind", geometry.kind), ("scope", scope), ("forcing", label),
-                      ("tf32", tf32), *(("class", name) for name in geometry.classes())):
+                      ("tf32", group.tf32), *(("class", name) for name in geometry.classes())):
         stats["by"][by][value] += 1
     for gradient, counts in served.items():
         stats["served"][label][gradient].update(counts)
 
 
-def keep_worst(stats, ratio, where, scope, label, name):
+def keep_worst(stats, ratio, case):
     worst = stats["worst"]
-    worst.append((ratio, f"{name} {label} {scope} scope: {where}"))
+    worst.append((ratio, case))
     worst.sort(key=lambda item: -item[0])
     del worst[5:]
 
@@ -371,13 +375,12 @@ def report(stats, target):
         lines.append(f"  - ... {len(stats['mismatches']) - 40} more in the JSON")
     for name, counts in stats["by"].items():
         lines.append(f"- by {name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    if stats["set_aside"]:
-        lines.append(f"- results aten computed and changed from run to run, set aside: "
-                     f"{len(stats['set_aside'])}")
-        lines += [f"  - {e}" for e in stats["set_aside"][:10]]
-    if stats["errors"]:
-        lines.append(f"- groups aten could not run, skipped: {len(stats['errors'])}")
-        lines += [f"  - {e}" for e in stats["errors"][:10]]
+    set_apart = {"set_aside": "results aten computed and changed from run to run, set aside",
+                 "errors": "groups aten could not run, skipped"}
+    for key, title in set_apart.items():
+        if stats[key]:
+            lines.append(f"- {title}: {len(stats[key])}")
+            lines += [f"  - {e}" for e in stats[key][:10]]
     lines.append("- closest to the bound (error / bound): " + "; ".join(
         f"{r:.2f} {w}" for r, w in stats["worst"][:3]))
     lines += ["", "| forcing | cases | served input gradients (by strategy) | "

@@ -86,16 +86,21 @@ def own_kernel_names(root=ROOT):
 
 
 def _top_level(text, stop):
-    """The index of the first `stop` character outside <...> and (...), or len."""
-    depth = 0
+    """The indices of the `stop` characters outside <...> and (...)."""
+    found, depth = [], 0
     for i, ch in enumerate(text):
         if ch in stop and depth == 0:
-            return i
+            found.append(i)
         if ch in "<(":
             depth += 1
         elif ch in ">)":
             depth = max(0, depth - 1)
-    return len(text)
+    return found
+
+
+def _before_top_level(text, stop):
+    """`text` up to its first `stop` character outside <...> and (...)."""
+    return text[:next(iter(_top_level(text, stop)), len(text))]
 
 
 def kernel_of(location):
@@ -116,29 +121,18 @@ def kernel_of(location):
     if match:
         path, text = match.group(1), match.group(2)
     text = text.replace("(anonymous namespace)", "{anonymous}")
-    text = text[:_top_level(text, "(")].strip()  # drop the parameters
+    text = _before_top_level(text, "(").strip()  # drop the parameters
     # Drop the return type ("void ", "__half "): text after the last space
     # outside template arguments.
-    spaces = [i for i, ch in enumerate(text) if ch == " " and _depth(text[:i]) == 0]
+    spaces = _top_level(text, " ")
     if spaces:
         text = text[spaces[-1] + 1:]
     return text.replace("{anonymous}", "(anonymous namespace)"), path
 
 
-def _depth(text):
-    depth = 0
-    for ch in text:
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth = max(0, depth - 1)
-    return depth
-
-
 def base_name(name):
     """The unqualified name without template arguments: scatter_kernel."""
-    head = name[:_top_level(name, "<")]
-    return head.split("::")[-1]
+    return _before_top_level(name, "<").split("::")[-1]
 
 
 def is_own(name, path, own_names):
@@ -146,8 +140,7 @@ def is_own(name, path, own_names):
     file, or its name where no other namespace qualifies it."""
     if "bwdconv" in name or (path and re.search(r"csrc/hip/[\w.]+$", path)):
         return True
-    head = name[:_top_level(name, "<")]
-    qualified = "::" in head
+    qualified = "::" in _before_top_level(name, "<")
     return base_name(name) in own_names and not qualified
 
 
@@ -292,17 +285,14 @@ def short(name, width=160):
     return name if len(name) <= width else name[:width] + "..."
 
 
-def sanitizer_path(given=None):
-    return (given or shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer")
-
-
 def sanitizer_command(sanitizer, args):
     """compute-sanitizer's command line: the tool, --sanitizer-args, the program."""
     return [sanitizer, "--tool", args.tool, *args.sanitizer_args, *args.command]
 
 
 def run(args):
-    sanitizer = sanitizer_path(args.sanitizer)
+    sanitizer = (args.sanitizer or shutil.which("compute-sanitizer")
+                 or "/usr/local/cuda/bin/compute-sanitizer")
     if not os.access(sanitizer, os.X_OK):
         print(f"compute-sanitizer not found ({sanitizer}): nothing checked")
         return 1

@@ -7,10 +7,11 @@
 # in a Python 3.12 virtual environment, from a copy of the working tree
 # (~/.cache/bwdconv/gpu-wheel-src: its own build/ objects, so neither the
 # Python version nor the targets mix with the development build's), into
-# build/gpu-wheel/ beside a stamp (stamp.json: the sources' digest, the git
-# revision, torch, Python, the targets). gpu_check.sh installs that wheel
-# where its stamp's digest matches the tree it runs on and it imports, and
-# builds there otherwise.
+# build/gpu-wheel/ beside sources.sha256 (the digest of the sources it was
+# built from, common.sh's build_inputs_digest, and the git revision).
+# gpu_check.sh installs that wheel where the digest matches the tree it runs
+# on and it imports, and builds there otherwise; the wheel's cpXY tag and the
+# import check cover Python and torch.
 #
 #   bash scripts/gpu_wheel.sh        # then carry build/gpu-wheel to the GPU machine
 #
@@ -22,6 +23,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=common.sh
+source "$ROOT/scripts/common.sh"
 CACHE="${BWDCONV_WHEEL_CACHE:-$HOME/.cache/bwdconv}"
 VENV="$CACHE/gpu-wheel-venv-py312"
 SRC="$CACHE/gpu-wheel-src"
@@ -71,7 +74,7 @@ wheel="$(ls "$SRC"/dist-wheel/bwdconv-*.whl)"
 mkdir -p "$OUT"
 rm -f "$OUT"/bwdconv-*.whl
 cp "$wheel" "$OUT/"
-"$VENV/bin/python" "$ROOT/scripts/gpu_wheel_stamp.py" write "$OUT/stamp.json" --root "$SRC" --root-git "$ROOT" \
-  --wheel "$OUT/$(basename "$wheel")" --seconds "$((SECONDS - start))"
+echo "$(build_inputs_digest "$SRC") $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)" \
+  > "$OUT/sources.sha256"
 echo "== $OUT/$(basename "$wheel") ($(du -h "$wheel" | cut -f1), built in $((SECONDS - start)) s)"
 echo "   the GPU check installs it where run with it: carry build/gpu-wheel (or BWDCONV_WHEEL=<path>)"

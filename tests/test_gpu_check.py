@@ -125,6 +125,35 @@ def test_a_carried_wheel_is_installed_and_the_build_runs_only_where_it_fails(tmp
         assert "installed the prebuilt wheel" in log and not built
 
 
+@pytest.mark.parametrize("same_sources", [True, False])
+def test_a_carried_wheel_is_installed_only_where_built_from_this_trees_sources(tmp_path,
+                                                                              same_sources):
+    """gpu_wheel.sh writes the digest of the sources beside the wheel; a wheel
+    of other sources is not installed, and the build log says why."""
+    carried = tmp_path / "gpu-wheel"
+    carried.mkdir()
+    wheel = carried / "bwdconv-0.1.0-cp312-cp312-linux_x86_64.whl"
+    wheel.write_text("")
+    digest = subprocess.run(["bash", "-c", f"source {ROOT}/scripts/common.sh; build_inputs_digest {ROOT}"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    (carried / "sources.sha256").write_text(f"{digest if same_sources else '0' * 64} abc1234\n")
+    calls = tmp_path / "calls"
+    run, out = run_check(tmp_path, WHEEL_PYTHON, steps="build", BWDCONV_WHEEL=str(wheel),
+                         CALLS=str(calls))
+    log = (out / "build.log").read_text()
+    built = "-m pip install --no-build-isolation --no-deps -e ." in calls.read_text()
+    if same_sources:
+        assert "the wheel fits: built from this tree's sources (git abc1234)" in log
+        assert "installed the prebuilt wheel" in log and not built
+    else:
+        assert "the wheel does not fit: built from other sources (digest 000000000000" in log
+        assert "not this tree's: building here" in log and built
+        assert "--no-index" not in calls.read_text()
+    # The report's line on bwdconv says it too.
+    verdict = "the wheel fits" if same_sources else "the wheel does not fit"
+    assert re.search(f"^- bwdconv: .*{verdict}", (out / "report.md").read_text(), re.M)
+
+
 # pip's build fails as setup.py refuses a compiler that links its own
 # libstdc++, unless the compiler is the g++ on PATH.
 STATICALLY_LINKING_COMPILER = """#!/usr/bin/env bash

@@ -30,8 +30,8 @@ if __name__ == "__main__":  # a replay (replay()): the tests' own empty decision
     os.environ["BWDCONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="bwdconv-test-cache-")
 import bwdconv  # noqa: E402
 
-from bwdconv._calls import (Geometry, changing_results, laid_out, rounded_randn,  # noqa: E402
-                            survives_in_a_child)
+from bwdconv._calls import (Geometry, changing_results, laid_out,  # noqa: E402
+                            pytorch_survives, rounded_randn, survives_in_a_child)
 
 SEED = int(os.environ.get("BWDCONV_TEST_SEED", "20261128"))
 CASES = 1000
@@ -317,7 +317,7 @@ def judge(scope, draw):
     float64 reference for, or changes from run to run: whether bwdconv
     computes it or not, it is no measure of bwdconv), else "differs"."""
     call = draw.call
-    if may_crash_aten(call) and not survives_in_a_child(outcome, call, draw.data):
+    if not pytorch_survives(call.geometry(), outcome, call, draw.data):
         return "crashing", [], None
     expected = outcome(call, draw.data)
     with bwdconv.enabled(scope), \

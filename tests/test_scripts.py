@@ -159,6 +159,31 @@ def test_a_failing_step_shows_the_end_of_its_log_and_its_status(tmp_path):
     assert "last words" in log.read_text()
 
 
+def test_the_build_inputs_digest_follows_the_sources_not_the_build_outputs(tmp_path):
+    """What a prebuilt GPU wheel was built from (gpu_wheel.sh, gpu_check.sh)."""
+    for name in ("setup.py", "pyproject.toml", "csrc/ops/a.cpp", "python/bwdconv/__init__.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+
+    def digest():
+        done = bash(f"build_inputs_digest {tmp_path}")
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    first = digest()
+    assert len(first) == 64
+    for output in ("python/bwdconv/_C.cpython-312-x86_64-linux-gnu.so", "python/bwdconv/_build.json",
+                   "python/bwdconv/__pycache__/x.cpython-312.pyc", "python/bwdconv.egg-info/PKG-INFO"):
+        (tmp_path / output).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / output).write_text("built")
+    assert digest() == first
+    (tmp_path / "csrc/ops/a.cpp").write_text("changed")
+    changed = digest()
+    assert changed != first
+    (tmp_path / "csrc/ops/a.cpp").rename(tmp_path / "csrc/ops/b.cpp")
+    assert digest() not in (first, changed)
+
+
 @pytest.fixture(scope="module")
 def setup_functions():
     """setup.py's functions, without running setup()."""

@@ -41,16 +41,15 @@ UNIT_ROUNDOFF = {
     torch.float16: 2.0**-11,
 }
 TF32_ROUNDOFF = 2.0**-11
-BF16_ROUNDOFF = 2.0**-8
 # float32 matmul precisions (torch.set_float32_matmul_precision) and how
 # much each may round a float32 operand.
-MATMUL_ROUNDOFF = {"highest": 0.0, "high": TF32_ROUNDOFF, "medium": BF16_ROUNDOFF}
+MATMUL_ROUNDOFF = {"highest": 0.0, "high": TF32_ROUNDOFF, "medium": UNIT_ROUNDOFF[torch.bfloat16]}
 
 
 def accumulation_roundoff(dtype):
     """The unit roundoff of the precision products are summed in: float64's
     for float64, float32's for float32, bfloat16 and float16 (as aten does)."""
-    return UNIT_ROUNDOFF[torch.float64] if dtype == torch.float64 else UNIT_ROUNDOFF[torch.float32]
+    return UNIT_ROUNDOFF[torch.float64 if dtype == torch.float64 else torch.float32]
 
 
 def operand_roundoff(dtype, device, cudnn_tf32=None, matmul_precision=None):
@@ -106,14 +105,13 @@ def bound(dtype, aten_error, terms, magnitude, reference_max, rounding=0.0, rewr
 def max_error(value, reference):
     """The largest absolute difference, as a float64 tensor on the device
     (NaN where either holds NaN, so that no bound holds it)."""
-    difference = (value.detach().to(torch.float64) - reference.to(torch.float64)).abs()
-    if difference.numel() == 0:
-        return torch.zeros((), dtype=torch.float64, device=difference.device)
-    nan = difference.isnan().any()
-    return torch.where(nan, torch.full_like(difference.max(), float("nan")), difference.max())
+    difference = value.detach().to(torch.float64) - reference.to(torch.float64)
+    most = largest(difference)
+    return torch.where(difference.isnan().any(), torch.full_like(most, float("nan")), most)
 
 
 def largest(t):
+    """The largest absolute value, as a float64 tensor on t's device (0 for no elements)."""
     if t.numel() == 0:
         return torch.zeros((), dtype=torch.float64, device=t.device)
     return t.detach().to(torch.float64).abs().max()

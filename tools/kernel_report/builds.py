@@ -38,17 +38,6 @@ class MissingBuild(Exception):
     """A kernel's output the CMake build should have written is not there."""
 
 
-def find_tool(name: str, extra_dirs: list[Path]) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    for d in extra_dirs:
-        candidate = d / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return None
-
-
 def cuda_binary_dirs() -> list[Path]:
     """nvcc's own bin, then the PyPI nvidia-cuda-cuobjdump/-nvdisasm wheels of
     this python or of the project's venv (CUDA 13 toolkits may ship without cuobjdump)."""
@@ -86,9 +75,10 @@ class Tools:
     @staticmethod
     def discover(build: Path) -> "Tools":
         return Tools(compiler_built_with(build, "BWDCONV_CUDA", "NVCC_EXECUTABLE"),
-                     find_tool("cuobjdump", cuda_binary_dirs()),
+                     shutil.which("cuobjdump")
+                     or shutil.which("cuobjdump", path=os.pathsep.join(map(str, cuda_binary_dirs()))),
                      compiler_built_with(build, "BWDCONV_HIP", "HIPCC_EXECUTABLE"),
-                     find_tool("c++filt", []))
+                     shutil.which("c++filt"))
 
     def cuobjdump_env(self) -> dict:
         env = dict(os.environ)
@@ -102,14 +92,6 @@ def run(cmd: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stderr[-4000:]}")
     return result
-
-
-def version_text(tool: str) -> str:
-    """What `tool --version` prints."""
-    try:
-        return subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
-    except OSError:
-        return "missing"
 
 
 def demangle(names: list[str], cxxfilt: str | None) -> dict[str, str]:
@@ -222,9 +204,11 @@ def collect(tools: Tools, build: Path) -> list[dict]:
 
 def tools_line(tools: Tools) -> str:
     def version(tool, pattern):
-        text = version_text(tool)
-        if text == "missing":
-            return text
+        """What `tool --version` prints that matches `pattern`."""
+        try:
+            text = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+        except OSError:
+            return "missing"
         m = re.search(pattern, text)
         return m.group(0) if m else "?"
     parts = []

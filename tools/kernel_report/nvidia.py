@@ -39,9 +39,7 @@ def parse_ptxas(log: str) -> dict[str, dict[str, dict]]:
                            spill_loads=int(m.group(3)))
         m = PTXAS_USED.search(line)
         if m:
-            current["registers"] = int(m.group(1))
-            smem = re.search(r"(\d+) bytes smem", line)
-            current["smem"] = int(smem.group(1)) if smem else 0
+            current.update(registers=int(m.group(1)), smem=int(m.group(2) or 0))
     return out
 
 
