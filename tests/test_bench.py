@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import re
+import statistics
 import sys
 
 import pytest
@@ -435,8 +436,11 @@ def test_the_per_call_cost_is_the_low_quantile_against_aten_called_alike():
     assert _overhead.costs_from(loaded) == pytest.approx({"pass_through": 2 * us, "op": 5 * us})
     faster = dict(quiet, op=[47 * us] * 10, pass_through=[39 * us] * 10)
     assert _overhead.costs_from(faster) == {"pass_through": 0.0, "op": 0.0}
-    assert _overhead.low_quantile([4, 1, 3, 2, 5], 0.25) == 2
-    assert _overhead.low_quantile([1, 2], 0.5) == 1.5
+    assert _overhead.quantile([4, 1, 3, 2, 5], 0.25) == 2
+    assert _overhead.quantile([1, 2], 0.5) == 1.5
+    values = [3.0, 9.5, 1.25, 7.0, 4.0, 2.5]  # statistics.quantiles' inclusive quartiles
+    assert [_overhead.quantile(values, q) for q in (0.25, 0.5, 0.75)] == \
+        pytest.approx(statistics.quantiles(values, n=4, method="inclusive"))
 
 
 def test_the_per_call_cost_is_measured_on_one_thread_and_puts_the_threads_back(monkeypatch):

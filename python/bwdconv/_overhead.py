@@ -32,15 +32,16 @@ undisturbed cost.
 
 import contextlib
 import functools
-import statistics
+import random
 import time
 
 import torch
 
 from ._library import _C
 
-# Samples per side, the sides alternating, and calls per sample: about 0.2 s
-# on an idle CPU (15 x 20 had read 1.5 to 6 us for the same pass-through).
+# Samples per side, the sides in an order drawn at random each round, and
+# calls per sample: about 0.2 s on an idle CPU (15 x 20 had read 1.5 to 6 us
+# for the same pass-through).
 ROUNDS = 41
 CALLS = 30
 # Each side's cost is this quantile of its samples (per-call seconds).
@@ -70,15 +71,17 @@ def per_call_seconds(call, calls=CALLS, synchronize=lambda: None):
     return (time.perf_counter() - started) / calls
 
 
-def rotating_samples(names, rounds, sample):
-    """{name: [sample(name), one per round]}: each round takes the names in
-    an order rotated by one from the last, so that none always follows the
-    same other."""
+def samples_in_rounds(names, rounds, sample):
+    """{name: [sample(name, round), one per round]} for each item of the
+    iterable `rounds`: each round takes the names in an order drawn at random
+    (seeded: the same orders each run), so that none always follows the same
+    other (a fixed rotation keeps each after the same neighbour, and a call
+    pays for what the one before it left in the caches)."""
     samples = {name: [] for name in names}
-    for index in range(rounds):
-        shift = index % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(sample(name))
+    order = random.Random(0)
+    for each_round in rounds:
+        for name in order.sample(list(names), len(names)):
+            samples[name].append(sample(name, each_round))
     return samples
 
 
@@ -100,19 +103,19 @@ def _measure():
     }
     for call in sides.values():  # warm-up
         per_call_seconds(call)
-    return costs_from(rotating_samples(list(sides), ROUNDS,
-                                       lambda side: per_call_seconds(sides[side])))
+    return costs_from(samples_in_rounds(list(sides), range(ROUNDS),
+                                        lambda side, _: per_call_seconds(sides[side])))
 
 
 def quartiles_us(values_us):
     """{median_us, p25_us, p75_us} of microsecond values (one value: all three)."""
-    q1, median, q3 = statistics.quantiles(values_us, n=4, method="inclusive") \
-        if len(values_us) > 1 else values_us * 3
-    return {"median_us": round(median, 2), "p25_us": round(q1, 2), "p75_us": round(q3, 2)}
+    q1, median, q3 = (round(quantile(values_us, q), 2) for q in (0.25, 0.5, 0.75))
+    return {"median_us": median, "p25_us": q1, "p75_us": q3}
 
 
-def low_quantile(values, q=QUANTILE):
-    """The q-quantile of `values` (linear between the order statistics)."""
+def quantile(values, q):
+    """The q-quantile of `values` (linear between the order statistics, as
+    statistics.quantiles' inclusive method; one value is every quantile)."""
     ordered = sorted(values)
     position = q * (len(ordered) - 1)
     below = int(position)
@@ -125,7 +128,7 @@ def costs_from(samples):
     at its low quantile: the pass-through over PyTorch's function; the op
     over aten's convolution called the same way, plus the router's lookup
     that precedes it in a user's call (the pass-through's cost). At least 0."""
-    low = {side: low_quantile(values) for side, values in samples.items()}
+    low = {side: quantile(values, QUANTILE) for side, values in samples.items()}
     pass_through = max(0.0, low["pass_through"] - low["pytorch"])
     return {"pass_through": pass_through,
             "op": max(0.0, low["op"] - low["aten_op"]) + pass_through}

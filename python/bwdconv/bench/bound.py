@@ -53,11 +53,8 @@ def entries(case, device):
 
 def measure(case, device, iterations):
     """{name: median ms} over ROUNDS rounds of `iterations` calls each."""
-    calls = entries(case, device)
-    for fn, context in calls.values():  # warm-up; the tuned entry tunes here
-        with context():
-            fn()
-    samples = dev.time_in_rounds(calls, device, [iterations] * ROUNDS)
+    # One warm-up call each: the tuned entry tunes there.
+    samples = dev.time_in_rounds(entries(case, device), device, [iterations] * ROUNDS, warmup=1)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 

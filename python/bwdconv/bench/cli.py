@@ -43,16 +43,19 @@ def suite_path(name):
     raise SystemExit(f"unknown suite {name!r}; known suites: {', '.join(known_suites())}")
 
 
+def read_line(line, source, where):
+    """The case of a MIOpenDriver line, marked with its `source`; a line it
+    cannot read ends the run with `where` and the problem."""
+    try:
+        return dataclasses.replace(parse_line(line), source=source)
+    except DriverLineError as error:
+        raise SystemExit(f"{where}: {error}") from None
+
+
 def read_suite(path):
-    cases = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            cases.append(dataclasses.replace(parse_line(line), source=f"{path.stem}:{number}"))
-        except DriverLineError as error:
-            raise SystemExit(f"{path}:{number}: {error}") from None
-    return cases
+    return [read_line(line, f"{path.stem}:{number}", f"{path}:{number}")
+            for number, line in enumerate(path.read_text().splitlines(), 1)
+            if line.strip() and not line.lstrip().startswith("#")]
 
 
 def split_lines(argv):
@@ -88,13 +91,9 @@ def add_dtype_option(p):
 def cases_from(args, line_tokens=(), dtype=None):
     """The cases of the lines and suites given, in the layout asked and in
     `dtype` (None: each line's own)."""
-    cases = []
-    for number, tokens in enumerate(line_tokens, 1):
-        try:
-            cases.append(dataclasses.replace(parse_line(shlex.join(tokens)),
-                                             source=f"line {number}"))
-        except DriverLineError as error:
-            raise SystemExit(f"bad MIOpenDriver line {shlex.join(tokens)!r}: {error}") from None
+    cases = [read_line(shlex.join(tokens), f"line {number}",
+                       f"bad MIOpenDriver line {shlex.join(tokens)!r}")
+             for number, tokens in enumerate(line_tokens, 1)]
     for name in args.suite:
         cases += read_suite(suite_path(name))
     return [with_dtype(with_layout(case, args.layout), dtype) for case in cases]

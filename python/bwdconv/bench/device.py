@@ -2,9 +2,7 @@
 
 import contextlib
 import datetime
-import json
 import os
-import random
 import statistics
 import subprocess
 import time
@@ -12,6 +10,7 @@ import time
 import torch
 
 from bwdconv._keys import cpu_model
+from bwdconv._overhead import samples_in_rounds
 
 # Dense peak throughput (TFLOP/s) by dtype and memory bandwidth (GB/s), from
 # the vendors' published specifications. float32 convolutions on NVIDIA use
@@ -32,14 +31,19 @@ def device_peaks(name):
     return None
 
 
-def git_revision():
-    root = os.path.dirname(os.path.abspath(__file__))
+def _first_line_of(command, timeout, cwd=None):
+    """The first line `command` prints, or "unknown" where it fails or prints none."""
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
-                             capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or "unknown"
+        out = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+    lines = out.stdout.strip().splitlines()
+    return lines[0] if out.returncode == 0 and lines else "unknown"
+
+
+def git_revision():
+    return _first_line_of(["git", "rev-parse", "--short", "HEAD"], timeout=5,
+                         cwd=os.path.dirname(os.path.abspath(__file__)))
 
 
 def add_device_option(parser):
@@ -73,7 +77,8 @@ def describe(device, fixed_heap=False):
         info["cuda"] = torch.version.cuda
         info["hip"] = torch.version.hip
         info["cudnn"] = torch.backends.cudnn.version()
-        info["driver"] = _driver_version()
+        info["driver"] = _first_line_of(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], timeout=10)
     else:
         info["device"] = cpu_model()
         info["mkldnn"] = torch.backends.mkldnn.is_available()
@@ -91,22 +96,6 @@ def header(meta, *words):
     if meta["fixed_heap"]:
         fields.append("fixed heap thresholds")
     return " | ".join(fields)
-
-
-def write_json(path, result):
-    """`result` as JSON at `path`, where a path is given."""
-    if path:
-        with open(path, "w") as f:
-            json.dump(result, f, indent=1)
-
-
-def _driver_version():
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 else "unknown"
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return "unknown"
 
 
 @contextlib.contextmanager
@@ -153,23 +142,28 @@ def time_ms(fn, device, warmup, iterations):
     return times
 
 
-def time_in_rounds(calls, device, counts, seed=0):
-    """{name: per-call ms} for calls {name: (fn, context)}: round r times
-    counts[r] calls of each, the names in an order drawn at random each round
-    (seeded), each name's calls after one untimed call of its own, inside
-    context() (a fresh context manager per round). A fixed rotation kept each
-    name after the same neighbour, and the first call after another pays for
-    what that one left in the caches: on the CPU, with two calls a round, the
-    bench's planned column ran 12 us (15%) behind the same strategy forced on
-    a 0.07 ms line."""
-    times = {name: [] for name in calls}
-    order = random.Random(seed)
-    for count in counts:
-        for name in order.sample(list(calls), len(calls)):
-            fn, context = calls[name]
+def time_in_rounds(calls, device, counts, warmup=0):
+    """{name: per-call ms} for calls {name: (fn, context)}: `warmup` untimed
+    calls of each first (where an entry that tunes, tunes), then round r
+    times counts[r] calls of each, the names in an order drawn at random each
+    round (bwdconv._overhead.samples_in_rounds), each name's calls
+    after one untimed call of its own, inside context() (a fresh context
+    manager per round). A fixed rotation kept each name after the same
+    neighbour, and the first call after another pays for what that one left
+    in the caches: on the CPU, with two calls a round, the bench's planned
+    column ran 12 us (15%) behind the same strategy forced on a 0.07 ms line."""
+    if warmup:
+        for fn, context in calls.values():
             with context():
-                times[name] += time_ms(fn, device, 1, count)
-    return times
+                time_ms(fn, device, warmup, 0)
+
+    def timed(name, count):
+        fn, context = calls[name]
+        with context():
+            return time_ms(fn, device, 1, count)
+
+    rounds = samples_in_rounds(list(calls), counts, timed)
+    return {name: [t for times in per_round for t in times] for name, per_round in rounds.items()}
 
 
 def summary(times):

@@ -26,36 +26,35 @@ DTYPE_COMMANDS = {v: k for k, v in DTYPES.items()}
 FORWARD, BACKWARD_DATA, BACKWARD_WEIGHT = 1, 2, 4
 DIRECTION_NAMES = {FORWARD: "fwd", BACKWARD_DATA: "bwd_data", BACKWARD_WEIGHT: "bwd_weight"}
 
-# short flag -> (long name, field it sets)
+# short flag -> MIOpenDriver's long name
 INTEGER_FLAGS = {
-    "n": ("batchsize", "batch"),
-    "c": ("in_channels", "in_channels"),
-    "H": ("in_h", "in_h"),
-    "W": ("in_w", "in_w"),
-    "!": ("in_d", "in_d"),
-    "k": ("out_channels", "out_channels"),
-    "y": ("fil_h", "fil_h"),
-    "x": ("fil_w", "fil_w"),
-    "@": ("fil_d", "fil_d"),
-    "p": ("pad_h", "pad_h"),
-    "q": ("pad_w", "pad_w"),
-    "$": ("pad_d", "pad_d"),
-    "u": ("conv_stride_h", "stride_h"),
-    "v": ("conv_stride_w", "stride_w"),
-    "#": ("conv_stride_d", "stride_d"),
-    "l": ("dilation_h", "dilation_h"),
-    "j": ("dilation_w", "dilation_w"),
-    "^": ("dilation_d", "dilation_d"),
-    "g": ("group_count", "groups"),
-    "F": ("forw", "directions"),
-    "i": ("iter", "iterations"),
-    "_": ("spatial_dim", "spatial_dims"),
-    "%": ("trans_output_pad_d", "output_pad_d"),
-    "Y": ("trans_output_pad_h", "output_pad_h"),
-    "X": ("trans_output_pad_w", "output_pad_w"),
+    "n": "batchsize",
+    "c": "in_channels",
+    "H": "in_h",
+    "W": "in_w",
+    "!": "in_d",
+    "k": "out_channels",
+    "y": "fil_h",
+    "x": "fil_w",
+    "@": "fil_d",
+    "p": "pad_h",
+    "q": "pad_w",
+    "$": "pad_d",
+    "u": "conv_stride_h",
+    "v": "conv_stride_w",
+    "#": "conv_stride_d",
+    "l": "dilation_h",
+    "j": "dilation_w",
+    "^": "dilation_d",
+    "g": "group_count",
+    "F": "forw",
+    "i": "iter",
+    "_": "spatial_dim",
+    "%": "trans_output_pad_d",
+    "Y": "trans_output_pad_h",
+    "X": "trans_output_pad_w",
 }
-LAYOUT_FLAGS = {"I": ("in_layout", "in_layout"), "O": ("out_layout", "out_layout"),
-                "f": ("fil_layout", "fil_layout")}
+LAYOUT_FLAGS = {"I": "in_layout", "O": "out_layout", "f": "fil_layout"}
 # Accepted for compatibility with MIOpenDriver lines; they do not change what is measured.
 IGNORED_FLAGS = {
     "t": "time", "V": "verify", "s": "search", "w": "wall", "b": "bias", "r": "pad_val",
@@ -63,16 +62,11 @@ IGNORED_FLAGS = {
     "e": "weights", "a": "in_bias", "D": "dout_data", "S": "solution", "Z": "tensor_vect",
     "L": "vector_length",
 }
-MODE_FLAG = ("m", "mode")
-PAD_MODE_FLAG = ("z", "pad_mode")
+MODE_FLAGS = {"m": "mode", "z": "pad_mode"}
 
-_LONG = {}
-for _short, (_long, _field) in {**INTEGER_FLAGS, **LAYOUT_FLAGS}.items():
-    _LONG[_long] = _short
-for _short, _long in IGNORED_FLAGS.items():
-    _LONG[_long] = _short
-for _short, _long in (MODE_FLAG, PAD_MODE_FLAG):
-    _LONG[_long] = _short
+# long name -> short flag, for every flag a line may give
+_LONG = {long: short for flags in (INTEGER_FLAGS, LAYOUT_FLAGS, IGNORED_FLAGS, MODE_FLAGS)
+         for short, long in flags.items()}
 
 
 class DriverLineError(ValueError):
@@ -190,16 +184,10 @@ def _tokens(line):
 
 def _flag_name(token):
     """'-n' -> 'n', '--batchsize' -> 'n'; raises for unknown flags."""
-    if token.startswith("--"):
-        name = token[2:]
-        if name not in _LONG:
-            raise DriverLineError(f"unknown flag {token!r}")
-        return _LONG[name]
-    if token.startswith("-") and len(token) == 2:
-        name = token[1]
-        if name in INTEGER_FLAGS or name in LAYOUT_FLAGS or name in IGNORED_FLAGS or \
-                name in (MODE_FLAG[0], PAD_MODE_FLAG[0]):
-            return name
+    if token.startswith("--") and token[2:] in _LONG:
+        return _LONG[token[2:]]
+    if token.startswith("-") and len(token) == 2 and token[1] in _LONG.values():
+        return token[1]
     raise DriverLineError(f"unknown flag {token!r}")
 
 
@@ -240,7 +228,7 @@ def _integer(values, name, default):
         return int(values[name])
     except ValueError:
         raise DriverLineError(
-            f"flag -{name} (--{INTEGER_FLAGS[name][0]}) needs an integer, got {values[name]!r}"
+            f"flag -{name} (--{INTEGER_FLAGS[name]}) needs an integer, got {values[name]!r}"
         ) from None
 
 
@@ -255,7 +243,7 @@ def _case_from(command, values, line):
         for flag in ("!", "@", "$", "#", "^", "%"):
             if flag in values:
                 raise DriverLineError(
-                    f"--{INTEGER_FLAGS[flag][0]} needs --spatial_dim 3")
+                    f"--{INTEGER_FLAGS[flag]} needs --spatial_dim 3")
 
     def per_dim(d, h, w, default):
         hw = (_integer(values, h, default), _integer(values, w, default))
@@ -292,7 +280,7 @@ def _case_from(command, values, line):
             case.channels_last = _layout_is_channels_last(value, flag)
     if "f" in values:
         case.filter_channels_last = _layout_is_channels_last(values["f"], "fil_layout")
-    case.padding = _padding_for_mode(values.get(PAD_MODE_FLAG[0], "default"), case)
+    case.padding = _padding_for_mode(values.get("z", "default"), case)
     _validate(case)
     return case
 

@@ -12,7 +12,6 @@ drawn at random each round, compared by bench.ratios.
 
 import argparse
 import contextlib
-import random
 import statistics
 
 import torch
@@ -20,6 +19,7 @@ from torch import nn
 
 import bwdconv
 from bwdconv import _memory, _tune
+from bwdconv._overhead import samples_in_rounds
 from bwdconv._progress import progress_bar
 
 from . import device as dev
@@ -97,38 +97,33 @@ def measure(name, make, shape, device, dtype, steps):
     autocast = torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32)
     with autocast, _tune.rules_only():
         plan = bwdconv.explain_model(model, x)
-    times = {side: [] for side in SIDES}
-    forwards = {side: [] for side in SIDES}
-    order = random.Random(0)
+
+    def timed(side, _round):
+        with on_side(side), autocast:
+            return (backward_ms(model, x, device),
+                    inference_ms(model, x, device, reuse_transforms=side != "aten"))
+
+    rounds = samples_in_rounds(list(SIDES), progress_bar(range(steps + 1), desc=name,
+                                                         unit="round"), timed)
     # The first round warms up (and tunes).
-    for step in progress_bar(range(steps + 1), desc=name, unit="round"):
-        for side in order.sample(list(SIDES), len(SIDES)):
-            with on_side(side), autocast:
-                t = backward_ms(model, x, device)
-                f = inference_ms(model, x, device, reuse_transforms=side != "aten")
-            if step:
-                times[side].append(t)
-                forwards[side].append(f)
+    times = {side: [b for b, _ in per_round[1:]] for side, per_round in rounds.items()}
+    forwards = {side: [f for _, f in per_round[1:]] for side, per_round in rounds.items()}
     peaks = {}
     for side in SIDES:
         with on_side(side), autocast:
             peaks[side] = backward_peak_bytes(model, x, device)
     with autocast:
         tuned_plan = bwdconv.explain_model(model, x)
-    median = {side: statistics.median(t) for side, t in times.items()}
-    inference = {side: statistics.median(t) for side, t in forwards.items()}
-    return {"model": name, "input": list(shape), "dtype": str(dtype).replace("torch.", ""),
-            "convs": len(plan.layers), "served": plan.counts(), "aten_ms": median["aten"],
-            "bwdconv_ms": median["bwdconv"], "speedup": median["aten"] / median["bwdconv"],
-            "tuned_served": tuned_plan.counts(), "tuned_ms": median["tuned"],
-            "tuned_speedup": median["aten"] / median["tuned"],
+    compared = ("bwdconv", "tuned")
+    return {"convs": len(plan.layers), "served": plan.counts(),
+            "tuned_served": tuned_plan.counts(),
+            "backward_ms": {side: statistics.median(t) for side, t in times.items()},
             "backward_compared": {side: ratios.compare(times["aten"], times[side])
-                                  for side in ("bwdconv", "tuned")},
+                                  for side in compared},
             "backward_peak_bytes": peaks,
-            "inference_ms": inference, "inference_speedup": {
-                side: inference["aten"] / inference[side] for side in ("bwdconv", "tuned")},
+            "inference_ms": {side: statistics.median(t) for side, t in forwards.items()},
             "inference_compared": {side: ratios.compare(forwards["aten"], forwards[side])
-                                   for side in ("bwdconv", "tuned")}}
+                                   for side in compared}}
 
 
 SIDES = {"aten": None, "bwdconv": PLANNED, "tuned": TUNED}  # the sides' bench.run forcings
@@ -179,12 +174,14 @@ def _run(args, decisions):
             continue
         make, shape = models[name]
         r = measure(name, make, shape, device, dtype, args.steps)
+        backward, inference = r["backward_ms"], r["inference_ms"]
         print(f"{name:9s} input {'x'.join(map(str, shape)):16s} {r['convs']:2d} convs | "
-              f"aten {r['aten_ms']:8.2f} ms  bwdconv {r['bwdconv_ms']:8.2f} ms "
-              f"{r['speedup']:.2f}x  tuned {r['tuned_ms']:8.2f} ms {r['tuned_speedup']:.2f}x | "
-              f"inference aten {r['inference_ms']['aten']:8.2f} ms bwdconv "
-              f"{r['inference_speedup']['bwdconv']:.2f}x tuned "
-              f"{r['inference_speedup']['tuned']:.2f}x | backward peak aten "
+              f"aten {backward['aten']:8.2f} ms  bwdconv {backward['bwdconv']:8.2f} ms "
+              f"{backward['aten'] / backward['bwdconv']:.2f}x  tuned {backward['tuned']:8.2f} ms "
+              f"{backward['aten'] / backward['tuned']:.2f}x | "
+              f"inference aten {inference['aten']:8.2f} ms bwdconv "
+              f"{inference['aten'] / inference['bwdconv']:.2f}x tuned "
+              f"{inference['aten'] / inference['tuned']:.2f}x | backward peak aten "
               f"{_memory.megabytes(r['backward_peak_bytes']['aten'])} bwdconv "
               f"{_memory.megabytes(r['backward_peak_bytes']['bwdconv'])} tuned "
               f"{_memory.megabytes(r['backward_peak_bytes']['tuned'])} | "

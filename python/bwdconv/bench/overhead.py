@@ -7,9 +7,9 @@ docs/benchmarks.md says what it times. Tiny convolutions and transposed
 convolutions (forward under no_grad, and forward + backward; planned aten,
 and swap1x1 forced on a stride-2 1x1 so that the call takes bwdconv's op),
 then 200 distinct calls in turn and a new input size each call: each sample
-times `--calls` calls per mode, the modes in a rotating order; a mode's
-added cost is the median over samples of (mode - without), with the 25th
-and 75th percentiles. The training steps (ResNet-18 and MobileNetV2, batch
+times `--calls` calls per mode, the modes in an order drawn at random each
+round; a mode's added cost is the median over samples of (mode - without),
+with the 25th and 75th percentiles. The training steps (ResNet-18 and MobileNetV2, batch
 2, 64x64, float32; also batch 32 at 224x224 on a GPU) and, with --tuned,
 held-out shapes go through step_ratios.
 """
@@ -24,10 +24,10 @@ import statistics
 import torch
 
 import bwdconv
-from bwdconv._overhead import per_call_seconds, quartiles_us, rotating_samples
+from bwdconv._overhead import per_call_seconds, quartiles_us, samples_in_rounds
 
 from . import device as dev
-from . import ratios
+from . import ratios, report
 from .cli import tuning_cache
 
 MODES = ("without", "functional", "aten")
@@ -117,14 +117,14 @@ def distinct_calls_in_turn(device, count=200):
 
 def _added_us(fn, device, samples, calls, forced=None):
     """(median us per call without bwdconv, {mode: spread of the added us})."""
-    def sample(m):
+    def sample(m, _round):
         with mode(m):
             return per_call_seconds(fn, calls, lambda: dev.synchronize(device)) * 1e6
 
     with bwdconv.force_strategy(forced):
         for m in MODES:  # warm-up: plans, caches, allocator
-            sample(m)
-        per_mode = rotating_samples(list(MODES), samples, sample)
+            sample(m, None)
+        per_mode = samples_in_rounds(list(MODES), range(samples), sample)
     added = {m: quartiles_us([a - b for a, b in zip(per_mode[m], per_mode["without"])])
              for m in MODES[1:]}
     return round(statistics.median(per_mode["without"]), 2), added
@@ -314,7 +314,7 @@ def main(argv=None):
     if args.tuned:
         result["tuned"] = tuned_step_ratios(device, args.steps, args.held_out)
         _print_tuned(result["tuned"])
-    dev.write_json(args.json, result)
+    report.write_json(args.json, result)
     return 0
 
 

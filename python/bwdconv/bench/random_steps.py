@@ -21,7 +21,7 @@ import bwdconv
 from bwdconv._calls import Geometry, laid_out, served
 
 from . import device as dev
-from . import overhead, ratios
+from . import overhead, ratios, report
 
 
 def _sizes(draw, dims, low, high):
@@ -227,7 +227,7 @@ def main(argv=None):
                 rows.append(time_case(case, device, args.rounds))
             _print_row(rows[-1])
     _summary(rows)
-    dev.write_json(args.json, {"meta": meta, "rows": rows})
+    report.write_json(args.json, {"meta": meta, "rows": rows})
     return 0
 
 

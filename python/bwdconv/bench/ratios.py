@@ -8,6 +8,8 @@ are round i's times. A ratio above 1 means `timed` is faster.
 import random
 import statistics
 
+from bwdconv._overhead import quantile
+
 
 def bootstrap_interval(statistic, rounds, seed, resamples=1000):
     """A 90% bootstrap interval of statistic(picked round indices): the
@@ -43,8 +45,7 @@ def compare(without, timed):
     median of the rounds' own ratios with its interval, and their quartiles
     (times in ms)."""
     ratios = [a / b for a, b in zip(without, timed)]
-    q1, paired, q3 = (statistics.quantiles(ratios, n=4, method="inclusive")
-                      if len(ratios) > 1 else ratios * 3)  # quantiles needs two
+    q1, paired, q3 = (quantile(ratios, q) for q in (0.25, 0.5, 0.75))
     low, high = ratio_interval(without, timed)
     paired_low, paired_high = median_interval(ratios)
     return {"ratio": round(statistics.median(without) / statistics.median(timed), 3),

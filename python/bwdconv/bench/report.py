@@ -70,11 +70,13 @@ def table(rows):
                      _markdown_table(rows, _memory_cell))
 
 
-def write_json(path, meta, rows):
-    path.write_text(json.dumps({"meta": meta, "results": rows}, indent=2, default=str))
+def write_json(path, result):
+    """`result` as JSON at `path`, where a path is given."""
+    if path:
+        pathlib.Path(path).write_text(json.dumps(result, indent=2, default=str))
 
 
-def write_csv(path, meta, rows):
+def write_csv(path, rows):
     fields = ["index", "case", "from", "direction", "strategy", "plan", "tuned", "status",
               "median_ms", "p10_ms", "p90_ms", "speedup", "peak_bytes", "result_bytes", "tflops",
               "gbps", "roofline", "iterations", "max_error", "aten_max_error", "line"]
@@ -194,8 +196,8 @@ def plot(path, meta, rows):
 def write_all(out_dir, meta, rows):
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "results.json", meta, rows)
-    write_csv(out / "results.csv", meta, rows)
+    write_json(out / "results.json", {"meta": meta, "results": rows})
+    write_csv(out / "results.csv", rows)
     plot_written = plot(out / "speedup.png", meta, rows)
     (out / "report.md").write_text(markdown(meta, rows, "speedup.png" if plot_written else None))
     return out

@@ -85,9 +85,9 @@ def forcing(forced):
     return bwdconv.force_strategy(forced[0], swap1x1_writer=forced[1], strict=True)
 
 
-def tuned_choice(direction, x, w, args, case=None, dy=None):
+def tuned_choice(direction, x, w, args, case, dy):
     """The strategy autotuning chose for this call, or "-" (no decision)."""
-    if case is not None and case.transposed:
+    if case.transposed:
         if direction == FORWARD:  # keyed as the matching input gradient
             plan = bwdconv.explain(x, w, *args, transposed=True,
                                    output_padding=list(case.output_padding)).to_dict()
@@ -125,13 +125,10 @@ def forced_entries(plan, gradient, fn, strategies):
 def _timed(entries, device, warmup, iterations):
     """{name: per-call times}: after `warmup` calls each, the iterations split
     into ROUNDS rounds (bench.device.time_in_rounds)."""
-    for name, fn, forced in entries:
-        with forcing(forced):
-            dev.time_ms(fn, device, warmup, 0)
     rounds = min(ROUNDS, iterations)
     counts = [iterations // rounds + (1 if r < iterations % rounds else 0) for r in range(rounds)]
     return dev.time_in_rounds({name: (fn, functools.partial(forcing, forced))
-                               for name, fn, forced in entries}, device, counts)
+                               for name, fn, forced in entries}, device, counts, warmup)
 
 
 def _peaks(entries, device):

@@ -19,8 +19,10 @@ import statistics
 import torch
 
 import bwdconv
+from bwdconv._overhead import quantile
 
 from . import device as dev
+from . import report
 
 # (name, in channels, out channels, kernel, stride, padding, output padding,
 # input size): the VAE decoder and DCGAN generator layers of the transposed
@@ -77,8 +79,7 @@ def main(argv=None):
         for strategy in serving_strategies(layer, x):
             times = measure(layer, x, strategy, args.rounds, args.calls, device)
             median = {side: statistics.median(t) for side, t in times.items()}
-            spread = {side: statistics.quantiles(t, n=4, method="inclusive")[::2]
-                      for side, t in times.items()}
+            spread = {side: [quantile(t, 0.25), quantile(t, 0.75)] for side, t in times.items()}
             rows.append({"layer": name, "scale": args.scale, "strategy": strategy,
                          "median_ms": median, "p25_p75_ms": spread,
                          "reuse_speedup": median["built each call"] / median["reused"],
@@ -87,7 +88,7 @@ def main(argv=None):
                   f"{median['built each call']:.3f} ms | reused {median['reused']:.3f} ms | "
                   f"reuse {rows[-1]['reuse_speedup']:.2f}x | reused vs aten "
                   f"{rows[-1]['reused_over_aten']:.2f}x", flush=True)
-    dev.write_json(args.json, {"meta": meta, "rows": rows})
+    report.write_json(args.json, {"meta": meta, "rows": rows})
     return 0
 
 
