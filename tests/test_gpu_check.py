@@ -473,6 +473,21 @@ def test_a_strategys_transposed_forward_with_a_bias_may_round_once_more(tmp_path
     assert stats["by"]["kind"] == {"transposed": 16}
 
 
+def test_a_call_that_corrupts_the_heap_is_caught_in_the_crash_probe(tmp_path):
+    """Random seed 314, group 161: a channels_last conv_transpose3d whose
+    padding (3) passes its matching input (2). PyTorch 2.11's CPU weight
+    gradient corrupts the heap there without crashing at once: run once in
+    the crash probe's child it passed in about half the tries, and the step
+    then aborted. Run there HEAP_CORRUPTING_RUNS times, the heap walked after
+    each, it is caught: the group is skipped as PyTorch's defect (or, with a
+    PyTorch that computes it, checked) and the step ends."""
+    run, stats = random_step(tmp_path, "--seed", "314", "--group", "161")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert stats["mismatches"] == []
+    crashed = [e for e in stats["errors"] if "aten crashed" in e]
+    assert len(crashed) + stats["groups"] == 1, stats
+
+
 def test_random_step_finds_a_corrupted_strategy(tmp_path):
     """The step can fail: phase's gradients off by one are mismatches, named
     with the case and the command that reruns its group."""
