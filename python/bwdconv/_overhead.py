@@ -71,17 +71,20 @@ def per_call_seconds(call, calls=CALLS, synchronize=lambda: None):
     return (time.perf_counter() - started) / calls
 
 
-def samples_in_rounds(names, rounds, sample):
+def samples_in_rounds(names, rounds, sample, enough=lambda samples: False):
     """{name: [sample(name, round), one per round]} for each item of the
-    iterable `rounds`: each round takes the names in an order drawn at random
-    (seeded: the same orders each run), so that none always follows the same
-    other (a fixed rotation keeps each after the same neighbour, and a call
-    pays for what the one before it left in the caches)."""
+    iterable `rounds`, or until enough(samples) after a round: each round
+    takes the names in an order drawn at random (seeded: the same orders each
+    run), so that none always follows the same other (a fixed rotation keeps
+    each after the same neighbour, and a call pays for what the one before it
+    left in the caches)."""
     samples = {name: [] for name in names}
     order = random.Random(0)
     for each_round in rounds:
         for name in order.sample(list(names), len(names)):
             samples[name].append(sample(name, each_round))
+        if enough(samples):
+            break
     return samples
 
 

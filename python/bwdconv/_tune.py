@@ -13,7 +13,7 @@ on the call's real operands:
    that fails is excluded for that key, and one warning names it, the shape
    and the error.
 2. Timing: a warm-up call each, then rounds that time every candidate once, in
-   an order that rotates, until each median is stable (spread / sqrt(rounds)
+   an order drawn at random each round, until each median is stable (spread / sqrt(rounds)
    below 1%) or the key's time cap is spent; CUDA/HIP events on a GPU, a
    monotonic clock on the CPU. On the CPU a sample times one call; on a GPU
    it times calls_per_sample back-to-back calls between one pair of events
@@ -359,30 +359,30 @@ def call_cost():
 
 def _time(gradient, fns, device, cap):
     """({label: [seconds per call, ...]}, calls per sample): warm-up, then
-    rounds in a rotating order until every median is stable or `cap` seconds
-    are spent; every label but aten with the per-call cost of bwdconv's op
-    added (step 3 of the module docstring). On a GPU each sample times
-    calls_per_sample back-to-back calls, chosen once from one call of each
-    candidate after the warm-up; on the CPU one call."""
+    rounds in a random order (_overhead.samples_in_rounds) until every median
+    is stable or `cap` seconds are spent; every label but aten with the
+    per-call cost of bwdconv's op added (step 3 of the module docstring). On
+    a GPU each sample times calls_per_sample back-to-back calls, chosen once
+    from one call of each candidate after the warm-up; on the CPU one call."""
     timed = _timer_for(device)
     injected = _state.timer
     for fn in fns.values():
         fn()
-    labels = list(fns)
-    samples = {label: [] for label in labels}
     started = time.perf_counter()
     calls = 1
     if device.type == "cuda":
-        calls = calls_per_sample([timed(fns[label]) for label in labels], cap)
-    for round_index in range(MAX_ROUNDS):
-        shift = round_index % len(labels)
-        for label in labels[shift:] + labels[:shift]:
-            seconds = timed(fns[label], calls)
-            samples[label].append(injected(gradient, label) if injected else seconds)
-        rounds = round_index + 1
+        calls = calls_per_sample([timed(fn) for fn in fns.values()], cap)
+
+    def sample(label, _):
+        seconds = timed(fns[label], calls)
+        return injected(gradient, label) if injected else seconds
+
+    def enough(samples):
+        rounds = min(len(s) for s in samples.values())
         stable = all(_relative_spread(s) / math.sqrt(rounds) < STABLE for s in samples.values())
-        if rounds >= MIN_ROUNDS and (stable or time.perf_counter() - started > cap):
-            break
+        return rounds >= MIN_ROUNDS and (stable or time.perf_counter() - started > cap)
+
+    samples = _overhead.samples_in_rounds(list(fns), range(MAX_ROUNDS), sample, enough)
     cost = call_cost()
     return {label: s if label == "aten" else [t + cost for t in s]
             for label, s in samples.items()}, calls
