@@ -206,13 +206,20 @@ class Subclass(torch.Tensor):
     pass
 
 
-def python_eligibility_cases():
-    """(name, make (x, w) and call F.conv2d's route under the state it sets)."""
+def python_eligibility_cases(rules="router"):
+    """(name, make (x, w) and call F.conv2d's route under the state it sets).
+    `rules`: whose eligibility decides, the C++ router's (eager calls) or
+    the Python path's (bwdconv.functional._plans: traced calls and the
+    calls only Python reads), the same rules written in both languages."""
+    from bwdconv import functional
+
     x = torch.randn(2, 4, 9, 9, requires_grad=True)
     w = torch.randn(6, 4, 3, 3, requires_grad=True)
     args = (None, 2, 1)
 
     def route(spatial_dims, args, kwargs):  # whether the call goes to the original
+        if rules == "python":
+            return not functional._plans(*functional._arguments(*args, **kwargs)[:3])
         return _C.functional_call(spatial_dims, args, kwargs) is None
 
     def plain():
@@ -279,12 +286,16 @@ def python_eligibility_cases():
             "grad_transform": (grad_transform, True), "jit_trace": (jit_trace, True)}
 
 
-@pytest.mark.parametrize("name", sorted(python_eligibility_cases()))
-def test_what_bwdconv_does_not_plan_goes_to_the_original(name):
+# Under torch.jit.trace (export_ops off) only the router decides: the
+# replacement never reaches the Python path's checks there.
+@pytest.mark.parametrize("name,rules", [
+    (name, rules) for name in sorted(python_eligibility_cases()) for rules in ("router", "python")
+    if (name, rules) != ("jit_trace", "python")])
+def test_what_bwdconv_does_not_plan_goes_to_the_original(name, rules):
     # phase serves this strided shape: only a call bwdconv does not plan
-    # passes through while it is forced.
+    # passes through while it is forced. Both languages' rules decide alike.
     with bwdconv.force_strategy("phase"):
-        passes, expected = python_eligibility_cases()[name]
+        passes, expected = python_eligibility_cases(rules)[name]
         assert passes() is expected
 
 
