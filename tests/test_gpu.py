@@ -372,7 +372,8 @@ def test_peak_memory_on_gpu_is_the_caching_allocators_peak():
 def test_kernel_benchmark_times_relayouts_transposes_and_torchs_copy():
     """python -m bwdconv.bench.kernels on one NCHW line: a row for each
     strategy's kernels, relayout's transposes among them, and one for PyTorch's
-    copy of the same tensors, each with a time and a bandwidth."""
+    copy of the same tensors, each with a time and a bandwidth; the scatter
+    and interleave rows with their time on the dense walk too."""
     from bwdconv.bench.driver import parse_line
     from bwdconv.bench.kernels import measure
     line = parse_line("convbfp16 -n 2 -c 64 -H 32 -W 32 -k 32 -y 3 -x 3 -p 1 -q 1 -u 2 -v 2 -F 2")
@@ -381,3 +382,4 @@ def test_kernel_benchmark_times_relayouts_transposes_and_torchs_copy():
     assert by_strategy["relayout"][2] == "relayout"
     assert by_strategy["torch contiguous()"][2] == "copy"
     assert all(row[3] > 0 and row[4] > 0 for row in rows), rows
+    assert all(row[6] > 0 for row in rows if row[2] in ("interleave", "scatter")), rows

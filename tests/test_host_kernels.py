@@ -92,6 +92,16 @@ def wide_offsets():
         bwdconv._library._C._testing.set_wide_offsets(False)
 
 
+@contextlib.contextmanager
+def dense_walk_only():
+    """Inside the block the kernels take the dense walk where the staged walk fits."""
+    bwdconv._library._C._testing.set_staged_walks(False)
+    try:
+        yield
+    finally:
+        bwdconv._library._C._testing.set_staged_walks(True)
+
+
 def channels_last(t):
     return t.contiguous(memory_format=torch.channels_last if t.dim() == 4
                         else torch.channels_last_3d)
@@ -291,3 +301,38 @@ def test_positions_past_the_interleaves_32_bits_go_to_atens_copies():
     assert launched == []
     assert torch.equal(dx[0, 0, ::2], dy[0, 0] * w[0, 0, 0])
     assert dx[0, 0, 1::2].abs().max().item() == 0
+
+
+def launched_kernels(fn):
+    """fn()'s result and the kernels it launched on the host grid."""
+    bwdconv._library._C.start_kernel_recording()
+    with bwdconv.kernels_on_host():
+        result = fn()
+    return result, [launch["kernel"] for launch in
+                    bwdconv._library._C.stop_kernel_recording()["launches"]]
+
+
+def test_the_dense_walk_writes_what_the_staged_walk_writes():
+    """With the staged walk switched off (as bench.kernels times the two), the
+    shapes it takes, NCHW rows and channels_last packets, go to the dense
+    walk, which writes the same bits."""
+    compared = 0
+    for trial, case in enumerate(STAGED_CASES + PACKET_CASES):
+        for dtype in (torch.float32, torch.bfloat16):
+            (x, w, dy), _ = case_operands(case, trial, dtype, case in PACKET_CASES)
+            for forcing in INPUT_FORCINGS:
+                where = f"{case} {dtype} {forcing}"
+                try:
+                    staged, launched = launched_kernels(
+                        lambda: input_gradient(case, dy, w, x, forcing))
+                except ValueError:
+                    continue  # the strategy (or writer) cannot serve this shape
+                if not any(name.endswith("_staged") for name in launched):
+                    continue
+                with dense_walk_only():
+                    dense, launched = launched_kernels(
+                        lambda: input_gradient(case, dy, w, x, forcing))
+                assert not any(name.endswith("_staged") for name in launched), where
+                assert torch.equal(dense, staged), where
+                compared += 1
+    assert compared >= 4 * len(STAGED_CASES + PACKET_CASES), compared
