@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import bwdconv
+from bwdconv.bench.kernels import dense_walk_only
 from conftest import aten_gradients
 from test_strategies import max_error, operands, random_case
 
@@ -90,16 +91,6 @@ def wide_offsets():
         yield
     finally:
         bwdconv._library._C._testing.set_wide_offsets(False)
-
-
-@contextlib.contextmanager
-def dense_walk_only():
-    """Inside the block the kernels take the dense walk where the staged walk fits."""
-    bwdconv._library._C._testing.set_staged_walks(False)
-    try:
-        yield
-    finally:
-        bwdconv._library._C._testing.set_staged_walks(True)
 
 
 def channels_last(t):

@@ -18,6 +18,7 @@ Needs a GPU.
 """
 
 import argparse
+import contextlib
 import math
 
 import torch
@@ -103,13 +104,21 @@ def kernel_ms(fn, family, iterations):
     return sum(event.device_time_total for event in events) / 1e3 / iterations
 
 
-def dense_walk_us(fn, kernel, iterations):
-    """fn's kernel time, in microseconds, with the staged walk switched off."""
+@contextlib.contextmanager
+def dense_walk_only():
+    """Inside the block the kernels take the dense walk where the staged walk
+    fits (bwdconv._C._testing.set_staged_walks)."""
     bwdconv._library._C._testing.set_staged_walks(False)
     try:
-        return kernel_ms(fn, kernel, iterations) * 1e3
+        yield
     finally:
         bwdconv._library._C._testing.set_staged_walks(True)
+
+
+def dense_walk_us(fn, kernel, iterations):
+    """fn's kernel time, in microseconds, with the staged walk switched off."""
+    with dense_walk_only():
+        return kernel_ms(fn, kernel, iterations) * 1e3
 
 
 def torch_conversions(x, w, dy):
