@@ -12,6 +12,7 @@ import os
 import pickle
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ._accuracy import gradient_terms
 from ._args import transposed_spatial_output
@@ -297,6 +298,23 @@ def _walk_the_heap():
         pass
 
 
+class _WeightGradientFirst(TorchDispatchMode):
+    """Runs each convolution backward that computes a weight gradient twice:
+    for the weight gradient alone first, the heap walked after it, then as
+    asked. PyTorch 2.11's CPU float32 weight gradient of some channels_last
+    3-D calls whose padding passes the input writes past its buffer; in the
+    probe's one-thread child, run alone, it broke the heap in 20 tries of 20
+    (seed 314, group 161, and a conv3d), and with the input gradient beside
+    it in 0 of 20 (docs/limitations.md)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten.convolution_backward.default and args[-1][1]:
+            func(*args[:-1], [False, True, False], **kwargs)
+            _walk_the_heap()
+        return func(*args, **kwargs)
+
+
 class _CrashProbe:
     """A child process, forked at its first call, that runs the functions it
     is sent one after the other: a fork per call cost about 30 ms, most of a
@@ -322,20 +340,20 @@ class _CrashProbe:
         torch.set_num_threads(1)
         while True:
             try:
-                function, args, runs = pickle.load(requests)
+                function, args = pickle.load(requests)
             except BaseException:
                 os._exit(0)
-            for _ in range(runs):
-                try:
+            try:
+                with _WeightGradientFirst():
                     function(*args)
-                except BaseException:
-                    pass  # an exception is the parent's to meet and report
-                _walk_the_heap()
+            except BaseException:
+                pass  # an exception is the parent's to meet and report
+            _walk_the_heap()
             replies.write(b"1")
             replies.flush()
 
-    def survives(self, function, args, runs):
-        self.requests.write(pickle.dumps((function, args, runs)))
+    def survives(self, function, args):
+        self.requests.write(pickle.dumps((function, args)))
         self.requests.flush()
         if self.replies.read(1) == b"1":
             return True
@@ -351,7 +369,7 @@ class _CrashProbe:
 _probe = None
 
 
-def survives_in_a_child(function, *args, runs=1):
+def survives_in_a_child(function, *args):
     """Whether `function(*args)` ends, returning or raising, in a child
     process without crashing it: PyTorch's own CPU convolution crashes on
     some calls (Geometry.may_crash_pytorch), and a crash would end the whole
@@ -366,17 +384,10 @@ def survives_in_a_child(function, *args, runs=1):
     global _probe
     if _probe is None:
         _probe = _CrashProbe()
-    if _probe.survives(function, args, runs):
+    if _probe.survives(function, args):
         return True
     _probe = None
     return False
-
-
-# How often the child runs a call of the kind that corrupts the heap without
-# crashing at once (seed 314, group 161: a channels_last conv_transpose3d's
-# backward): with the heap walked after each run, one run caught it in 9 of
-# 20 tries, four in 20 of 20.
-HEAP_CORRUPTING_RUNS = 4
 
 
 def pytorch_survives(geometry, function, *args):
@@ -385,8 +396,7 @@ def pytorch_survives(geometry, function, *args):
     where the call is of the kind PyTorch's CPU convolution crashes on."""
     if not geometry.may_crash_pytorch():
         return True
-    runs = HEAP_CORRUPTING_RUNS if geometry.padding_reaches_past_the_input_in_3d() else 1
-    return survives_in_a_child(function, *args, runs=runs)
+    return survives_in_a_child(function, *args)
 
 
 def same_result(again, first):
