@@ -242,12 +242,12 @@ AssertionError: Tensor-likes are not close!
 """
 
 OWN_NAMES = {"interleave_kernel", "interleave_dense_kernel", "scatter_staged_kernel",
-             "splitk_reduce_kernel"}
+             "relayout_kernel"}
 
 
 def test_sanitizer_reads_bwdconvs_kernel_names_from_the_sources():
     names = gpu_sanitizer.own_kernel_names()
-    assert {"interleave_kernel", "scatter_kernel", "splitk_reduce_kernel"} <= names
+    assert {"interleave_kernel", "scatter_kernel", "relayout_kernel"} <= names
     assert not names & {"void", "__launch_bounds__", "kThreadsPerBlock"}
 
 
@@ -476,11 +476,11 @@ def test_a_strategys_transposed_forward_with_a_bias_may_round_once_more(tmp_path
 def test_a_call_that_corrupts_the_heap_is_caught_in_the_crash_probe(tmp_path):
     """Random seed 314, group 161: a channels_last conv_transpose3d whose
     padding (3) passes its matching input (2). PyTorch 2.11's CPU weight
-    gradient corrupts the heap there without crashing at once: run once in
-    the crash probe's child it passed in about half the tries, and the step
-    then aborted. Run there HEAP_CORRUPTING_RUNS times, the heap walked after
-    each, it is caught: the group is skipped as PyTorch's defect (or, with a
-    PyTorch that computes it, checked) and the step ends."""
+    gradient corrupts the heap there without crashing at once: run with the
+    input gradient in the crash probe's one-thread child, it passed in about
+    half the tries, and the step then aborted. Run alone there first, the
+    heap walked after it, it is caught: the group is skipped as PyTorch's
+    defect (or, with a PyTorch that computes it, checked) and the step ends."""
     run, stats = random_step(tmp_path, "--seed", "314", "--group", "161")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert stats["mismatches"] == []

@@ -38,7 +38,7 @@ amdhsa.kernels:
 def test_amd_metadata_and_code():
     opcodes = amd.parse_amd_code(AMD)["_Z1kv"]
     assert opcodes[:2] == ["s_load_dword", "v_mov_b32_e32"] and opcodes[-1] == "s_endpgm"
-    assert amd.amd_code_facts(opcodes) == {"instructions": 8, "mfma_instructions": 1}
+    assert amd.amd_code_facts(opcodes) == {"instructions": 8}
     meta = amd.parse_amd_metadata(AMD)["_Z1kv"]
     assert meta["group_segment_fixed_size"] == 6144 and meta["vgpr_spill_count"] == 2
     assert meta["private_segment_fixed_size"] == 16

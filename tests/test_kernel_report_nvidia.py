@@ -52,7 +52,7 @@ SASS = """\
 """
 
 
-def test_sass_instructions_and_tensor_core_instructions():
+def test_sass_instructions():
     opcodes = nvidia.parse_sass(SASS)["_Z1kv"]
     assert opcodes[:3] == ["S2R", "EXIT", "HMMA.16816.F32"]
-    assert nvidia.nv_code_facts(opcodes) == {"instructions": 6, "tensor_core_instructions": 2}
+    assert nvidia.nv_code_facts(opcodes) == {"instructions": 6}

@@ -1,13 +1,11 @@
 """bwdconv.peak_memory: the CPU count of c10's allocations (docs/DESIGN.md,
 "Memory"): what a region allocates and frees, nesting, other threads, and
 nothing counted outside a region; the memory bounds DESIGN.md states for
-splitk's partials and staging (kernel path) and sum and boxes (CPU path),
-scatter's buffer and phase_stacked's stacked filter, measured on shapes where
-each binds; swap1x1 at stride 1 writing dx
-with its GEMMs; and aten's stand-in operand, which takes no memory."""
+splitk's sum and boxes, scatter's buffer and phase_stacked's stacked filter,
+measured on shapes where each binds; swap1x1 at stride 1 writing dx with its
+GEMMs; and aten's stand-in operand, which takes no memory."""
 
 import math
-import os
 import threading
 
 import pytest
@@ -76,9 +74,6 @@ def test_nothing_is_counted_outside_a_region():
 # Expected bytes come from DESIGN.md's text (its formulas, worked out in the
 # comments) with int math; the strategies run through the tuner's explicit path.
 
-MiB = 2**20
-
-
 def measured(call):
     """The peak bytes one call adds, after a warm-up call (what a first call
     allocates once)."""
@@ -100,61 +95,9 @@ def aten_convolution_peak(input, weight, padding):
                                                        False, [0] * len(ones), 1))
 
 
-def splitk_tiles(out_channels, in_channels, staged_taps):
-    """"Kernel path": tiles = groups x ceil(M/128) x ceil(C_g x staged taps / 128)."""
-    return -(-out_channels // 128) * -(-(in_channels * staged_taps) // 128)
-
-
-def two_chunks_or_skip(tiles):
-    """chunks <= max(2, floor(units / tiles)): two while the host threads are
-    fewer than twice the tiles."""
-    if (os.cpu_count() or 1) >= 2 * tiles:
-        pytest.skip(f"{os.cpu_count()} host threads give more than two splitk chunks")
-
-
-def test_splitk_partials_reach_their_bound_and_stay_within_it():
-    # 3x3 stride 2 (every tap staged), no padding, 2x2 outputs: the partials
-    # are 2 chunks x weight x 4 B = 75.5 MB, above 64 MiB, so that their bound
-    # max(64 MiB, 2 x weight x 4 B) is what they take.
-    m = c = 1024
-    two_chunks_or_skip(splitk_tiles(m, c, 9))
-    x, dy = torch.randn(1, c, 5, 5), torch.randn(1, m, 2, 2)
-    weight_elements = m * c * 9
-    partials_bound = max(64 * MiB, 2 * weight_elements * 4)
-    assert partials_bound == 2 * weight_elements * 4
-    # One step stages 2 chunks x C x 9 taps x 1 row x 2 positions (under the cap).
-    staging = 2 * c * 9 * 1 * 2 * 4
-    grad_weight = weight_elements * 4
-    with bwdconv.kernels_on_host():
-        peak = measured_peak("weight", "splitk", dy, x, [m, c, 3, 3], [2, 2], [0, 0])
-    # The steps hold the partials and a step's staging, the reduce the
-    # partials and the weight gradient.
-    assert partials_bound + grad_weight <= peak <= partials_bound + max(staging, grad_weight)
-
-
-def test_splitk_staging_reaches_its_cap_and_stays_within_it(monkeypatch):
-    # BWDCONV_SPLITK_STAGING_BYTES replaces the cap: 4 MiB. 3x3 stride 2, no
-    # padding, 64x64 outputs: one output row of both chunks stages
-    # 2 x C x 9 taps x 64 positions x 4 B = 294912 B, so a step takes
-    # floor(4 MiB / row) = 14 of each chunk's 32 rows: the cap binds.
-    cap = 4 * MiB
-    monkeypatch.setenv("BWDCONV_SPLITK_STAGING_BYTES", str(cap))
-    m, c = 1024, 64
-    two_chunks_or_skip(splitk_tiles(m, c, 9))
-    x, dy = torch.randn(1, c, 129, 129), torch.randn(1, m, 64, 64)
-    row = 2 * c * 9 * 64 * 4
-    staged = (cap // row) * row
-    assert cap - row < staged <= cap and staged < 32 * row
-    grad_weight = m * c * 9 * 4
-    partials = 2 * grad_weight  # 2 chunks, under 64 MiB
-    with bwdconv.kernels_on_host():
-        peak = measured_peak("weight", "splitk", dy, x, [m, c, 3, 3], [2, 2], [0, 0])
-    assert partials + staged <= peak <= partials + max(cap, grad_weight)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_splitks_cpu_path_holds_its_sum_and_one_box(dtype):
-    # The CPU path: 3x3 stride 2, no padding, 2x2 outputs of 2 batch rows, a
+def test_splitk_holds_its_sum_and_one_box(dtype):
+    # 3x3 stride 2, no padding, 2x2 outputs of 2 batch rows, a
     # reduction too short for more than the least 2 chunks: 2 boxes of one
     # batch row each. The fp32 sum of 2.36M weight elements (9.4 MB) is held
     # throughout, and one box at a time: its fp32 copies of the input window

@@ -1,66 +1,56 @@
-"""splitk's kernel path (the GPU path: products on the vendor GEMM through
-ATen into fp32/fp64 partials, then csrc/hip's in-order reduce kernel), run
-for CPU tensors with the kernels on the host grid: its memory, steps whose
-staging stays under the cap with the same accuracy and determinism, and its
-device-sized chunks. Its accuracy and determinism on random shapes are in
-tests/test_host_kernels.py."""
+"""splitk's weight gradient (docs/DESIGN.md, "splitk"): on random 1-3D shapes
+with groups, dilation and padding, in every dtype, NCHW and channels_last, it
+meets the accuracy rule against aten and gives the same bits on every run."""
 
-import os
+import random
 
 import pytest
 import torch
 
 import bwdconv
 from conftest import aten_gradients
-from test_host_kernels import assert_accurate, case_operands, weight_gradient
+from test_host_kernels import DTYPES, SEED, assert_accurate, case_operands
+from test_strategies import random_case
 
 
-def kernel_path(case, dtype=torch.float32):
-    x_size, w_size, s, p, d, groups = case
-    return bwdconv.explain(list(x_size), list(w_size), s, p, d, groups,
-                           dtype=dtype).to_dict()["splitk"]["kernel_path"]
+def weight_gradient(case, dy, x, w):
+    _, _, s, p, d, groups = case
+    with bwdconv.force_strategy("splitk", strict=True):
+        return torch.ops.bwdconv.convolution_backward_weight(dy, x, list(w.shape), s, p, d,
+                                                             groups)
 
 
-@pytest.mark.parametrize("last", [False, True])
-def test_a_small_staging_cap_splits_the_work_into_more_steps_with_the_same_result(
-        monkeypatch, last):
-    """Under a third of the staging this shape takes in one step per batch row,
-    it takes more steps, each under the cap (staged elements x 4 bytes) unless
-    a step is down to its one output row per chunk; the result still meets the
-    accuracy rule in float64 and float32, and repeats bit for bit."""
-    case = ((2, 4, 200, 6), (5, 4, 3, 3), [1, 1], [1, 1], [1, 1], 1)
-    whole = kernel_path(case)
-    cap = whole["staged_elements_per_step"] * 4 // 3
-    monkeypatch.setenv("BWDCONV_SPLITK_STAGING_BYTES", str(cap))
-    capped = kernel_path(case)
-    assert capped["steps"] > whole["steps"]
-    if capped["step_rows"] > 1:
-        assert capped["staged_elements_per_step"] * 4 <= cap
-    assert capped["chunks"] == whole["chunks"] and capped["partial_bytes"] == whole["partial_bytes"]
-    for dtype in (torch.float64, torch.float32):
-        (x, w, dy), (x64, w64, dy64) = case_operands(case, 3, dtype, last)
-        _, _, s, p, d, groups = case
-        reference = aten_gradients(dy64, x64, w64, s, p, d, groups)[1]
-        theirs = aten_gradients(dy, x, w, s, p, d, groups)[1]
-        with bwdconv.kernels_on_host():
-            ours = weight_gradient(case, dy, x, w)
-            assert torch.equal(weight_gradient(case, dy, x, w), ours)
-        assert_accurate(ours, theirs, reference, f"{dtype} channels_last={last}")
+def splitk_cases():
+    rng = random.Random(SEED + 1)
+    cases = [random_case(rng, within_stride=trial % 5 == 0) for trial in range(40)]
+    # stride 1 in the first dim, groups, dilation, padding, a 1x1, and a
+    # reduction long enough for several chunks of batch rows and of rows
+    cases += [((2, 4, 12, 12), (6, 2, 3, 3), [1, 1], [1, 1], [1, 1], 2),
+              ((2, 4, 12, 11), (6, 2, 3, 3), [1, 2], [1, 1], [1, 1], 2),
+              ((1, 3, 9, 8, 7), (4, 3, 3, 2, 2), [1, 1, 2], [2, 0, 1], [2, 1, 1], 1),
+              ((3, 2, 30), (4, 1, 5), [1], [2], [3], 2),
+              ((2, 8, 6, 6), (8, 8, 1, 1), [1, 1], [0, 0], [1, 1], 1),
+              ((3, 2, 300, 300), (3, 2, 3, 3), [1, 1], [1, 1], [1, 1], 1)]
+    return [(trial, case, DTYPES[trial % 4], trial % 2 == 1) for trial, case in enumerate(cases)]
 
 
-def test_a_bad_staging_cap_is_a_clear_error(monkeypatch):
-    case = ((1, 2, 8, 8), (2, 2, 3, 3), [1, 1], [1, 1], [1, 1], 1)
-    monkeypatch.setenv("BWDCONV_SPLITK_STAGING_BYTES", "lots")
-    with pytest.raises(RuntimeError, match="BWDCONV_SPLITK_STAGING_BYTES"):
-        kernel_path(case)
+@pytest.mark.parametrize("trial,case,dtype,last", splitk_cases())
+def test_splitk_meets_the_accuracy_rule_and_repeats_bit_for_bit(trial, case, dtype, last):
+    (x, w, dy), (x64, w64, dy64) = case_operands(case, trial, dtype, last)
+    _, _, s, p, d, groups = case
+    reference = aten_gradients(dy64, x64, w64, s, p, d, groups)[1]
+    theirs = aten_gradients(dy, x, w, s, p, d, groups)[1]
+    ours = weight_gradient(case, dy, x, w)
+    again = weight_gradient(case, dy, x, w)
+    where = f"trial {trial} {case} {dtype} channels_last={last}"
+    assert ours.dtype == dtype and ours.shape == w.shape, where
+    assert torch.equal(ours, again), where
+    assert_accurate(ours, theirs, reference, where)
 
 
-def test_chunks_fill_the_host_and_bound_the_partials():
-    """On the CPU the units are the host's threads: at most one wave of GEMM
-    tiles (one tile per chunk here), at least 2 chunks; partials = chunks x
-    weight elements x 4 bytes."""
-    case = ((4, 3, 40, 40), (8, 3, 3, 3), [1, 1], [1, 1], [1, 1], 1)
-    layout = kernel_path(case)
-    threads = os.cpu_count()
-    assert 2 <= layout["chunks"] <= max(2, threads)
-    assert layout["partial_bytes"] == layout["chunks"] * 8 * 3 * 9 * 4
+def test_the_long_case_takes_several_chunks_of_both_kinds():
+    """The last case above: 3 x 300 x 300 = 270000 steps, floor(270000 /
+    65536) = 4 wanted: 3 batch ranges, each cut into 2 row ranges."""
+    _, _, s, p, d, groups = case = splitk_cases()[-1][1]
+    plan = bwdconv.explain(list(case[0]), list(case[1]), s, p, d, groups).to_dict()["splitk"]
+    assert (plan["batch_chunks"], plan["space_chunks"]) == (3, 2)

@@ -58,7 +58,8 @@ std::optional<std::string> serves_every_geometry(const ConvGeometry& geometry,
 // algorithms under the flag. swap1x1, phase and phase_stacked: aten GEMMs or
 // stride-1 convolutions, then an interleave that writes each dx element once.
 // scatter: a pass that writes each buffer element once, then an aten stride-1
-// convolution. splitk: fp32 partials reduced in a fixed order, no atomics.
+// convolution. splitk: aten weight gradients of the chunks, summed into fp32
+// in a fixed order.
 // relayout: aten's own algorithms, in channels_last, under the same flag.
 // A strategy accumulating with atomics on GPUs would say {true, false}.
 inline constexpr std::array<StrategyEntry, 7> kStrategies{{
@@ -68,7 +69,7 @@ inline constexpr std::array<StrategyEntry, 7> kStrategies{{
     {Strategy::phase, "phase", true, false, serves_every_geometry, {true, true}, "interleave"},
     {Strategy::phase_stacked, "phase_stacked", true, false, phase_stacked_refusal,
      {true, true}, "interleave"},
-    {Strategy::splitk, "splitk", false, true, serves_every_geometry, {true, true}, "splitk"},
+    {Strategy::splitk, "splitk", false, true, serves_every_geometry, {true, true}, nullptr},
     {Strategy::relayout, "relayout", true, true, relayout_refusal, {true, true}, "relayout"},
 }};
 

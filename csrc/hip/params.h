@@ -160,18 +160,6 @@ struct InterleaveParams {
   int passes = 0;             // dense: chunks per thread (0: launch.h, dense_passes)
 };
 
-// splitk (docs/DESIGN.md, "splitk"): `chunks` partial weight gradients of
-// `elements` values each, fp32 (fp64 for float64), chunk after chunk in
-// `partials`; the reduce adds them in chunk order and casts into grad_weight
-// (dense, the partials' element order).
-struct SplitKParams {
-  const void* partials = nullptr;
-  void* grad_weight = nullptr;
-  int64_t elements = 0;
-  int64_t chunks = 1;
-  int element = 0;  // ElementType of grad_weight
-};
-
 // relayout's conversion (docs/DESIGN.md, "relayout"): a batch of matrices
 // transposed, src[b][r][s] at b * src_batch_stride + r * src_row_stride + s
 // into dst[b][s][r] at b * dst_batch_stride + s * dst_column_stride + r, for

@@ -119,9 +119,6 @@ inline LaunchError last_launch_error() { return nullptr; }
 
 inline uint32_t opaque(uint32_t value) { return value; }
 
-// The host grid's units: the hardware threads (at least 1).
-inline int64_t multiprocessor_count(int) { return host::hardware_threads(); }
-
 }  // namespace host_target
 }  // namespace bwdconv::hip
 
@@ -137,13 +134,6 @@ inline LaunchError last_launch_error() {
   const hipError_t error = hipGetLastError();
   return error == hipSuccess ? nullptr : hipGetErrorString(error);
 }
-// The CUs of `device`, 0 when the runtime cannot tell.
-inline int64_t multiprocessor_count(int device) {
-  int units = 0;
-  return hipDeviceGetAttribute(&units, hipDeviceAttributeMultiprocessorCount, device) == hipSuccess
-             ? units
-             : 0;
-}
 }  // namespace device_target
 }  // namespace bwdconv::hip
 #elif defined(__CUDACC__)
@@ -155,13 +145,6 @@ using DeviceStream = cudaStream_t;
 inline LaunchError last_launch_error() {
   const cudaError_t error = cudaGetLastError();
   return error == cudaSuccess ? nullptr : cudaGetErrorString(error);
-}
-// The SMs of `device`, 0 when the runtime cannot tell.
-inline int64_t multiprocessor_count(int device) {
-  int units = 0;
-  return cudaDeviceGetAttribute(&units, cudaDevAttrMultiProcessorCount, device) == cudaSuccess
-             ? units
-             : 0;
 }
 }  // namespace device_target
 }  // namespace bwdconv::hip

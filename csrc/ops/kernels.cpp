@@ -26,17 +26,6 @@ hip::TensorView kernel_view(const at::Tensor& t) {
   return view;
 }
 
-hip::ElementType element_type(at::ScalarType dtype, const char* kernel) {
-  switch (dtype) {
-    case at::kFloat: return hip::ElementType::Float32;
-    case at::kDouble: return hip::ElementType::Float64;
-    case at::kHalf: return hip::ElementType::Float16;
-    case at::kBFloat16: return hip::ElementType::BFloat16;
-    default: TORCH_CHECK(false, "bwdconv ", kernel, ": unsupported dtype ", dtype,
-                         " (float32, float64, float16 and bfloat16 are supported)");
-  }
-}
-
 namespace {
 
 std::atomic<bool> on_host_grid{false};

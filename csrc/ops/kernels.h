@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "dispatch/plan.h"
-#include "hip/element.h"
 #include "hip/params.h"
 #include "hip/portability.h"
 
@@ -18,10 +17,6 @@ namespace bwdconv::ops {
 
 // Sizes and strides of `t` in logical order.
 hip::TensorView kernel_view(const at::Tensor& t);
-
-// The kernels' name for a floating dtype (float32, float64, float16,
-// bfloat16); TORCH_CHECK fails, naming `kernel`, for any other.
-hip::ElementType element_type(at::ScalarType dtype, const char* kernel);
 
 // Whether CPU tensors run the csrc/hip kernels on the host grid instead of
 // ATen (bwdconv.kernels_on_host).

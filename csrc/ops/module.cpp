@@ -21,7 +21,6 @@
 #include "ops/geometry.h"
 #include "ops/kernels.h"
 #include "ops/memory.h"
-#include "ops/splitk.h"
 #include "ops/tuning_bindings.h"
 #include "ops/filter.h"
 
@@ -84,33 +83,6 @@ DType dtype_named(const std::string& name) {
     if (name == dtype_name(dtype)) return dtype;
   }
   return DType::Other;
-}
-
-// splitk's kernel path for the geometry where its tensors would be
-// (docs/DESIGN.md, "splitk"): chunks, steps and the memory they take.
-pybind11::dict splitk_kernel_dict(const ConvGeometry& g, int64_t device_index) {
-  const at::ScalarType dtype = g.dtype == DType::Float64   ? at::kDouble
-                               : g.dtype == DType::Float16  ? at::kHalf
-                               : g.dtype == DType::BFloat16 ? at::kBFloat16
-                                                            : at::kFloat;
-  const c10::Device device =
-      g.device == DeviceKind::CPU
-          ? c10::Device(c10::kCPU)
-          : c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(std::max<int64_t>(0, device_index)));
-  const SplitKGemmLayout l = ops::splitk_kernel_layout(g, device, dtype);
-  const int64_t partial_bytes = dtype == at::kDouble ? 8 : 4;
-  int64_t weight = g.out_channels * g.filter_in_channels;
-  for (int d = 0; d < g.spatial_dims; ++d) weight *= g.filter[d];
-  pybind11::dict d;
-  d["chunks"] = l.chunks();
-  d["batch_per_chunk"] = l.batch_per_chunk;
-  d["rows_per_chunk"] = l.rows_per_chunk;
-  d["step_rows"] = l.step_rows;
-  d["offset_taps"] = l.offset_taps;
-  d["steps"] = l.batch_per_chunk * ((l.rows_per_chunk + l.step_rows - 1) / l.step_rows);
-  d["staged_elements_per_step"] = splitk_step_staged_elements(g, l);
-  d["partial_bytes"] = l.chunks() * weight * partial_bytes;
-  return d;
 }
 
 DeviceKind device_named(const std::string& name) {
@@ -252,7 +224,6 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   pybind11::dict splitk;
   splitk["batch_chunks"] = plan.splitk.batch_chunks;
   splitk["space_chunks"] = plan.splitk.space_chunks;
-  splitk["kernel_path"] = splitk_kernel_dict(g, device_index);
   result["splitk"] = splitk;
   if (plan.swap1x1) {
     pybind11::dict writer;

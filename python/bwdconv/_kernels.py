@@ -1,4 +1,4 @@
-"""Where CPU tensors' data movement and splitk run: ATen (the default), or the
+"""Where CPU tensors' data movement runs: ATen (the default), or the
 csrc/hip kernels themselves on the host grid (the GPU kernels' code, run on
 the CPU: slower, for the tests, which also record the kernels' memory
 accesses)."""
@@ -17,8 +17,7 @@ def kernels_on_host_enabled():
 @contextlib.contextmanager
 def kernels_on_host():
     """Inside the block, CPU tensors run bwdconv's own kernels (scatter, the
-    interleave pass of phase, phase_stacked and swap1x1, splitk's GEMM path
-    and reduce kernel, relayout's transposes) on the host grid instead of ATen."""
+    interleave pass of phase, phase_stacked and swap1x1, relayout's transposes) on the host grid instead of ATen."""
     previous = _C.kernels_on_host()
     _C.set_kernels_on_host(True)
     try:

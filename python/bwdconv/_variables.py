@@ -23,8 +23,6 @@ MEANINGS = {
     "BWDCONV_CACHE_DIR": ("runtime", "the directory of the measured decisions' file"),
     "BWDCONV_CPU_KERNELS": ("runtime", "host: CPU tensors run the GPU kernels on the host "
                                        "grid; aten: ATen moves the data (default)"),
-    "BWDCONV_SPLITK_STAGING_BYTES": ("runtime", "the cap on the bytes one step of splitk's "
-                                                "kernel path stages"),
     "BWDCONV_FORCE_CPU": ("build", "1: build the C++ ops only, without the GPU kernels"),
     "BWDCONV_DEBUG": ("build", "1: compile the host C++ with -O0 -g and assertions"),
     "BWDCONV_VENV": ("scripts", "the virtual environment the scripts create and use"),

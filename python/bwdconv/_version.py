@@ -10,9 +10,6 @@ import re
 
 # The oldest minor release scripts/torch_matrix.sh builds and tests. Older
 # releases lack what bwdconv is built on:
-# - 2.7: aten::bmm and aten::baddbmm with an out_dtype, which splitk's GEMMs
-#   use to sum float16/bfloat16 operands into fp32 partials without copying
-#   them to fp32 first (csrc/ops/splitk.cpp, gemm);
 # - 2.6: torch.compiler's exporting flag, by which the functional scope tells
 #   torch.export's tracing from other calls (python/bwdconv/functional.py).
 TORCH_MINIMUM = "2.8"

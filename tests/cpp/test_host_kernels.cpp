@@ -1,7 +1,6 @@
 // The csrc/hip kernels themselves, run on the host grid (portability.h, "host
 // target"), against references written with plain loops. Small integer values
-// keep every sum exact, so results must be equal in any summation order
-// (splitk's reduce uses random values, summed in its fixed order). The
+// keep every sum exact, so results must be equal in any summation order. The
 // sanitizer builds (CMakeLists.txt) run this file too.
 #include <gtest/gtest.h>
 
@@ -14,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include "hip/element.h"
 #include "hip/launch.h"
 #include "hip/host_grid.h"
 #include "hip/interleave.h"
@@ -22,7 +20,6 @@
 #include "hip/scatter.h"
 #include "block_reverse.h"
 #include "dense_views.h"
-#include "hip/splitk.h"
 
 namespace bwdconv::hip {
 namespace {
@@ -670,65 +667,6 @@ TEST(HostLaunch, RefusesParametersWithoutAnInstantiation) {
   EXPECT_EQ(launch_interleave<Target::host>(interleave, nullptr), nullptr);
   EXPECT_EQ(launch_scatter<Target::host>(scatter, nullptr), nullptr);
   for (const unsigned char b : dst) EXPECT_EQ(b, 0);
-}
-
-// splitk's reduce on the host grid: `chunks` partials of T into a weight
-// gradient of Out (`element`).
-template <typename T, typename Out = T>
-std::vector<Out> reduce_on_host(const std::vector<T>& partials, int64_t chunks, ElementType element) {
-  const int64_t elements = static_cast<int64_t>(partials.size()) / chunks;
-  std::vector<Out> weight(elements);
-  SplitKParams p;
-  p.partials = partials.data();
-  p.grad_weight = weight.data();
-  p.elements = elements;
-  p.chunks = chunks;
-  p.element = static_cast<int>(element);
-  EXPECT_EQ(launch_splitk_reduce<Target::host>(p, nullptr), nullptr);
-  return weight;
-}
-
-// Random fp32 (fp64) partials, several blocks' worth of elements: the result
-// is the chunks added in chunk order (the float sum written with a plain
-// loop, bit for bit) on every launch.
-template <typename T>
-void expect_in_order_sums(ElementType element) {
-  std::mt19937 rng(20261123);
-  std::normal_distribution<double> normal;
-  for (const int64_t chunks : {1, 2, 7}) {
-    const int64_t elements = 3 * 256 * 17 + 5;  // 52 blocks, the last one partial
-    std::vector<T> partials(chunks * elements);
-    for (T& v : partials) v = static_cast<T>(normal(rng) * 1e3);
-    const std::vector<T> got = reduce_on_host(partials, chunks, element);
-    for (int64_t e = 0; e < elements; ++e) {
-      T sum = 0;
-      for (int64_t c = 0; c < chunks; ++c) sum += partials[c * elements + e];
-      ASSERT_EQ(std::memcmp(&got[e], &sum, sizeof(T)), 0) << "chunks " << chunks << " e " << e;
-    }
-    ASSERT_EQ(reduce_on_host(partials, chunks, element), got);
-  }
-}
-
-TEST(HostSplitKReduce, AddsTheChunksInOrderFloat32) { expect_in_order_sums<float>(ElementType::Float32); }
-TEST(HostSplitKReduce, AddsTheChunksInOrderFloat64) { expect_in_order_sums<double>(ElementType::Float64); }
-
-// bfloat16 results: the fp32 in-order sum, rounded to the nearest bfloat16
-// (within half a bfloat16 step: 2^-8 of its magnitude).
-TEST(HostSplitKReduce, RoundsTheFloat32SumToBFloat16) {
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal;
-  const int64_t chunks = 3, elements = 1000;
-  std::vector<float> partials(chunks * elements);
-  for (float& v : partials) v = normal(rng);
-  const std::vector<BFloat16> weight =
-      reduce_on_host<float, BFloat16>(partials, chunks, ElementType::BFloat16);
-  for (int64_t e = 0; e < elements; ++e) {
-    const float sum = partials[e] + partials[elements + e] + partials[2 * elements + e];
-    uint32_t bits = static_cast<uint32_t>(weight[e].bits) << 16;
-    float got;
-    std::memcpy(&got, &bits, sizeof got);
-    EXPECT_LE(std::abs(got - sum), std::ldexp(std::abs(sum), -8)) << "element " << e;
-  }
 }
 
 // The host grid's synchronized lanes: the test-only block_reverse kernel

@@ -8,7 +8,6 @@
 #include "hip/interleave.h"
 #include "hip/relayout.h"
 #include "hip/scatter.h"
-#include "hip/splitk.h"
 
 namespace bwdconv::hip {
 namespace {
@@ -17,14 +16,6 @@ TEST(WithoutDevice, EveryDeviceLauncherSaysItsKernelsAreMissing) {
   EXPECT_STREQ(launch_interleave<Target::device>(InterleaveParams{}, nullptr), kNoDeviceKernels);
   EXPECT_STREQ(launch_relayout<Target::device>(RelayoutParams{}, nullptr), kNoDeviceKernels);
   EXPECT_STREQ(launch_scatter<Target::device>(ScatterParams{}, nullptr), kNoDeviceKernels);
-  EXPECT_STREQ(launch_splitk_reduce<Target::device>(SplitKParams{}, nullptr), kNoDeviceKernels);
-}
-
-TEST(WithoutDevice, TheDeviceHasNoUnitsToCount) { EXPECT_EQ(splitk_units<Target::device>(0), 0); }
-
-TEST(WithoutDevice, TheHostLaunchersStillRun) {
-  EXPECT_EQ(launch_splitk_reduce<Target::host>(SplitKParams{}, nullptr), nullptr);  // nothing to add
-  EXPECT_GT(splitk_units<Target::host>(0), 0);
 }
 
 }  // namespace

@@ -6,8 +6,7 @@ spills, LDS, scratch, instruction counts) or, for occupancy, modelled from
 those counts and published device figures.
 
     python3 scripts/kernel_report.py [--build DIR] --out OUT  # record: OUT/report.md, OUT/kernels.json
-    python3 scripts/kernel_report.py --check [ROLE]            # exit 1 when a rule (gates) is broken
-                                                               # (ROLE: data_movement or splitk; all by default)
+    python3 scripts/kernel_report.py --check                   # exit 1 when a rule (gates) is broken
 DIR is the CMake build directory (default build/cmake), configured with
 -DBWDCONV_CUDA=ON -DBWDCONV_HIP=ON and built (scripts/test.sh does both).
 
@@ -16,10 +15,9 @@ The modules, in the order the report runs them:
   AMD assembly (sm_80 and sm_90, gfx90a and gfx940), the compilers it used,
   and one record per kernel with its figures per target (cuobjdump gives the SASS);
 - nvidia, amd: what ptxas -v, the SASS, and the AMDGPU assembly and metadata
-  say (resources, instruction counts, tensor-core and MFMA instructions);
+  say (resources, instruction counts);
 - devices: the published device figures occupancy is modelled from;
 - occupancy: theoretical occupancy on sm_90 and gfx940;
-- splitk: where splitk's chunk products run, read from the sources;
 - gates: the rules of --check (issue 15);
 - report: report.md, written with its record (kernels.json);
 - cli: the command line.

@@ -46,5 +46,4 @@ def parse_amd_code(asm: str) -> dict[str, list[str]]:
 
 
 def amd_code_facts(opcodes: list[str]) -> dict:
-    return {"instructions": sum(1 for op in opcodes if op != "s_nop"),
-            "mfma_instructions": sum(1 for op in opcodes if op.startswith("v_mfma"))}
+    return {"instructions": sum(1 for op in opcodes if op != "s_nop")}

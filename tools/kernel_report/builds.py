@@ -28,10 +28,8 @@ from .amd import amd_code_facts, parse_amd_code, parse_amd_metadata
 from .devices import AMD_ARCHS, NV_ARCHS
 from .nvidia import nv_code_facts, parse_ptxas, parse_sass
 
-# Kernels by role: what moves data (bits copied, no arithmetic) and what computes
-# splitk.
+# The kernels that move data (bits copied, no arithmetic): every kernel bwdconv ships.
 DATA_MOVEMENT_SOURCES = ("interleave.cu", "relayout.cu", "scatter.cu")
-SPLITK_SOURCES = ("splitk.cu",)
 
 
 class MissingBuild(Exception):
@@ -171,8 +169,6 @@ def read_amd(build: Path, name: str) -> dict[str, dict]:
 def role_of(source: str) -> str:
     if source in DATA_MOVEMENT_SOURCES:
         return "data_movement"
-    if source in SPLITK_SOURCES:
-        return "splitk"
     return "other"
 
 

@@ -1,40 +1,33 @@
 """The rules of --check (issue 15), and which kernels break them: no spill
 anywhere; stack frame / scratch 0 in the data-movement kernels; no LDS the
 compiler made in a kernel beyond the shared memory it declares; modelled
-occupancy of the data-movement kernels at least 50% on sm_90 and gfx940;
-splitk's products on tensor cores / MFMA or on the vendor GEMM."""
+occupancy of the data-movement kernels at least 50% on sm_90 and gfx940."""
 from __future__ import annotations
 
 from .occupancy import occupancy_of
 from .report import pct
-from .splitk import splitk_products_source
 
 OCCUPANCY_TARGET = 0.5  # the least modelled occupancy of a data-movement kernel
-ROLES = ("data_movement", "splitk")
 
 
-def violations(kernels: list[dict], roles: tuple[str, ...] = ROLES) -> list[str]:
-    """The rules broken by the kernels of `roles`."""
+def violations(kernels: list[dict]) -> list[str]:
+    """The rules broken by the data-movement kernels."""
     found = []
-    splitk_products = [k for k in kernels if k["role"] == "splitk" and "reduce" not in k["kernel"]]
-    if "splitk" not in roles:
-        splitk_products = []
     for k in kernels:
-        if k["role"] not in roles:
+        if k["role"] != "data_movement":
             continue
-        if k["role"] == "data_movement":
-            found += occupancy_violations(k)
+        found += occupancy_violations(k)
         for arch, t in k["targets"].items():
             where = f"{k['kernel']} [{arch}]"
             if arch.startswith("sm_"):
                 if t.get("spill_stores", 0) or t.get("spill_loads", 0):
                     found.append(f"{where}: spills {t['spill_stores']} B stored, {t['spill_loads']} B loaded")
-                if k["role"] == "data_movement" and t.get("stack", 0):
+                if t.get("stack", 0):
                     found.append(f"{where}: {t['stack']} B stack frame in a data-movement kernel")
             else:
                 if t.get("vgpr_spill_count", 0) or t.get("sgpr_spill_count", 0):
                     found.append(f"{where}: spills {t['vgpr_spill_count']} VGPRs, {t['sgpr_spill_count']} SGPRs")
-                if k["role"] == "data_movement" and t.get("private_segment_fixed_size", 0):
+                if t.get("private_segment_fixed_size", 0):
                     found.append(f"{where}: {t['private_segment_fixed_size']} B scratch in a data-movement kernel")
                 declared = max((v.get("smem", 0) for a, v in k["targets"].items() if a.startswith("sm_")),
                                default=None)
@@ -42,14 +35,6 @@ def violations(kernels: list[dict], roles: tuple[str, ...] = ROLES) -> list[str]
                 if declared is not None and lds > declared:
                     found.append(f"{where}: {lds} B LDS, {lds - declared} B of it made by the compiler "
                                  f"(the kernel declares {declared} B)")
-    for k in splitk_products:
-        for arch, t in k["targets"].items():
-            if arch.startswith("sm_") and not t.get("tensor_core_instructions"):
-                found.append(f"{k['kernel']} [{arch}]: splitk products without HMMA/HGMMA instructions")
-            if arch.startswith("gfx") and not t.get("mfma_instructions"):
-                found.append(f"{k['kernel']} [{arch}]: splitk products without MFMA instructions")
-    if "splitk" in roles and not splitk_products and not splitk_products_source()["vendor_gemm"]:
-        found.append("splitk: no product kernel and no vendor GEMM call in csrc/ops/splitk.cpp")
     return found
 
 

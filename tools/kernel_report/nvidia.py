@@ -10,7 +10,6 @@ PTXAS_ENTRY = re.compile(r"Compiling entry function '(\S+)' for '(sm_\d+)'")
 PTXAS_PROPERTIES = re.compile(r"Function properties for (\S+)")
 PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
-SASS_TENSOR = ("HMMA", "HGMMA", "IMMA", "DMMA", "WGMMA", "BMMA", "QGMMA", "UTCHMMA")
 
 
 def parse_ptxas(log: str) -> dict[str, dict[str, dict]]:
@@ -62,5 +61,4 @@ def parse_sass(listing: str) -> dict[str, list[str]]:
 
 def nv_code_facts(opcodes: list[str]) -> dict:
     bases = [op.split(".")[0] for op in opcodes]
-    return {"instructions": sum(1 for op in bases if op != "NOP"),
-            "tensor_core_instructions": sum(1 for op in bases if op in SASS_TENSOR)}
+    return {"instructions": sum(1 for op in bases if op != "NOP")}

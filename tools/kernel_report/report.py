@@ -1,5 +1,4 @@
-"""report.md: the kernels' resources, their occupancy, where splitk's products
-run and the rules broken, as markdown tables with the text that explains them."""
+"""report.md: the kernels' resources, their occupancy and the rules broken, as markdown tables with the text that explains them."""
 from __future__ import annotations
 
 import json
@@ -14,12 +13,11 @@ def pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
-def markdown(kernels, occupancy, problems, tools, command, splitk) -> str:
+def markdown(kernels, occupancy, problems, tools, command) -> str:
     """report.md, section by section."""
     out = header(tools, command)
     out += resources_table(kernels)
     out += occupancy_table(occupancy)
-    out += splitk_markdown(splitk)
     out += rules_section(problems)
     return "\n".join(out) + "\n"
 
@@ -47,8 +45,8 @@ def header(tools: Tools, command: str) -> list[str]:
 def resources_table(kernels: list[dict]) -> list[str]:
     """Registers, stack or scratch, spills, shared memory and instructions per kernel and target."""
     out = ["## Resources", "",
-           "| kernel | target | regs (NV) / VGPR+AGPR, SGPR (AMD) | stack / scratch B | spills | smem / LDS B | instructions | tensor/MFMA |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| kernel | target | regs (NV) / VGPR+AGPR, SGPR (AMD) | stack / scratch B | spills | smem / LDS B | instructions |",
+           "|---|---|---|---|---|---|---|"]
     for k in kernels:
         for arch in NV_ARCHS + AMD_ARCHS:
             t = k["targets"].get(arch)
@@ -56,13 +54,11 @@ def resources_table(kernels: list[dict]) -> list[str]:
                 continue
             if arch.startswith("sm_"):
                 out.append(f"| {k['kernel']} | {arch} | {t['registers']} | {t['stack']} | "
-                           f"{t['spill_stores']}+{t['spill_loads']} B | {t['smem']} | {t.get('instructions', '-')} | "
-                           f"{t.get('tensor_core_instructions', '-')} |")
+                           f"{t['spill_stores']}+{t['spill_loads']} B | {t['smem']} | {t.get('instructions', '-')} |")
             else:
                 out.append(f"| {k['kernel']} | {arch} | {t['vgpr_count']}+{t['agpr_count']}, {t['sgpr_count']} | "
                            f"{t['private_segment_fixed_size']} | {t['vgpr_spill_count']}+{t['sgpr_spill_count']} | "
-                           f"{t['group_segment_fixed_size']} | {t.get('instructions', '-')} | "
-                           f"{t.get('mfma_instructions', '-')} |")
+                           f"{t['group_segment_fixed_size']} | {t.get('instructions', '-')} |")
     return out
 
 
@@ -82,16 +78,6 @@ def occupancy_table(occupancy: list[dict]) -> list[str]:
     return out
 
 
-def splitk_markdown(source: dict) -> list[str]:
-    """Where splitk's products run, from the sources."""
-    return ["", "## splitk: where the products run", "",
-            f"From the sources: GEMM calls in csrc/ops/splitk.cpp {source.get('gemm_calls')}, "
-            f"fp32 results from 16-bit operands: {source.get('fp32_results_from_16bit_operands')}, "
-            f"GPU tensors take that path: {source.get('gpu_tensors_take_the_gemm_path')}; kernels in "
-            f"csrc/hip/splitk.cu: {source.get('kernels')} (product kernels: {source.get('product_kernels')}). "
-            f"Vendor GEMM: **{source.get('vendor_gemm')}**.", ""]
-
-
 def rules_section(problems: list[str]) -> list[str]:
     """The rules broken, or that none is."""
     out = ["## Rules (issue 15)", ""]
@@ -99,6 +85,5 @@ def rules_section(problems: list[str]) -> list[str]:
         out += [f"{len(problems)} violation(s):", ""] + [f"- {p}" for p in problems]
     else:
         out += ["No violation: no spill; stack frame and scratch 0 in the data-movement kernels; no",
-                "compiler-made LDS; data-movement occupancy at least 50% on sm_90 and gfx940;",
-                "splitk's products on tensor cores / MFMA or the vendor GEMM."]
+                "compiler-made LDS; data-movement occupancy at least 50% on sm_90 and gfx940."]
     return out
