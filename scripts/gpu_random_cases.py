@@ -66,8 +66,8 @@ from bwdconv import _calls as calls
 from bwdconv.bench.device import add_device_option, backend_flags
 
 
-# A small case of every strategy (--small): 64 phases in one, rows the staged
-# walk takes in another, kernel = stride, issue 40's stride-1 padding, and
+# A small case of every strategy (--small): 64 phases in one, stride-2 NCHW
+# rows in another, kernel = stride, issue 40's stride-1 padding, and
 # transposed convolutions; each in float32, float16 and bfloat16, NCHW and
 # channels_last, with PyTorch's TF32 defaults and no bias.
 SMALL_CASES = [
@@ -76,8 +76,7 @@ SMALL_CASES = [
     calls.conv((2, 8, 9, 11), (8, 4, 3, 3), [2, 2], [1, 1], g=2),
     calls.conv((1, 4, 5, 6, 7), (4, 4, 3, 2, 3), [2, 1, 2], [1, 0, 1], d=[1, 2, 1]),
     calls.conv((1, 8, 9, 10, 11), (8, 8, 5, 5, 5), [4, 4, 4], [2, 1, 0]),  # 64 phases
-    # rows the staged walk takes: NCHW W of 70 at stride 2, and channels_last
-    # 3 channels in packets along W
+    # NCHW W of 70 at stride 2, and channels_last rows of 3 channels
     calls.conv((2, 3, 10, 70), (4, 3, 3, 3), [2, 2], [1, 1]),
     # kernel = stride (a U-Net up-convolution's matching convolution):
     # swap1x1's taps, one phase each; grouped, then not

@@ -201,8 +201,8 @@ all strategies ran on the cuda: 354 calls, 0 results outside the accuracy rule
 
 # A race in bwdconv's scatter kernel, in the older format (file:line:function).
 OWN_RACE = """========= COMPUTE-SANITIZER
-========= ERROR: Race reported between Read access at 0x6360 in /tmp/build/csrc/hip/scatter.cu:160:void bwdconv::hip::(anonymous namespace)::scatter_staged_kernel<c10::BFloat16, (int)2>(bwdconv::hip::ScatterParams, long)
-=========     and Write access at 0x1fe0 in /tmp/build/csrc/hip/scatter.cu:150:void bwdconv::hip::(anonymous namespace)::scatter_staged_kernel<c10::BFloat16, (int)2>(bwdconv::hip::ScatterParams, long) [12 hazards]
+========= ERROR: Race reported between Read access at 0x6360 in /tmp/build/csrc/hip/relayout.cu:160:void bwdconv::hip::(anonymous namespace)::relayout_kernel<unsigned short, (int)5>(bwdconv::hip::RelayoutParams, bwdconv::hip::RelayoutTiles)
+=========     and Write access at 0x1fe0 in /tmp/build/csrc/hip/relayout.cu:150:void bwdconv::hip::(anonymous namespace)::relayout_kernel<unsigned short, (int)5>(bwdconv::hip::RelayoutParams, bwdconv::hip::RelayoutTiles) [12 hazards]
 =========
 ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
 """
@@ -241,7 +241,7 @@ AssertionError: Tensor-likes are not close!
 ========= ERROR SUMMARY: 0 errors
 """
 
-OWN_NAMES = {"interleave_kernel", "interleave_dense_kernel", "scatter_staged_kernel",
+OWN_NAMES = {"interleave_kernel", "interleave_dense_kernel", "scatter_dense_kernel",
              "relayout_kernel"}
 
 
@@ -270,9 +270,9 @@ def test_a_race_in_bwdconvs_kernel_fails():
     (finding,) = parsed["findings"]
     assert finding.own and finding.count == 12 and finding.severity == "ERROR"
     assert finding.kernels == (
-        "bwdconv::hip::(anonymous namespace)::scatter_staged_kernel<c10::BFloat16, (int)2>",)
+        "bwdconv::hip::(anonymous namespace)::relayout_kernel<unsigned short, (int)5>",)
     failed, reasons = gpu_sanitizer.judge(parsed)
-    assert failed and "scatter_staged_kernel" in reasons[0]
+    assert failed and "relayout_kernel" in reasons[0]
 
 
 def test_memcheck_fails_on_bwdconvs_kernel_and_names_the_vendors():

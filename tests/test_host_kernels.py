@@ -1,8 +1,10 @@
 """The csrc/hip kernels themselves, run on the host grid for CPU tensors
 (bwdconv.kernels_on_host): scatter, the interleave pass of phase,
-phase_stacked and swap1x1 (its fused and in_place writers), through the ops, on random 1-3D shapes with groups, dilation and padding, in
-every dtype, NCHW and channels_last, with more phases than one launch carries,
-on rows the staged walk takes (NCHW) or packs (channels_last), and scatter also with its 64-bit element offsets forced on.
+phase_stacked and swap1x1 (its fused and in_place writers), through the
+ops, on random 1-3D shapes with groups, dilation and padding, in every
+dtype, NCHW and channels_last, with more phases than one launch carries, on
+stride-2 NCHW rows and channels_last rows of a few channels, and scatter
+also with its 64-bit element offsets forced on.
 
 Data movement copies bits, so dx from the kernels must equal, bit for bit and
 stride for stride, dx from the CPU's ATen writers (strided copies), and both
@@ -15,7 +17,6 @@ import pytest
 import torch
 
 import bwdconv
-from bwdconv.bench.kernels import dense_walk_only
 from conftest import aten_gradients
 from test_strategies import max_error, operands, random_case
 
@@ -31,22 +32,20 @@ MANY_PHASE_CASES = [((1, 2, 13, 14), (2, 2, 3, 3), [6, 6], [1, 1], [1, 1], 1),
                     ((2, 3, 90), (4, 3, 5), [40], [2], [1], 1),
                     ((1, 2, 9, 9, 10), (2, 2, 2, 2, 2), [4, 4, 4], [0, 1, 0], [1, 1, 1], 1),
                     ((1, 4, 12, 16), (4, 4, 1, 1), [6, 8], [0, 0], [1, 1], 1)]
-# NCHW shapes whose dx and scatter buffer rows (stride 2, W of 69 to 201) the
-# staged walk takes in every dtype (csrc/hip/staged_walk.h).
-STAGED_CASES = [((2, 3, 10, 70), (4, 3, 1, 1), [2, 2], [0, 0], [1, 1], 1),
+# NCHW shapes whose dx and scatter buffer rows have stride 2 (W of 69 to 201).
+STRIDE_TWO_ROW_CASES = [((2, 3, 10, 70), (4, 3, 1, 1), [2, 2], [0, 0], [1, 1], 1),
                 ((1, 4, 9, 81), (4, 4, 3, 3), [2, 2], [1, 1], [1, 1], 1),
                 ((2, 3, 201), (5, 3, 3), [2], [1], [1], 1),
                 ((1, 4, 5, 6, 90), (4, 2, 1, 3, 3), [1, 2, 2], [0, 1, 1], [1, 1, 1], 2)]
-# channels_last shapes of 2 and 3 channels whose dx the staged walk takes in
-# packets (rows along W, stride 2, of the channels) for 2- and 4-byte
-# elements (their trials' dtypes: bfloat16, float64, float32).
-PACKET_CASES = [((2, 3, 12, 40), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1),
+# channels_last shapes of 2 and 3 channels: dx rows shorter than a chunk
+# beside a stride-2 W.
+FEW_CHANNEL_CASES = [((2, 3, 12, 40), (4, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1),
                 ((1, 2, 6, 9, 50), (3, 2, 1, 3, 3), [1, 1, 2], [0, 1, 1], [1, 1, 1], 1),
                 ((1, 3, 7, 60), (2, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1)]
 # Short NCHW rows of a padded stride-1 dim beside a strided one, each found
 # wrong on an H200 (benchmarks/results/gpu-2026-11-27-h200 and after) in its 2-
-# or 4-byte dtype: the packet walk read the row's slots from 0, not from its
-# padding. A transposed call is the input gradient of the convolution it
+# or 4-byte dtype: a walk since removed read the row's slots from 0, not
+# from its padding. A transposed call is the input gradient of the convolution it
 # transposes (its output as x, its input as dy).
 PADDED_ROW_CASES = [
     (((2, 19, 23, 2), (6, 19, 4, 4), [2, 1], [0, 1], [1, 1], 1), torch.float32),
@@ -135,18 +134,18 @@ def has_padded_stride_one_row(case):
 def input_cases():
     """(trial, case, dtype, channels_last) for random shapes (a third of them
     with a padded stride-1 last dim, in every dtype and both layouts), the
-    in_place shapes, the many-phase shapes, the staged shapes (NCHW), the
-    packet shapes (channels_last), the padded-row shapes (NCHW, each in
+    in_place shapes, the many-phase shapes, the stride-2 row shapes (NCHW),
+    the few-channel shapes (channels_last), the padded-row shapes (NCHW, each in
     the dtype it was found wrong in) and the 16-bit shapes within the stride."""
     rng = random.Random(SEED)
     cases = [random_case(rng, within_stride=trial % 3 == 0, padded_stride_one=trial % 3 == 2)
              for trial in range(96)]
-    cases += IN_PLACE_CASES + MANY_PHASE_CASES + STAGED_CASES + PACKET_CASES
+    cases += IN_PLACE_CASES + MANY_PHASE_CASES + STRIDE_TWO_ROW_CASES + FEW_CHANNEL_CASES
     # dtypes cycle with period 4 and layouts with period 2 over trials, so
     # every third trial (the padded ones) meets every dtype in both layouts
     drawn = [(trial, case, DTYPES[trial % 4],
-              (trial // 4 % 2 == 1 or case in IN_PLACE_CASES + PACKET_CASES)
-              and case not in STAGED_CASES)
+              (trial // 4 % 2 == 1 or case in IN_PLACE_CASES + FEW_CHANNEL_CASES)
+              and case not in STRIDE_TWO_ROW_CASES)
              for trial, case in enumerate(cases)]
     drawn += [(len(drawn) + i, case, dtype, False)
               for i, (case, dtype) in enumerate(PADDED_ROW_CASES)]
@@ -155,7 +154,7 @@ def input_cases():
 
 
 def test_data_movement_kernels_write_what_the_aten_writers_write():
-    checked, wide, many_phases, in_place, staged, packets = 0, 0, 0, 0, 0, 0
+    checked, wide, many_phases, in_place = 0, 0, 0, 0
     relayouts = 0  # calls whose conversions ran relayout's transpose kernel
     padded_rows = set()  # (dtype, channels_last) of checked padded stride-1 rows
     for trial, case, dtype, last in input_cases():
@@ -192,15 +191,11 @@ def test_data_movement_kernels_write_what_the_aten_writers_write():
             many_phases += case in MANY_PHASE_CASES
             in_place += forcing[1] == "in_place"
             relayouts += forcing[0] == "relayout" and "relayout" in launched
-            staged += any(name.endswith("_staged") for name in launched)
-            packets += case in PACKET_CASES and "interleave_staged" in launched
             if has_padded_stride_one_row(case):
                 padded_rows.add((dtype, last))
     assert checked >= 200 and wide >= 50
     assert many_phases >= 2 * len(MANY_PHASE_CASES) and in_place >= len(IN_PLACE_CASES)
     assert relayouts >= 40  # 55 of the drawn cases are NCHW ones relayout serves
-    assert staged >= 3 * len(STAGED_CASES)  # each shape through two strategies or more
-    assert packets >= 4  # phase and phase_stacked on the 2- and 4-byte packet shapes
     assert padded_rows == {(dtype, last) for dtype in DTYPES for last in (False, True)}
 
 
@@ -254,38 +249,3 @@ def test_positions_past_the_interleaves_32_bits_go_to_atens_copies():
     assert launched == []
     assert torch.equal(dx[0, 0, ::2], dy[0, 0] * w[0, 0, 0])
     assert dx[0, 0, 1::2].abs().max().item() == 0
-
-
-def launched_kernels(fn):
-    """fn()'s result and the kernels it launched on the host grid."""
-    bwdconv._library._C.start_kernel_recording()
-    with bwdconv.kernels_on_host():
-        result = fn()
-    return result, [launch["kernel"] for launch in
-                    bwdconv._library._C.stop_kernel_recording()["launches"]]
-
-
-def test_the_dense_walk_writes_what_the_staged_walk_writes():
-    """With the staged walk switched off (as bench.kernels times the two), the
-    shapes it takes, NCHW rows and channels_last packets, go to the dense
-    walk, which writes the same bits."""
-    compared = 0
-    for trial, case in enumerate(STAGED_CASES + PACKET_CASES):
-        for dtype in (torch.float32, torch.bfloat16):
-            (x, w, dy), _ = case_operands(case, trial, dtype, case in PACKET_CASES)
-            for forcing in INPUT_FORCINGS:
-                where = f"{case} {dtype} {forcing}"
-                try:
-                    staged, launched = launched_kernels(
-                        lambda: input_gradient(case, dy, w, x, forcing))
-                except ValueError:
-                    continue  # the strategy (or writer) cannot serve this shape
-                if not any(name.endswith("_staged") for name in launched):
-                    continue
-                with dense_walk_only():
-                    dense, launched = launched_kernels(
-                        lambda: input_gradient(case, dy, w, x, forcing))
-                assert not any(name.endswith("_staged") for name in launched), where
-                assert torch.equal(dense, staged), where
-                compared += 1
-    assert compared >= 4 * len(STAGED_CASES + PACKET_CASES), compared

@@ -7,7 +7,6 @@
 #include "interleave_index.h"
 #include "launch.h"
 #include "row_chunks.h"
-#include "staged_walk.h"
 
 namespace bwdconv::hip {
 namespace {
@@ -361,52 +360,12 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
-// dx dense in walk order, staged through shared memory (staged_walk.h):
-// each (row, residue) source of a tile costs its row's origin and the
-// residue's phase lookup once. Stride-2 rows whose every phase result is a
-// stride-1 run and whose slots no other writer keeps (make_interleave_walk);
-// with kPackets, rows along the innermost outer dim (stride 2) whose
-// positions are packets of the row dim's elements (InterleaveParams::packets).
-template <typename Bits, typename Index, int kStep, int kOuter, bool kPackets>
-__global__ void __launch_bounds__(kThreadsPerBlock)
-    interleave_staged_kernel(InterleaveParams p, Position total) {
-  constexpr int kRowOuter = kPackets ? kOuter - 1 : kOuter;  // the dims outside the rows
-  Position rows = static_cast<Position>(p.rows);
-  StagedRow walk{p.row.size, Divisor{}, static_cast<Position>(p.walk.bias + p.row.padding),
-                 static_cast<Position>(p.walk.bias_quotient)};
-  if constexpr (kPackets) {  // rows along outer[kRowOuter] (padding >= 0: make_interleave_walk)
-    const InterleaveWalkDim& along = p.outer[kRowOuter];
-    rows = divide_position(rows, along.size);
-    walk = StagedRow{p.packet_row, p.row.size, along.padding, 0};
-  }
-  staged_walk<Bits, kStep, kPackets>(
-      static_cast<Bits*>(p.dst), total, walk, [&](Position row, Position residue) {
-        StagedSource<Bits> staged{nullptr, 0, 0};
-        if (row >= 0 && row < rows) {
-          const RowSource<Bits, Index> source = row_source<Bits, Index, kRowOuter, kPackets>(
-              p, row_origin<kRowOuter, Index>(p, row), residue);
-          staged.row = source.row;
-          staged.extent = source.extent;
-          staged.stride = static_cast<Position>(source.stride);
-        }
-        return staged;
-      });
-}
-
-// The staged walk or the dense walk where dx allows it (make_interleave_walk),
-// else the row walk. Rows of step 2 stage as walked; rows of step 1 (a few
-// channels) in packets along the innermost outer dim.
+// The dense walk where dx allows it (make_interleave_walk), else the row walk.
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const InterleaveParams& p, NativeStream stream) {
-  WalkKernels<InterleaveParams> kernels{"interleave", "interleave_staged",
-                                        interleave_kernel<Bits, Index, kStep, kOuter>,
-                                        interleave_dense_kernel<Bits, Index, kStep, kOuter>,
-                                        nullptr};
-  if constexpr (kStep == 2) {
-    kernels.staged = interleave_staged_kernel<Bits, Index, 2, kOuter, false>;
-  } else if constexpr (kStep == 1 && kOuter > 1) {
-    if (p.packets) kernels.staged = interleave_staged_kernel<Bits, Index, 2, kOuter, true>;
-  }
+  const WalkKernels<InterleaveParams> kernels{"interleave",
+                                              interleave_kernel<Bits, Index, kStep, kOuter>,
+                                              interleave_dense_kernel<Bits, Index, kStep, kOuter>};
   launch_walk_kernels<Chunk<Bits>::kLanes>(kernels, p, stream);
 }
 

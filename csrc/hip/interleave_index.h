@@ -67,17 +67,12 @@ struct RowSource {
 
 // Every field of the phase is read whatever it writes (an entry outside the
 // launch reads entry 0 and is kept), so the lookup has no branches of its
-// own. kPackets: the row runs along outer dim kOuter instead, its positions
-// packets of the row dim's elements (InterleaveParams::packets), so
-// `residue` is that dim's and the source's slots are its.
-template <typename Bits, typename Index, int kOuter, bool kPackets = false>
+// own.
+template <typename Bits, typename Index, int kOuter>
 BWDCONV_HOST_DEVICE inline RowSource<Bits, Index> row_source(const InterleaveParams& p,
                                                              const RowOrigin<kOuter, Index>& origin,
                                                              Position residue) {
-  int entry = origin.entry + residue * (p.row.phase_weight * kPhaseBytes);
-  if constexpr (kPackets) {
-    entry = origin.entry + residue * (p.outer[kOuter].phase_weight * kPhaseBytes);
-  }
+  const int entry = origin.entry + residue * (p.row.phase_weight * kPhaseBytes);
   const bool inside = entry >= 0 && entry < p.phase_count * kPhaseBytes;
   const PhaseSource& phase = *reinterpret_cast<const PhaseSource*>(
       reinterpret_cast<const char*>(p.phases) + (inside ? entry : 0));
@@ -92,10 +87,6 @@ BWDCONV_HOST_DEVICE inline RowSource<Bits, Index> row_source(const InterleavePar
   source.row = live ? static_cast<const Bits*>(phase.data) + offset : nullptr;
   source.stride = live ? static_cast<Index>(phase.row_stride) : 0;
   source.extent = live ? phase.row_extent : 0;
-  if constexpr (kPackets) {
-    source.stride = live ? static_cast<Index>(phase.strides[kOuter]) : 0;
-    source.extent = live ? phase.extent[kOuter] : 0;
-  }
   return source;
 }
 

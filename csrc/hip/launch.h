@@ -84,20 +84,6 @@ inline unsigned dense_blocks(int64_t chunks, int passes) {
   return static_cast<unsigned>((chunks + per_block - 1) / per_block);
 }
 
-// Blocks of a staged walk (staged_walk.h) over `total` elements of
-// `lanes`-element chunks: a tile of kStagedTileBytes each (the first may
-// start up to a chunk before dst), at most kMaxBlocks (a grid-stride loop).
-// A tile may span kStagedSources (row, residue) sources: one per thread,
-// described in one round.
-constexpr int kStagedTileBytes = 8192;
-constexpr int kStagedSources = kThreadsPerBlock;
-
-inline unsigned staged_blocks(int64_t total, int lanes) {
-  const int64_t tile = kStagedTileBytes / (16 / lanes);
-  const int64_t tiles = (total + lanes - 1 + tile - 1) / tile;
-  return static_cast<unsigned>(tiles < kMaxBlocks ? tiles : kMaxBlocks);
-}
-
 // Blocks for a grid-stride loop over `total` elements.
 inline unsigned blocks_for(int64_t total) {
   int64_t blocks = (total + kThreadsPerBlock - 1) / kThreadsPerBlock;

@@ -116,28 +116,6 @@ RowWalk make_row_walk(int64_t size, int64_t lead, int64_t step, int element_byte
 
 namespace {
 
-// Whether rows of `elements` each, a chunk or more, fit a staged tile of
-// kStagedTileBytes with `sources` (row, residue) sources per row: at most
-// kStagedSources (a tile's first element lies less than a row into its
-// first row).
-bool staged_tile_fits(int64_t elements, int64_t sources, int element_bytes) {
-  const int64_t tile = kStagedTileBytes / element_bytes;
-  const int64_t span = (tile + elements - 2) / elements + 1;
-  return elements >= 16 / element_bytes && span * sources <= kStagedSources;
-}
-
-// Whether a staged walk (staged_walk.h) takes rows of `size` positions, a
-// stride-2 row dim whose positions map to slots as `walk` says (lead: the
-// row's lead): rows that fit a tile (staged_tile_fits); positions, shifted
-// and scaled to bytes of sources, below 2^32. Rows of step 1 keep the dense walk, which
-// copies them in 16-byte chunks where they align.
-bool staged_rows_fit(int64_t size, int64_t step, const RowWalk& walk, int64_t lead,
-                     int element_bytes) {
-  const int64_t shift = walk.bias - lead;
-  return step == 2 && staged_tile_fits(size, step, element_bytes) &&
-         size + shift < (int64_t{1} << 28);
-}
-
 // Whether dst is dense in walk order: the row is stride 1 and each outer dim
 // steps over everything inside it, so row r starts at element r * row size.
 // Dim: WalkDim or InterleaveDim.
@@ -199,61 +177,11 @@ bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64
   q.element_bytes = element_bytes;
   q.wide_offsets = wide_offsets(src) || wide_offsets(dst);
   q.dense = dense_in_walk_order(outer, row_dim) && q.rows * row_dim.size + 2 * lanes < kNarrowLimit;
-  q.staged = q.dense &&
-             staged_rows_fit(row_dim.size, row_dim.step, q.walk, row_dim.lead, element_bytes) &&
-             (row_dim.src_stride == 1 || row_dim.src_size <= 1);
   *p = q;
   return true;
 }
 
-
 namespace {
-
-// Whether the staged walk can write every slot of an interleave launch: each
-// residue of the walk's dims names a phase of the launch, none kept for
-// another writer, and every copied phase's row is a stride-1 run (with
-// `packets`, a run of the row's whole size: a packet's elements).
-bool stages_phases(const InterleaveParams& p, bool packets) {
-  int64_t last_entry = (int64_t{p.row.step.value} - 1) * p.row.phase_weight;
-  for (int k = 0; k < p.outer_dims; ++k) {
-    last_entry += (int64_t{p.outer[k].step.value} - 1) * p.outer[k].phase_weight;
-  }
-  // entries run from -first_phase (every residue 0) to last_entry - first_phase
-  // (first_phase is negative where size-1 dims fold a residue in: fold_single)
-  if (p.first_phase > 0 || last_entry - p.first_phase >= p.phase_count) return false;
-  for (int e = 0; e < p.phase_count; ++e) {
-    const PhaseSource& phase = p.phases[e];
-    if (phase.write == PhaseWrite::Keep) return false;
-    if (phase.write != PhaseWrite::Copy) continue;
-    const bool run = phase.row_stride == 1 || phase.row_extent <= 1;
-    const bool whole = phase.row_stride == 1 && phase.row_extent >= int64_t{p.row.size.value};
-    if (!(packets ? whole : run)) return false;
-  }
-  return true;
-}
-
-// Whether the staged walk takes dx in packets (InterleaveParams::packets):
-// rows of the channels shorter than a chunk, along an innermost outer dim of
-// stride 2 (padding >= 0) that is not the outermost, whose merged rows fit a
-// tile's sources and whose slots (times their stride, non-negative, plus a
-// channel) stay below 2^32 elements. A packet is its source's slots 0 to
-// size - 1, so the row dim has no padding (docs/DESIGN.md, "Geometry": a
-// padded stride-1 dim, as a short NCHW row can be, reads slots p to p + size - 1).
-bool stages_packets(const InterleaveParams& p, int element_bytes) {
-  if (!p.dense || p.wide_offsets || p.outer_dims < 2 || p.row.step.value != 1 ||
-      p.row.padding != 0 || int64_t{p.row.size.value} * element_bytes >= 16) {
-    return false;
-  }
-  const InterleaveWalkDim& along = p.outer[p.outer_dims - 1];
-  const int64_t elements = int64_t{along.size.value} * p.row.size.value;
-  for (int e = 0; e < p.phase_count; ++e) {
-    if (p.phases[e].strides[p.outer_dims - 1] < 0) return false;
-  }
-  return along.step.value == 2 && along.padding >= 0 &&
-         staged_tile_fits(elements, along.step.value, element_bytes) &&
-         int64_t{along.size.value} + along.padding < (int64_t{1} << 28) &&
-         stages_phases(p, true);
-}
 
 // A dim of the interleave walk before it becomes an InterleaveWalkDim: its
 // dx side and, per phase of the launch, the result's stride and extent.
@@ -434,15 +362,6 @@ bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p) {
   q.element_bytes = l.element_bytes;
   q.dense = dense_in_walk_order(merged, row_dim) &&
             q.rows * row_dim.size + 32 / l.element_bytes < kNarrowLimit;
-  q.staged = q.dense &&
-             staged_rows_fit(row_dim.size, row_dim.step, q.walk, -row_dim.padding,
-                             l.element_bytes) &&
-             stages_phases(q, false);
-  q.packets = !q.staged && stages_packets(q, l.element_bytes);
-  if (q.packets) {
-    q.staged = true;
-    q.packet_row = make_divisor(int64_t{q.outer[q.outer_dims - 1].size.value} * row_dim.size);
-  }
   *p = q;
   return true;
 }

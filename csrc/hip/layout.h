@@ -20,9 +20,7 @@ RowWalk make_row_walk(int64_t size, int64_t lead, int64_t step, int element_byte
 // ordered by decreasing dst stride, size-1 dims that read source position 0
 // dropped, one-to-one neighbours (lead 0, step 1, whole) merged, dst's
 // stride-1 dim as the row; `dense` when dst is dense in that order and below
-// 2^31 elements, `staged` too when its rows have stride 2, read stride-1
-// source rows and fit a tile's sources (staged_walk.h). False (p untouched)
-// when dst has no stride-1 dim,
+// 2^31 elements. False (p untouched) when dst has no stride-1 dim,
 // a position would reach 2^31, or more than kOuterDims dims remain (with a
 // one-to-one dim of size 1 put first where the outermost is not one-to-one).
 bool make_scatter_walk(const TensorView& src, const TensorView& dst, const int64_t* stride,
@@ -59,10 +57,7 @@ struct InterleaveLaunch {
 // The interleave's row walk over dx: size-1 dims folded into the phases,
 // the others ordered by decreasing dx stride, neighbouring batch and channel
 // dims merged where dx and every result step over them alike, dx's stride-1
-// dim as the row; `dense` when dx is dense in that order, `staged` too where
-// the staged walk writes every slot of the launch (staged_walk.h): rows of
-// stride 2 that fit a tile's sources, or `packets` of a few channels along
-// a stride-2 W. False (p untouched) when a position, slot or row index
+// dim as the row; `dense` when dx is dense in that order. False (p untouched) when a position, slot or row index
 // would reach 2^31, dx has no stride-1 dim, or more than five outer dims
 // remain (with a batch-like dim of size 1 put first where the outermost is
 // spatial; a dense dx keeps batch outermost).

@@ -84,7 +84,6 @@ struct ScatterParams {
   int element_bytes = 4;
   bool wide_offsets = false;  // element offsets may reach 2^31
   bool dense = false;         // the chunks of dst's memory, not rows
-  bool staged = false;        // dense, through shared memory (staged_walk.h)
   int passes = 0;             // dense: chunks per thread (0: launch.h, dense_passes)
 };
 
@@ -152,11 +151,6 @@ struct InterleaveParams {
   int element_bytes = 4;
   bool wide_offsets = false;  // element offsets may reach 2^31
   bool dense = false;         // the chunks of dx's memory, not rows
-  bool staged = false;        // dense, through shared memory (staged_walk.h)
-  // staged in rows along the innermost outer dim whose positions are packets
-  // of the row's elements (rows of a few channels), `packet_row` elements each
-  bool packets = false;
-  Divisor packet_row;
   int passes = 0;             // dense: chunks per thread (0: launch.h, dense_passes)
 };
 

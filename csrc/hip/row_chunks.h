@@ -119,31 +119,23 @@ struct DenseRun {
 };
 
 // The kernels of a data-movement walk (Params: ScatterParams or
-// InterleaveParams): the row walk, the dense walk and the staged walk
-// (nullptr where the instantiation has none), and the labels their launches
-// carry (the staged walk's its own, for traffic records).
+// InterleaveParams): the row walk and the dense walk, and the label their
+// launches carry.
 template <typename Params>
 struct WalkKernels {
   const char* name;
-  const char* staged_name;
   void (*rows)(Params, Position);
   void (*dense)(Params, Position);
-  void (*staged)(Params, Position);
 };
 
 // Launches a data-movement walk over p.rows rows of p.row.size elements:
-// where dst is dense in walk order (p.dense), the staged walk (p.staged: a
-// block per kStagedTileBytes of dst, staged_walk.h) or the dense walk in runs of
+// where dst is dense in walk order (p.dense), the dense walk in runs of
 // kLanes-element chunks (p.passes as launch.h's dense_passes takes it),
 // else the row walk.
 template <int kLanes, typename Params>
 void launch_walk_kernels(const WalkKernels<Params>& kernels, const Params& p, NativeStream stream) {
   const int64_t total = p.rows * p.row.size.value;
-  if (p.dense && p.staged && kernels.staged != nullptr) {
-    launch_kernel({kernels.staged_name, Lanes::synchronized}, kernels.staged,
-                  staged_blocks(total, kLanes), kThreadsPerBlock, stream, p,
-                  static_cast<Position>(total));
-  } else if (p.dense) {
+  if (p.dense) {
     const int64_t chunks = dense_chunks(total, kLanes);
     Params run = p;
     run.passes = dense_passes(chunks, p.passes);

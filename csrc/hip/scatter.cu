@@ -3,7 +3,6 @@
 #include "launch.h"
 #include "row_chunks.h"
 #include "scatter_index.h"
-#include "staged_walk.h"
 
 namespace bwdconv::hip {
 namespace {
@@ -312,40 +311,14 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
-// dst dense in walk order, staged through shared memory (staged_walk.h):
-// each row of a tile costs its outer coordinates' divisions once, and its
-// residue 0 (the positions that hold source elements) reads the source
-// row. Stride-2 rows of stride-1 sources (make_scatter_walk).
-template <typename Bits, typename Index, int kStep, int kOuter>
-__global__ void __launch_bounds__(kThreadsPerBlock)
-    scatter_staged_kernel(ScatterParams p, Position total) {
-  const Bits* src = static_cast<const Bits*>(p.src);
-  const Position rows = static_cast<Position>(p.rows);
-  const StagedRow walk{p.row.size, Divisor{}, static_cast<Position>(p.walk.bias - p.row.lead),
-                       static_cast<Position>(p.walk.bias_quotient)};
-  staged_walk<Bits, kStep, false>(
-      static_cast<Bits*>(p.dst), total, walk, [&](Position row, Position residue) {
-        StagedSource<Bits> staged{nullptr, 0, 0};
-        if (row >= 0 && row < rows && residue == 0) {
-          const RowStart<Index> start = row_start<Index, kOuter>(p, row);
-          staged.row = start.live ? src + start.src_offset : nullptr;
-          staged.extent = start.live ? p.row.src_size : 0;
-        }
-        return staged;
-      });
-}
-
-// The staged walk or the dense walk where dst allows it (make_scatter_walk),
-// else the row walk. A step-1 walk with four outer dims takes the run-time
+// The dense walk where dst allows it (make_scatter_walk), else the row walk. A step-1 walk with four outer dims takes the run-time
 // step (kStep 0): the fixed one holds too many scalar registers on AMD and
 // spills.
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const ScatterParams& p, NativeStream stream) {
   if constexpr (kStep != 1 || kOuter < kOuterDims) {
-    WalkKernels<ScatterParams> kernels{"scatter", "scatter_staged",
-                                       scatter_kernel<Bits, Index, kStep, kOuter>,
-                                       scatter_dense_kernel<Bits, Index, kStep, kOuter>, nullptr};
-    if constexpr (kStep == 2) kernels.staged = scatter_staged_kernel<Bits, Index, kStep, kOuter>;
+    const WalkKernels<ScatterParams> kernels{"scatter", scatter_kernel<Bits, Index, kStep, kOuter>,
+                                             scatter_dense_kernel<Bits, Index, kStep, kOuter>};
     launch_walk_kernels<Chunk<Bits>::kLanes>(kernels, p, stream);
   }
 }

@@ -101,10 +101,7 @@ bool launch_params(at::Tensor& dx, const ConvGeometry& g, const std::vector<Phas
     }
     l.group_stride = channels.group_step * in.result.stride(1);
   }
-  if (!hip::make_interleave_walk(l, p)) return false;
-  p->staged = p->staged && staged_walks_allowed();
-  p->packets = p->packets && p->staged;
-  return true;
+  return hip::make_interleave_walk(l, p);
 }
 
 // The parameters of each launch, up to 32 phases each; empty where some

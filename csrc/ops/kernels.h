@@ -28,12 +28,6 @@ void set_kernels_on_host(bool on_host);
 // on small tensors.
 bool wide_offsets_for_tests();
 
-// Whether the data-movement kernels may take the staged walk where it fits
-// (row_chunks.h): yes unless the tests or the kernels bench switch it off
-// (bwdconv._C._testing.set_staged_walks) to run the dense walk there instead
-// and compare the two.
-bool staged_walks_allowed();
-
 // Whether the csrc/hip kernels serve tensors on `t`'s device: always on
 // GPUs, on the CPU when switched on.
 bool runs_kernels(const at::Tensor& t);

@@ -29,7 +29,6 @@ bool scatter_params(const Plan& plan, const at::Tensor& grad_output, at::Tensor&
     return false;
   }
   p->wide_offsets = p->wide_offsets || wide_offsets_for_tests();
-  p->staged = p->staged && staged_walks_allowed();
   return true;
 }
 

@@ -9,8 +9,6 @@
 //     set_faults(None, []) puts the strategies back.
 //   set_wide_offsets(on): the kernels use their 64-bit element offsets on
 //     any shape, so that the tests prove that path on small tensors.
-//   set_staged_walks(on): off, the kernels take the dense walk where the
-//     staged walk fits (the tests compare their bits, bench.kernels their times).
 #include "ops/precompiled.h"  // first, as the precompiled header must be
 
 #include <torch/csrc/utils/pybind.h>
@@ -102,12 +100,10 @@ void set_faults(const std::optional<std::string>& corrupted,
 }
 
 std::atomic<bool> wide_offsets{false};
-std::atomic<bool> staged_walks{true};
 
 }  // namespace
 
 bool wide_offsets_for_tests() { return wide_offsets.load(std::memory_order_relaxed); }
-bool staged_walks_allowed() { return staged_walks.load(std::memory_order_relaxed); }
 
 void register_testing_bindings(pybind11::module& m) {
   pybind11::module testing = m.def_submodule("_testing", "fault injection for the tests");
@@ -115,7 +111,6 @@ void register_testing_bindings(pybind11::module& m) {
               pybind11::arg("out_of_memory") = std::vector<std::string>{});
   testing.def("forget_out_of_memory", &forget_out_of_memory);
   testing.def("set_wide_offsets", [](bool on) { wide_offsets = on; }, pybind11::arg("on"));
-  testing.def("set_staged_walks", [](bool on) { staged_walks = on; }, pybind11::arg("on"));
 }
 
 }  // namespace bwdconv::ops

@@ -88,13 +88,6 @@ std::vector<unsigned char> reference_scatter(const std::vector<unsigned char>& s
   return dst;
 }
 
-// A row length at which the staged walk takes stride-2 rows of
-// `element_bytes` elements, near the shortest (layout.cpp, staged_rows_fit: a
-// tile spans at most kStagedSources / 2 rows).
-int64_t shortest_staged_row(int element_bytes) {
-  return (kStagedTileBytes / element_bytes) / (kStagedSources / 2 - 2) + 2;
-}
-
 // A scatter's shape: src and dst sizes, the stride and lead per spatial dim.
 struct ScatterShape {
   std::vector<int64_t> src_sizes, dst_sizes;
@@ -133,26 +126,6 @@ ScatterShape random_scatter(std::mt19937& rng, int trial) {
     s.add_dim(i, outputs, step, rng);
   }
   s.gap = trial % 3 == 2 ? 1 + static_cast<int64_t>(rng() % 3) : 0;
-  return s;
-}
-
-// A random scatter the staged walk takes: NCHW, dense, the row dim's stride
-// 2 and rows of up to 300 positions, as short as the element width lets a
-// tile's sources fit (layout.cpp, staged_rows_fit), leads -1..3, 1-3 spatial
-// dims with strides 1-3 outside the row: one tile or a few.
-ScatterShape stageable_scatter(std::mt19937& rng) {
-  ScatterShape s;
-  const int spatial = 1 + static_cast<int>(rng() % 3);
-  s.element_bytes = 2 << (rng() % 3);
-  const int64_t shortest = shortest_staged_row(s.element_bytes);
-  s.src_sizes = {1 + static_cast<int64_t>(rng() % 2), 1 + static_cast<int64_t>(rng() % 3)};
-  s.dst_sizes = s.src_sizes;
-  for (int i = 0; i < spatial; ++i) {
-    const bool row = i == spatial - 1;
-    const int64_t step = row ? 2 : 1 + rng() % 3;
-    const int64_t outputs = row ? (shortest + 4) / 2 + rng() % 150 : 1 + rng() % 3;
-    s.add_dim(i, outputs, step, rng);
-  }
   return s;
 }
 
@@ -196,9 +169,8 @@ TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
   for (int trial = 0; trial < 600; ++trial) {
     const ScatterShape s = random_scatter(rng, trial);
     check_scatter(s, rng, "trial " + std::to_string(trial), [&](ScatterParams& p) {
-      // a dense walk's chunks per thread (0: the launcher's); the staged walk has its own test
+      // a dense walk's chunks per thread (0: the launcher's)
       p.passes = static_cast<int>(rng() % 7);
-      p.staged = false;
       ++walks[p.dense];
       carried += p.dense && p.row.size.value > kRunLanes * 16u / s.element_bytes;
     });
@@ -207,17 +179,6 @@ TEST(HostScatter, WritesTheZeroInsertedPaddedBuffer) {
   EXPECT_GE(walks[0], 150);
   EXPECT_GE(walks[1], 350);
   EXPECT_GE(carried, 20);
-}
-
-// The staged walk on scatters it takes (stageable_scatter).
-TEST(HostScatter, StagedWalkWritesTheZeroInsertedPaddedBuffer) {
-  std::mt19937 rng(1125);
-  for (int trial = 0; trial < 120; ++trial) {
-    const ScatterShape s = stageable_scatter(rng);
-    const std::string where = "trial " + std::to_string(trial);
-    check_scatter(s, rng, where, [&](ScatterParams& p) { ASSERT_TRUE(p.staged) << where; });
-    if (HasFatalFailure()) return;
-  }
 }
 
 // An access whose address is not a multiple of its alignment (a 16-byte
@@ -394,42 +355,10 @@ InterleaveCase random_interleave(std::mt19937& rng) {
   return c;
 }
 
-// A random interleave the staged walk takes, all phases in one launch: the
-// last spatial dim's stride 2, strides 1-3 in the others (up to 18 phases),
-// padding 0-3, Copy and Zero phases with dense results laid out like dx.
-// - As walked: dx NCHW with groups, rows of up to 300 positions, as short as
-//   the element width lets a tile's sources fit (layout.cpp, staged_rows_fit).
-// - In `packets`: dx channels_last with 1 to 7 (2-byte), 3 (4-byte) or 1
-//   (8-byte) channels, shorter than a chunk, and merged W x channel rows as
-//   short as a tile's sources let them be (one channel: W itself is the row,
-//   staged as walked).
-InterleaveCase stageable_interleave(std::mt19937& rng, bool packets) {
-  InterleaveCase c;
-  const int spatial = 1 + static_cast<int>(rng() % 3);
-  c.channels_last = packets;
-  c.element_bytes = 2 << (rng() % 3);
-  c.groups = packets ? 1 : 1 + rng() % 3;
-  c.per_group = 1 + rng() % (packets ? 16 / c.element_bytes - 1 : 2);
-  c.stacked = c.groups > 1 ? 1 + rng() % 3 : 1;
-  c.dx_sizes = {static_cast<int64_t>(1 + rng() % 2), c.groups * c.per_group};
-  // positions along the rows: whole rows fit a tile, merged with the channels in packets
-  const int64_t shortest =
-      (shortest_staged_row(c.element_bytes) + (packets ? c.per_group - 1 : 0)) /
-      (packets ? c.per_group : 1);
-  for (int i = 0; i < spatial; ++i) {
-    const bool along = i == spatial - 1;
-    c.dx_sizes.push_back(along ? shortest + rng() % 300 : 1 + rng() % 5);
-    c.stride[i] = along ? 2 : 1 + rng() % 3;
-    c.padding[i] = rng() % 4;
-  }
-  add_phases(c, rng, false, packets ? ResultLayout::channels_last : ResultLayout::nchw);
-  return c;
-}
-
 // A random NCHW interleave whose rows are short (shorter than a chunk) and
-// padded, of stride 1, beside a longer stride-2 dim: the rows the H200 found
-// written from the wrong slots (the packet walk read slots from 0, not from
-// the padding), in 2-, 4- and 8-byte elements, results dense NCHW.
+// padded, of stride 1, beside a longer stride-2 dim: rows the H200 found
+// written from the wrong slots (a walk since removed read slots from 0, not
+// from the padding), in 2-, 4- and 8-byte elements, results dense NCHW.
 InterleaveCase short_padded_rows(std::mt19937& rng) {
   InterleaveCase c;
   const int spatial = 2 + static_cast<int>(rng() % 2);
@@ -580,7 +509,6 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
     const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
     check_interleave(c, rng, where, true, [&](InterleaveParams& p) {
       p.passes = static_cast<int>(rng() % 7);  // a dense walk's chunks per thread (0: the launcher's)
-      p.staged = false;                        // the staged walk has its own test
       // a gap after each row makes dx not dense, unless it has one row
       EXPECT_TRUE(p.dense || c.gap > 0) << where;
       chunked += p.walk.chunks_per_row > 2;
@@ -595,35 +523,6 @@ TEST(HostInterleave, WritesEveryPhaseSlotOnce) {
   EXPECT_GT(dense, launches / 2);
   EXPECT_GT(launches - dense, launches / 5);
   EXPECT_GE(carried, 20);
-}
-
-// The staged walk on interleaves it takes as walked (stageable_interleave).
-TEST(HostInterleave, StagedWalkWritesEveryPhaseSlotOnce) {
-  std::mt19937 rng(1126);
-  for (int trial = 0; trial < 120; ++trial) {
-    const InterleaveCase c = stageable_interleave(rng, false);
-    const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
-    check_interleave(c, rng, where, false,
-                     [&](InterleaveParams& p) { ASSERT_TRUE(p.staged) << where; });
-    if (HasFatalFailure()) return;
-  }
-}
-
-// The staged walk on interleaves it takes in packets (stageable_interleave).
-TEST(HostInterleave, StagedPacketsWriteEveryPhaseSlotOnce) {
-  std::mt19937 rng(1127);
-  int packets = 0;
-  for (int trial = 0; trial < 120; ++trial) {
-    const InterleaveCase c = stageable_interleave(rng, true);
-    const std::string where = "trial " + std::to_string(trial) + ": " + describe(c);
-    check_interleave(c, rng, where, false, [&](InterleaveParams& p) {
-      // packets count their slots in 32 bits: 64-bit offsets keep the dense walk
-      ASSERT_TRUE(p.staged || (p.wide_offsets && p.row.size.value > 1)) << where;
-      packets += p.packets;
-    });
-    if (HasFatalFailure()) return;
-  }
-  EXPECT_GE(packets, 35);
 }
 
 // Short padded NCHW rows (short_padded_rows) on the walk make_interleave_walk

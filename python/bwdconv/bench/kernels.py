@@ -11,14 +11,10 @@ conversion it replaces) is read from
 the profiler, and the bytes that kernel must move (every output element
 written once, every value read once) are divided by it. The fraction of the
 device's measured copy bandwidth says how close the kernel is to a plain
-copy. The scatter and interleave launches are timed again with the staged
-walk switched off (csrc/hip/row_chunks.h: the dense walk where the staged
-one fits), the last column, so that the two walks compare on the device.
-Needs a GPU.
+copy. Needs a GPU.
 """
 
 import argparse
-import contextlib
 import math
 
 import torch
@@ -33,7 +29,7 @@ from .run import forced_entries, forcing, make_operands
 
 def kernels():
     """{strategy: its kernel's family} for the input-gradient strategies that launch one: the
-    walks of a family (its row, dense and staged kernels) are named <family>_..._kernel."""
+    walks of a family (its row and dense kernels) are named <family>_..._kernel."""
     return {e.name: e.kernel for e in bwdconv.registry() if "input" in e.gradients and e.kernel}
 
 
@@ -104,23 +100,6 @@ def kernel_ms(fn, family, iterations):
     return sum(event.device_time_total for event in events) / 1e3 / iterations
 
 
-@contextlib.contextmanager
-def dense_walk_only():
-    """Inside the block the kernels take the dense walk where the staged walk
-    fits (bwdconv._C._testing.set_staged_walks)."""
-    bwdconv._library._C._testing.set_staged_walks(False)
-    try:
-        yield
-    finally:
-        bwdconv._library._C._testing.set_staged_walks(True)
-
-
-def dense_walk_us(fn, kernel, iterations):
-    """fn's kernel time, in microseconds, with the staged walk switched off."""
-    with dense_walk_only():
-        return kernel_ms(fn, kernel, iterations) * 1e3
-
-
 def torch_conversions(x, w, dy):
     """What relayout's transposes do, by PyTorch's own copy instead: grad_output
     and the weight to channels_last, a dx-shaped channels_last tensor back."""
@@ -151,16 +130,12 @@ def measure(line, iterations, copy_gbps):
             ms = kernel_ms(fn, kernel, iterations)
         moved = sum(kernel_bytes(strategy, writer, plan, case, dy.element_size()))
         gbps = moved / (ms * 1e-3) / 1e9
-        dense = None
-        if kernel in ("interleave", "scatter"):
-            with forcing(forced):
-                dense = dense_walk_us(fn, kernel, iterations)
-        rows.append((line.label(), name, kernel, ms * 1e3, gbps, gbps / copy_gbps, dense))
+        rows.append((line.label(), name, kernel, ms * 1e3, gbps, gbps / copy_gbps))
         if strategy == "relayout":  # the same bytes by PyTorch's copy, for comparison
             ms = kernel_ms(torch_conversions(x, w, dy), None, iterations)
             gbps = moved / (ms * 1e-3) / 1e9
             rows.append((line.label(), "torch contiguous()", "copy", ms * 1e3, gbps,
-                         gbps / copy_gbps, None))
+                         gbps / copy_gbps))
     return rows
 
 
@@ -177,16 +152,14 @@ def main(argv=None):
     device = torch.device("cuda")
     copy_gbps = dev.copy_bandwidth_gbps(device)
     print(f"{torch.cuda.get_device_name()} | copy bandwidth {copy_gbps:.1f} GB/s")
-    print("| case | strategy | kernel | time (us) | GB/s | of copy bandwidth | dense walk (us) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| case | strategy | kernel | time (us) | GB/s | of copy bandwidth |")
+    print("|---|---|---|---|---|---|")
     for case in cases_from(args):
         if not case.as_convolution().directions & BACKWARD_DATA:
             continue
-        for label, strategy, kernel, us, gbps, fraction, dense in measure(
-                case, args.iterations, copy_gbps):
-            dense_cell = "-" if dense is None else f"{dense:.1f}"
-            print(f"| {label} | {strategy} | {kernel} | {us:.1f} | {gbps:.0f} | {fraction:.0%} "
-                  f"| {dense_cell} |", flush=True)
+        for label, strategy, kernel, us, gbps, fraction in measure(case, args.iterations, copy_gbps):
+            print(f"| {label} | {strategy} | {kernel} | {us:.1f} | {gbps:.0f} | {fraction:.0%} |",
+                  flush=True)
 
 
 if __name__ == "__main__":
