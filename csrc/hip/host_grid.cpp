@@ -55,6 +55,11 @@ void append_access(LaneLog& log, Access kind, const void* address, size_t bytes,
 
 namespace {
 
+// The threads blocks run on: the host's hardware threads, at least 1.
+int64_t hardware_threads() {
+  return std::max<unsigned>(1, std::thread::hardware_concurrency());
+}
+
 constexpr int kSectorBytes = 32;
 
 #if BWDCONV_LANES_AS_THREADS
@@ -420,10 +425,6 @@ void run_synchronized(const KernelLabel& label, Dim3 grid, Dim3 block, const Lan
 #endif
 
 }  // namespace
-
-int64_t hardware_threads() {
-  return std::max<unsigned>(1, std::thread::hardware_concurrency());
-}
 
 void run_grid(const KernelLabel& label, Dim3 grid, Dim3 block, LaneBody body) {
   if (volume(grid) == 0 || volume(block) == 0) return;

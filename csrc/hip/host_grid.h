@@ -54,9 +54,6 @@ class LaneBody {
   void (*call_)(const void*);
 };
 
-// The threads blocks run on: the host's hardware threads, at least 1.
-int64_t hardware_threads();
-
 // Runs every block of `grid` with `block` lanes each, and returns when all
 // are done.
 //   - Lanes::independent: each block's lanes run in order on one thread;

@@ -66,8 +66,7 @@ struct RowSource {
 };
 
 // Every field of the phase is read whatever it writes (an entry outside the
-// launch reads entry 0 and is kept), so the lookup has no branches of its
-// own.
+// launch reads entry 0 and is kept), so the lookup has no branches of its own.
 template <typename Bits, typename Index, int kOuter>
 BWDCONV_HOST_DEVICE inline RowSource<Bits, Index> row_source(const InterleaveParams& p,
                                                              const RowOrigin<kOuter, Index>& origin,

@@ -57,10 +57,11 @@ struct InterleaveLaunch {
 // The interleave's row walk over dx: size-1 dims folded into the phases,
 // the others ordered by decreasing dx stride, neighbouring batch and channel
 // dims merged where dx and every result step over them alike, dx's stride-1
-// dim as the row; `dense` when dx is dense in that order. False (p untouched) when a position, slot or row index
-// would reach 2^31, dx has no stride-1 dim, or more than five outer dims
-// remain (with a batch-like dim of size 1 put first where the outermost is
-// spatial; a dense dx keeps batch outermost).
+// dim as the row; `dense` when dx is dense in that order. False (p
+// untouched) when a position, slot or row index would reach 2^31, dx has no
+// stride-1 dim, or more than five outer dims remain (with a batch-like dim
+// of size 1 put first where the outermost is spatial; a dense dx keeps batch
+// outermost).
 bool make_interleave_walk(const InterleaveLaunch& launch, InterleaveParams* p);
 
 }  // namespace bwdconv::hip

@@ -311,9 +311,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
-// The dense walk where dst allows it (make_scatter_walk), else the row walk. A step-1 walk with four outer dims takes the run-time
-// step (kStep 0): the fixed one holds too many scalar registers on AMD and
-// spills.
+// The dense walk where dst allows it (make_scatter_walk), else the row walk.
+// A step-1 walk with four outer dims takes the run-time step (kStep 0): the
+// fixed one holds too many scalar registers on AMD and spills.
 template <typename Bits, typename Index, int kStep, int kOuter>
 void launch_walk(const ScatterParams& p, NativeStream stream) {
   if constexpr (kStep != 1 || kOuter < kOuterDims) {

@@ -302,10 +302,10 @@ class _WeightGradientFirst(TorchDispatchMode):
     """Runs each convolution backward that computes a weight gradient twice:
     for the weight gradient alone first, the heap walked after it, then as
     asked. PyTorch 2.11's CPU float32 weight gradient of some channels_last
-    3-D calls whose padding passes the input writes past its buffer; in the
-    probe's one-thread child, run alone, it broke the heap in 20 tries of 20
-    (seed 314, group 161, and a conv3d), and with the input gradient beside
-    it in 0 of 20 (docs/limitations.md)."""
+    3-D calls whose padding passes the input writes past its buffer. In a
+    one-thread child, run alone, it broke the heap in 20 tries of 20 (seed
+    314, group 161, and a conv3d); with the input gradient beside it, 0 of 20
+    in a bare child and 9 of 20 in the probe's (docs/limitations.md)."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
