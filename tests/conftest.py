@@ -1,12 +1,24 @@
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
 import torch
 
+
+def own_empty_cache_directory():
+    """An empty decisions cache for this process, removed when it exits (by
+    the process that made it, not by a child forked from it)."""
+    path = tempfile.mkdtemp(prefix="bwdconv-test-cache-")
+    maker = os.getpid()
+    atexit.register(lambda: os.getpid() == maker and shutil.rmtree(path, ignore_errors=True))
+    return path
+
+
 # Measured decisions from the user's own cache would replace the rules the
 # tests check: the suite gets an empty cache directory of its own.
-os.environ["BWDCONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="bwdconv-test-cache-")
+os.environ["BWDCONV_CACHE_DIR"] = own_empty_cache_directory()
 # Tuning (the benchmark's tuned column) spends at most this long per shape.
 os.environ.setdefault("BWDCONV_AUTOTUNE_KEY_SECONDS", "0.05")
 

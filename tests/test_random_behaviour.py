@@ -26,8 +26,7 @@ import torch
 import torch.autograd.forward_ad as fwAD
 
 if __name__ == "__main__":  # a replay (replay()): the tests' own empty decisions cache
-    import tempfile
-    os.environ["BWDCONV_CACHE_DIR"] = tempfile.mkdtemp(prefix="bwdconv-test-cache-")
+    import conftest  # noqa: F401
 import bwdconv  # noqa: E402
 
 from bwdconv._calls import (Geometry, changing_results, laid_out,  # noqa: E402
