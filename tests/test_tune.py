@@ -259,6 +259,29 @@ def test_explain_model_shows_a_transposed_forward_as_training_runs_it():
     assert tune.TRANSPOSED_NOTE in tune.table(rows)
 
 
+def test_explain_shows_a_transposed_layers_measured_weight_gradient_as_training_serves_it():
+    """A transposed layer's weight gradient is decided as the matching
+    convolution's under a key of its own: explain, explain_model and what a
+    step serves agree on it, measured."""
+    layer = torch.nn.ConvTranspose2d(8, 4, 3, stride=2, bias=False)
+    x = torch.randn(2, 8, 6, 6)
+    _tune._state.timer = timer({"aten": 2e-3, "splitk": 1e-3})
+    with bwdconv.enabled(), bwdconv.autotuning():
+        layer(x).sum().backward()
+    bwdconv.set_autotune(False)
+    explained = bwdconv.explain(x, layer.weight, 2, transposed=True, training=True)
+    assert explained.weight_strategy == "splitk" and explained.to_dict()["weight"]["measured"]
+    weight_lines = str(explained).split("weight gradient:")[1]
+    assert "measured aten: median 2000.0 us" in weight_lines
+    assert "measured splitk: median" in weight_lines
+    row = bwdconv.explain_model(layer, x).layers[0]
+    assert row["weight"] == "splitk" and row["measured"]["weight"]
+    bwdconv.reset_served()
+    with bwdconv.enabled():
+        layer(x).sum().backward()
+    assert bwdconv.served()["weight"]["splitk"] == 1
+
+
 def test_forcing_beats_a_measured_decision():
     x, w, dy = operands(STRIDED)
     _tune._state.timer = timer({"aten": 2e-3, "phase": 1e-3})

@@ -193,7 +193,9 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   // Both gradients wanted, as in a training step: a measured decision for
   // that call shows, when there is one. A transposed convolution's forward
   // is the input gradient alone, keyed apart, in training (autograd records
-  // it) apart from inference.
+  // it) apart from inference; its weight gradient is the matching
+  // convolution's, keyed as its backward plans it (functional_route.cpp,
+  // plan_transposed).
   BackwardCall call;
   call.wants_input = true;
   call.wants_weight = !transposed;
@@ -207,6 +209,16 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   forcing.strict = false;
   const std::shared_ptr<const Plan> shared = resolve_plan(g, &call, forcing).plan;
   const Plan& plan = *shared;
+  std::shared_ptr<const Plan> weight_plan = shared;
+  if (transposed) {
+    ConvGeometry matching = g;
+    matching.transposed = false;
+    BackwardCall weight_call;
+    weight_call.wants_input = false;
+    weight_call.wants_weight = true;
+    weight_call.device_index = device_index;
+    weight_plan = resolve_plan(matching, &weight_call, forcing).plan;
+  }
 
   pybind11::dict result;
   result["spatial_dims"] = g.spatial_dims;
@@ -215,7 +227,7 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   result["layout"] = layout_name(g.layout);
   result["device"] = device_name(g.device);
   result["input"] = gradient_dict(plan.input);
-  result["weight"] = gradient_dict(plan.weight);
+  result["weight"] = gradient_dict(weight_plan->weight);
   result["strict_forcing_refusal"] =
       strict_refusal ? pybind11::cast(*strict_refusal) : pybind11::none();
   result["phases"] = phases_list(plan);

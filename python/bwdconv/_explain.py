@@ -239,12 +239,29 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
                    request["dtype"], request["layout"] == "channels_last", request["device"],
                    request["weight_layout"] == "channels_last", request["device_index"],
                    transposed, training)
-    measurement = None
-    if plan["input"]["measured"] or plan["weight"]["measured"]:
-        measurement = _tune.decision_for(request)
     return Explanation(plan, request["input_size"], weight_size, stride, padding, dilation,
-                       groups, measurement, transposed_input_size=input_size if transposed
-                       else None)
+                       groups, _measurement(plan, request), transposed_input_size=input_size
+                       if transposed else None)
+
+
+def _measurement(plan, request):
+    """The decisions measured for the plan's gradients, in one entry, or None.
+    A transposed convolution's weight gradient is decided as the matching
+    convolution's weight gradient alone, under a key of its own."""
+    measured = [g for g in ("input", "weight") if plan[g]["measured"]]
+    if not measured:
+        return None
+    if not request["transposed"]:
+        return _tune.decision_for(request)
+    entries = {"input": _tune.decision_for(request), "weight": _tune.decision_for(
+        _keys.request_of(request["input_size"], request["weight_size"], request["stride"],
+                         request["padding"], request["dilation"], request["groups"],
+                         wants_input=False, dtype=getattr(torch, request["dtype"]),
+                         channels_last=request["layout"] == "channels_last",
+                         device=request["device"], device_index=request["device_index"]))}
+    entry = dict(entries[measured[0]])
+    entry["gradients"] = {g: entries[g]["gradients"][g] for g in measured}
+    return entry
 
 
 def forced_strategy():
