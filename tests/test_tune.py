@@ -259,6 +259,30 @@ def test_explain_model_shows_a_transposed_forward_as_training_runs_it():
     assert tune.TRANSPOSED_NOTE in tune.table(rows)
 
 
+def test_explain_shows_a_first_layers_measured_weight_gradient_as_training_serves_it():
+    """A layer whose input needs no gradient (a model's first) is decided for
+    its weight gradient alone: explain_model and explain(gradients="weight")
+    show that decision, measured, and a step serves it."""
+    conv = torch.nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False)
+    x = torch.randn(2, 8, 12, 12)
+    _tune._state.timer = timer({"aten": 2e-3, "splitk": 1e-3})
+    with bwdconv.enabled(), bwdconv.autotuning():
+        conv(x).sum().backward()
+    bwdconv.set_autotune(False)
+    row = bwdconv.explain_model(conv, x).layers[0]
+    assert row["input"] is None and row["weight"] == "splitk" and row["measured"]["weight"]
+    explained = bwdconv.explain(x, conv.weight, 2, 1, gradients="weight")
+    assert explained.weight_strategy == "splitk" and explained.to_dict()["weight"]["measured"]
+    assert "input gradient: not computed" in str(explained)
+    assert not bwdconv.explain(x, conv.weight, 2, 1).to_dict()["weight"]["measured"]
+    bwdconv.reset_served()
+    with bwdconv.enabled():
+        conv(x).sum().backward()
+    assert bwdconv.served()["weight"] == {**{s: 0 for s in bwdconv.strategies()}, "splitk": 1}
+    with pytest.raises(ValueError, match="gradients"):
+        bwdconv.explain(x, conv.weight, 2, 1, gradients=())
+
+
 def test_explain_shows_a_transposed_layers_measured_weight_gradient_as_training_serves_it():
     """A transposed layer's weight gradient is decided as the matching
     convolution's under a key of its own: explain, explain_model and what a

@@ -175,7 +175,8 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
                          const std::vector<int64_t>& dilation, int64_t groups,
                          const std::string& dtype, bool channels_last,
                          const std::string& device, bool weight_channels_last,
-                         int64_t device_index, bool transposed, bool training) {
+                         int64_t device_index, bool transposed, bool training,
+                         bool wants_input, bool wants_weight) {
   const size_t rank = input_size.size();
   if (rank < 3 || rank > 5 || weight_size.size() != rank || stride.size() != rank - 2 ||
       padding.size() != rank - 2 || dilation.size() != rank - 2) {
@@ -190,16 +191,19 @@ pybind11::dict plan_dict(const std::vector<int64_t>& input_size,
   g.transposed = transposed;
   derive_output_sizes(g);
   if (auto error = find_geometry_error(g)) throw pybind11::value_error(*error);
-  // Both gradients wanted, as in a training step: a measured decision for
-  // that call shows, when there is one. A transposed convolution's forward
-  // is the input gradient alone, keyed apart, in training (autograd records
-  // it) apart from inference; its weight gradient is the matching
-  // convolution's, keyed as its backward plans it (functional_route.cpp,
-  // plan_transposed).
+  // The gradients the backward computes, as a training step plans them: a
+  // measured decision for that call shows, when there is one. A transposed
+  // convolution's forward is the input gradient alone, keyed apart, in
+  // training (autograd records it) apart from inference; its weight gradient
+  // is the matching convolution's, keyed as its backward plans it
+  // (functional_route.cpp, plan_transposed).
   BackwardCall call;
-  call.wants_input = true;
-  call.wants_weight = !transposed;
-  call.weight_layout = weight_channels_last ? MemoryLayout::ChannelsLast : MemoryLayout::Contiguous;
+  call.wants_input = transposed || wants_input;
+  call.wants_weight = !transposed && wants_weight;
+  if (call.wants_input) {  // only the input gradient reads the weight's layout
+    call.weight_layout =
+        weight_channels_last ? MemoryLayout::ChannelsLast : MemoryLayout::Contiguous;
+  }
   call.device_index = device_index;
   call.records_autograd = transposed && training;
   // Explains under strict forcing too: the plan as if not strict, and why
@@ -360,7 +364,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("groups"), pybind11::arg("dtype"), pybind11::arg("channels_last"),
         pybind11::arg("device"), pybind11::arg("weight_channels_last") = false,
         pybind11::arg("device_index") = -1, pybind11::arg("transposed") = false,
-        pybind11::arg("training") = false);
+        pybind11::arg("training") = false, pybind11::arg("wants_input") = true,
+        pybind11::arg("wants_weight") = true);
   m.def("enter_weight_cache", &enter_weight_cache);
   m.def("exit_weight_cache", &exit_weight_cache);
   m.def("weight_cache_counts", [] {

@@ -90,7 +90,7 @@ class Explanation:
     """A plan, readable (str) and as a dict (to_dict)."""
 
     def __init__(self, plan, input_size, weight_size, stride, padding, dilation, groups,
-                 measurement=None, transposed_input_size=None):
+                 measurement=None, transposed_input_size=None, gradients=("input", "weight")):
         self._plan = dict(plan)
         if measurement is not None:
             self._plan["measurement"] = measurement
@@ -102,6 +102,7 @@ class Explanation:
             padding=list(padding),
             dilation=list(dilation),
             groups=groups,
+            gradients=list(gradients),
         )
 
     def to_dict(self):
@@ -142,6 +143,9 @@ class Explanation:
                   else "input gradient", "weight": "weight gradient"}
         for gradient in ("input", "weight"):
             plan = p[gradient]
+            if gradient not in p["gradients"]:
+                lines.append(f"  {labels[gradient]}: not computed (gradients={p['gradients']})")
+                continue
             lines.append(f"  {labels[gradient]}: {plan['strategy']} ({plan['reason']})")
             if plan.get("measured") and "measurement" in p:
                 lines += _measurement_lines(p["measurement"]["gradients"][gradient])
@@ -197,15 +201,16 @@ def _transposed_output_size(input_size, weight_size, stride, padding, dilation, 
 
 def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=None,
             channels_last=None, device=None, weight_channels_last=None, device_index=None,
-            transposed=False, output_padding=0, training=False):
+            transposed=False, output_padding=0, training=False, gradients=("input", "weight")):
     """The plan bwdconv makes for conv(input, weight) with these arguments.
 
     `input` and `weight` are tensors or size sequences (N, C, spatial...).
     `dtype` (a torch dtype), `channels_last` and `device` ("cpu", "cuda" or
     "hip") default to the input tensor's, or to float32, contiguous, cpu for sizes;
     `weight_channels_last` to the weight tensor's layout (contiguous for sizes).
-    A decision measured by autotuning for a backward of both gradients shows
-    with its times (`to_dict()["measurement"]`).
+    `gradients` are those the backward computes ("input", "weight" or both; a
+    first layer's input needs none): a decision measured by autotuning for
+    that backward shows with its times (`to_dict()["measurement"]`).
 
     `transposed=True` explains conv_transpose(input, weight) with
     `output_padding`: its forward is the input gradient of the matching
@@ -216,6 +221,7 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     training (autograd records it, and its backward is timed after it) apart
     from inference: `training=True` shows the decision for training.
     """
+    wants = _wanted_gradients(gradients)
     input_size, weight_size = _sizes(input), _sizes(weight)
     spatial_dims = len(weight_size) - 2
     if spatial_dims not in (1, 2, 3):
@@ -226,7 +232,8 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     # A transposed convolution's input (its dtype, layout and device) is the
     # matching convolution's grad_output; its output that convolution's input.
     request = _keys.request_of(input, weight, stride, padding, dilation, groups,
-                               wants_weight=not transposed, dtype=dtype,
+                               wants_input=transposed or "input" in wants,
+                               wants_weight=not transposed and "weight" in wants, dtype=dtype,
                                channels_last=channels_last, device=device,
                                weight_channels_last=weight_channels_last,
                                device_index=device_index, transposed=transposed,
@@ -238,10 +245,19 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     plan = _C.plan(request["input_size"], weight_size, stride, padding, dilation, groups,
                    request["dtype"], request["layout"] == "channels_last", request["device"],
                    request["weight_layout"] == "channels_last", request["device_index"],
-                   transposed, training)
+                   transposed, training, request["wants_input"], request["wants_weight"])
     return Explanation(plan, request["input_size"], weight_size, stride, padding, dilation,
                        groups, _measurement(plan, request), transposed_input_size=input_size
-                       if transposed else None)
+                       if transposed else None, gradients=("input", "weight") if transposed
+                       else wants)
+
+
+def _wanted_gradients(gradients):
+    wanted = (gradients,) if isinstance(gradients, str) else tuple(gradients)
+    if not wanted or any(g not in ("input", "weight") for g in wanted):
+        raise ValueError(f"explain(): gradients={gradients!r}: expected 'input', 'weight' "
+                         "or both")
+    return wanted
 
 
 def _measurement(plan, request):

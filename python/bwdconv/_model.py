@@ -97,7 +97,9 @@ def explain_model(model, *example_inputs, **example_kwargs):
         plan = explain(input, weight, stride, padding, dilation, groups, transposed=transposed,
                        output_padding=output_padding or 0, dtype=_computed_dtype(input),
                        training=torch.is_grad_enabled() and (input.requires_grad
-                                                             or weight.requires_grad))
+                                                             or weight.requires_grad),
+                       gradients=[g for g, t in (("input", input), ("weight", weight))
+                                  if t.requires_grad] or ("input", "weight"))
         measured = {g: plan.to_dict()[g]["measured"] for g in ("input", "weight")}
         layers.append({
             "name": stack[-1] if stack and stack[-1] else "<model>",
