@@ -69,8 +69,11 @@ class Call:
 
     def conv(self, x, w, b):
         geometry = self.geometry()  # F's function looked up at each call (Geometry.__call__)
-        if self.compiled:
-            return torch.compile(lambda x, w, b: geometry(x, w, b), fullgraph=True)(x, w, b)
+        if self.compiled:  # looked up in the traced code (torch 2.8's dynamo calls no dataclass)
+            name, keywords = geometry.function(), geometry.keywords()
+            return torch.compile(
+                lambda x, w, b: getattr(torch.nn.functional, name)(x, w, b, **keywords),
+                fullgraph=True)(x, w, b)
         return geometry(x, w, b)
 
 
