@@ -448,6 +448,21 @@ def test_explain_model_lists_transposed_layers_with_their_forward():
     assert "(transposed)" in str(explanation)
 
 
+def test_explain_model_counts_what_a_decoders_step_serves():
+    """counts() is served()'s count after one step: a transposed layer's input
+    gradient, a forward convolution bwdconv does not plan, in neither."""
+    model = nn.Sequential(nn.ConvTranspose2d(4, 8, 2, stride=2), nn.Conv2d(8, 8, 3, padding=1),
+                          nn.ConvTranspose2d(8, 3, 4, stride=2, padding=1))
+    x = torch.randn(2, 4, 5, 6, requires_grad=True)
+    with bwdconv.force_strategy("phase"):
+        counts = bwdconv.explain_model(model, x).counts()
+        bwdconv.reset_served()
+        with bwdconv.enabled():
+            model(x).square().mean().backward()
+    served = {g: {s: n for s, n in c.items() if n} for g, c in bwdconv.served().items()}
+    assert served == counts and counts["input"] == {"phase": 1}  # the Conv2d's alone
+
+
 def test_autotuning_a_transposed_training_step_tunes_forward_and_weight(fresh_tuning):
     import warnings
 

@@ -25,12 +25,13 @@ class ModelExplanation:
     def counts(self):
         """{"input": {strategy: n}, "weight": {...}}: what one backward should
         serve; "forward": {strategy: n} for the transposed layers' forwards
-        (served()'s keys)."""
+        (served()'s keys and counts). A transposed layer's input gradient, a
+        forward convolution bwdconv does not plan, is not counted there."""
         counts = {"input": collections.Counter(), "weight": collections.Counter(),
                   "forward": collections.Counter()}
         for layer in self.layers:
             for gradient in ("input", "weight"):
-                if layer[gradient]:
+                if layer[gradient] and not (gradient == "input" and layer["transposed"]):
                     counts[gradient][layer[gradient]] += 1
             if layer["transposed"]:
                 counts["forward"][layer["forward"]] += 1
