@@ -2,8 +2,8 @@
 convolutions and transposed convolutions (1-3 spatial dims, groups, bias,
 frozen first layers, inputs with and without a gradient, channels_last,
 bfloat16 autocast), tuned with a timer that ranks the candidates at random,
-then explained and stepped with autotuning off: the table's counts() equal
-served() after one step."""
+then explained and stepped with autotuning off, in either scope: the
+table's counts() equal served() after one step."""
 
 import os
 import random
@@ -69,18 +69,19 @@ def step(model, x, autocast):
         model(x).float().square().mean().backward()
 
 
-def test_explain_model_counts_what_a_tuned_step_serves():
+@pytest.mark.parametrize("scope", ["functional", "aten"])
+def test_explain_model_counts_what_a_tuned_step_serves(scope):
     rng = random.Random(SEED)
     for case in range(MODELS):
         model, x, autocast = random_model(rng)
         _tune._state.timer = random_timer(rng)
-        with bwdconv.enabled(), bwdconv.autotuning():
+        with bwdconv.enabled(scope), bwdconv.autotuning():
             step(model, x, autocast)
         bwdconv.set_autotune(False)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             explained = bwdconv.explain_model(model, x).counts()
         bwdconv.reset_served()
-        with bwdconv.enabled():
+        with bwdconv.enabled(scope):
             step(model, x, autocast)
         served = {g: {s: n for s, n in c.items() if n} for g, c in bwdconv.served().items()}
         assert served == explained, (f"BWDCONV_TEST_SEED={SEED} case {case}", model,
