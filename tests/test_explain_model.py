@@ -1,9 +1,10 @@
-"""explain_model says what training serves: random small models of 1-3
+"""explain_model says what a step serves: random small models of 1-3
 convolutions and transposed convolutions (1-3 spatial dims, groups, bias,
-frozen first layers, inputs with and without a gradient, channels_last,
-bfloat16 autocast), tuned with a timer that ranks the candidates at random,
-then explained and stepped with autotuning off, in either scope: the
-table's counts() equal served() after one step."""
+frozen first layers, inputs with and without a gradient, channels_last
+inputs and weights, bfloat16 autocast), tuned with a timer that ranks the
+candidates at random, then explained and stepped with autotuning off, in
+either scope, in training and under no_grad: the table's counts() equal
+served() after one step."""
 
 import os
 import random
@@ -58,31 +59,39 @@ def random_model(rng):
     x = torch.randn(2, layers[0].in_channels, *[rng.randint(5, 9) for _ in range(dims)])
     if dims > 1 and rng.random() < 0.3:
         x = x.to(memory_format=CHANNELS_LAST[dims])
+    if dims > 1 and rng.random() < 0.3:
+        model.to(memory_format=CHANNELS_LAST[dims])
     x.requires_grad_(rng.random() < 0.3)
     if len(layers) > 1 and rng.random() < 0.3:
         layers[0].requires_grad_(False)
     return model, x, rng.random() < 0.3
 
 
-def step(model, x, autocast):
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        model(x).float().square().mean().backward()
+def step(model, x, autocast, training):
+    """A training step's forward and backward, or an inference forward."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast), \
+            torch.set_grad_enabled(training):
+        out = model(x).float().square().mean()
+        if training:
+            out.backward()
 
 
+@pytest.mark.parametrize("training", [True, False], ids=["training", "no_grad"])
 @pytest.mark.parametrize("scope", ["functional", "aten"])
-def test_explain_model_counts_what_a_tuned_step_serves(scope):
+def test_explain_model_counts_what_a_tuned_step_serves(scope, training):
     rng = random.Random(SEED)
     for case in range(MODELS):
         model, x, autocast = random_model(rng)
         _tune._state.timer = random_timer(rng)
         with bwdconv.enabled(scope), bwdconv.autotuning():
-            step(model, x, autocast)
+            step(model, x, autocast, training)
         bwdconv.set_autotune(False)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        with bwdconv.enabled(scope), torch.set_grad_enabled(training), \
+                torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             explained = bwdconv.explain_model(model, x).counts()
         bwdconv.reset_served()
         with bwdconv.enabled(scope):
-            step(model, x, autocast)
+            step(model, x, autocast, training)
         served = {g: {s: n for s, n in c.items() if n} for g, c in bwdconv.served().items()}
         assert served == explained, (f"BWDCONV_TEST_SEED={SEED} case {case}", model,
                                      tuple(x.shape), x.requires_grad, autocast)

@@ -413,9 +413,12 @@ RoutedCall route(const Signature& signature, int spatial_dims, PyObject* args,
                                   : route_convolution(call, spatial_dims);
   if (routed == Route::bwdconv) cast_as_autocast(call);
   // bwdconv.convolution lays its output out from its settled operands, aten
-  // from the strides given: where they differ the original keeps PyTorch's.
+  // from the strides given: where they differ the original keeps PyTorch's,
+  // and PyTorch's node computes the gradients (counted as aten's).
   if (routed == Route::bwdconv && !transposed &&
       (settling_restrides(call.input()) || settling_restrides(call.weight()))) {
+    if (call.input().requires_grad()) count_passed_through(Served::input, false);
+    if (call.weight().requires_grad()) count_passed_through(Served::weight, false);
     return {Route::original};
   }
   const bool python_only = routed == Route::bwdconv &&

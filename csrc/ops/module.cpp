@@ -351,6 +351,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("swap1x1_writer"), pybind11::arg("strict") = false);
   m.def("forcing", &forcing_names);
   m.def("settling_restrides", &settling_restrides, pybind11::arg("tensor"));
+  m.def(
+      "computes_channels_last",
+      [](const at::Tensor& input, const at::Tensor& weight) {
+        return gradient_memory_format(input, weight) != at::MemoryFormat::Contiguous;
+      },
+      pybind11::arg("input"), pybind11::arg("weight"));
   m.def("strategy_registry", &strategy_registry);
   m.def("swap1x1_writers", &swap1x1_writer_names);
   m.def("kernels_on_host", &kernels_on_host);

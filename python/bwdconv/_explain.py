@@ -207,6 +207,8 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     `input` and `weight` are tensors or size sequences (N, C, spatial...).
     `dtype` (a torch dtype), `channels_last` and `device` ("cpu", "cuda" or
     "hip") default to the input tensor's, or to float32, contiguous, cpu for sizes;
+    `channels_last` to the layout PyTorch computes a convolution of the two
+    tensors in (channels_last where either suggests it);
     `weight_channels_last` to the weight tensor's layout (contiguous for sizes).
     `gradients` are those the backward computes ("input", "weight" or both; a
     first layer's input needs none): a decision measured by autotuning for
@@ -229,6 +231,9 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     stride = expand(stride, spatial_dims, "stride")
     padding = expand(padding, spatial_dims, "padding")
     dilation = expand(dilation, spatial_dims, "dilation")
+    if channels_last is None and not transposed and isinstance(input, torch.Tensor) and \
+            isinstance(weight, torch.Tensor):
+        channels_last = _C.computes_channels_last(input, weight)
     # A transposed convolution's input (its dtype, layout and device) is the
     # matching convolution's grad_output; its output that convolution's input.
     request = _keys.request_of(input, weight, stride, padding, dilation, groups,

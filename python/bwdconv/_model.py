@@ -91,17 +91,24 @@ def explain_model(model, *example_inputs, **example_kwargs):
     saved_buffers = [(b, b.detach().clone()) for b in model.buffers()]
     stack, handles = _module_names(model)
 
-    def observe(input, weight, stride, padding, dilation, groups, output_padding):
+    def observe(input, weight, stride, padding, dilation, groups, output_padding,
+                passed_through=False):
         transposed = output_padding is not None
+        # The gradients backward computes: none under no_grad.
+        wanted = [g for g, t in (("input", input), ("weight", weight))
+                  if torch.is_grad_enabled() and t.requires_grad]
         # As the call computes: in autocast's dtype under autocast, and, for a
         # transposed forward that autograd records, decided for training.
         plan = explain(input, weight, stride, padding, dilation, groups, transposed=transposed,
                        output_padding=output_padding or 0, dtype=_computed_dtype(input),
-                       training=torch.is_grad_enabled() and (input.requires_grad
-                                                             or weight.requires_grad),
-                       gradients=[g for g, t in (("input", input), ("weight", weight))
-                                  if t.requires_grad] or ("input", "weight"))
+                       training=bool(wanted), gradients=wanted or ("input", "weight"))
         measured = {g: plan.to_dict()[g]["measured"] for g in ("input", "weight")}
+        strategies = {"input": plan.input_strategy, "weight": plan.weight_strategy}
+        if passed_through and not functional.is_enabled("aten"):
+            # PyTorch's node computes the gradients (the aten scope would plan them).
+            for g, strategy in strategies.items():
+                if strategy != "aten":
+                    strategies[g], measured[g] = "aten", False
         layers.append({
             "name": stack[-1] if stack and stack[-1] else "<model>",
             "transposed": transposed,
@@ -111,9 +118,9 @@ def explain_model(model, *example_inputs, **example_kwargs):
             # A transposed convolution's forward is the matching input
             # gradient; its own input gradient is aten's forward convolution.
             "forward": plan.input_strategy if transposed else "aten",
-            "input": ("aten" if transposed else plan.input_strategy)
-            if input.requires_grad else None,
-            "weight": plan.weight_strategy if weight.requires_grad else None,
+            "input": ("aten" if transposed else strategies["input"])
+            if "input" in wanted else None,
+            "weight": strategies["weight"] if "weight" in wanted else None,
             "measured": {"forward": transposed and measured["input"],
                          "input": not transposed and measured["input"],
                          "weight": measured["weight"]},

@@ -180,7 +180,11 @@ def _planned_convolution(input, weight, bias, stride, padding, dilation, groups,
         padding = expand(padding, spatial_dims, "padding")
     if not (_is_compiling() or _tracing_for_an_artifact()) and (
             _C.settling_restrides(input) or _C.settling_restrides(weight)):
-        return PASS_THROUGH  # the op would lay its output out otherwise (csrc/ops/geometry.h)
+        # The op would lay its output out otherwise (csrc/ops/geometry.h):
+        # PyTorch's node computes this call's gradients.
+        for observer in _observers:
+            observer(input, weight, stride, padding, dilation, groups, None, passed_through=True)
+        return PASS_THROUGH
     out = torch.ops.bwdconv.convolution(input, weight, bias, stride, padding, dilation, groups)
     for observer in _observers:
         observer(input, weight, stride, padding, dilation, groups, None)
