@@ -231,9 +231,6 @@ def explain(input, weight, stride=1, padding=0, dilation=1, groups=1, *, dtype=N
     stride = expand(stride, spatial_dims, "stride")
     padding = expand(padding, spatial_dims, "padding")
     dilation = expand(dilation, spatial_dims, "dilation")
-    if channels_last is None and not transposed and isinstance(input, torch.Tensor) and \
-            isinstance(weight, torch.Tensor):
-        channels_last = _C.computes_channels_last(input, weight)
     # A transposed convolution's input (its dtype, layout and device) is the
     # matching convolution's grad_output; its output that convolution's input.
     request = _keys.request_of(input, weight, stride, padding, dilation, groups,
@@ -274,12 +271,10 @@ def _measurement(plan, request):
         return None
     if not request["transposed"]:
         return _tune.decision_for(request)
-    entries = {"input": _tune.decision_for(request), "weight": _tune.decision_for(
-        _keys.request_of(request["input_size"], request["weight_size"], request["stride"],
-                         request["padding"], request["dilation"], request["groups"],
-                         wants_input=False, dtype=getattr(torch, request["dtype"]),
-                         channels_last=request["layout"] == "channels_last",
-                         device=request["device"], device_index=request["device_index"]))}
+    weight_request = dict(request, wants_input=False, wants_weight=True, weight_layout=None,
+                          transposed=False, records_autograd=False)
+    entries = {"input": _tune.decision_for(request),
+               "weight": _tune.decision_for(weight_request)}
     entry = dict(entries[measured[0]])
     entry["gradients"] = {g: entries[g]["gradients"][g] for g in measured}
     return entry

@@ -17,7 +17,8 @@ def kernels_on_host_enabled():
 @contextlib.contextmanager
 def kernels_on_host():
     """Inside the block, CPU tensors run bwdconv's own kernels (scatter, the
-    interleave pass of phase, phase_stacked and swap1x1, relayout's transposes) on the host grid instead of ATen."""
+    interleave pass of phase, phase_stacked and swap1x1, relayout's
+    transposes) on the host grid instead of ATen."""
     previous = _C.kernels_on_host()
     _C.set_kernels_on_host(True)
     try:

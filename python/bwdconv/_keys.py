@@ -11,6 +11,8 @@ import re
 
 import torch
 
+from ._library import _C
+
 
 @functools.lru_cache(maxsize=None)
 def cpu_model():
@@ -72,13 +74,18 @@ def request_of(input, weight, stride, padding, dilation, groups, wants_input=Tru
                wants_weight=True, *, dtype=None, channels_last=None, weight_channels_last=None,
                device=None, device_index=None, transposed=False, records_autograd=False):
     """The fields of a backward call's key, from tensors or sizes (defaults as
-    in bwdconv.explain)."""
+    in bwdconv.explain). A convolution of two tensors is keyed in the layout
+    PyTorch computes it in (channels_last where either suggests it, as the
+    router keys it); a transposed one in its input's."""
     from torch._prims_common import suggest_memory_format
 
     tensor = input if isinstance(input, torch.Tensor) else None
     sizes = [list(t.shape) if isinstance(t, torch.Tensor) else list(t) for t in (input, weight)]
     if dtype is None:
         dtype = tensor.dtype if tensor is not None else torch.float32
+    if channels_last is None and not transposed and tensor is not None and \
+            isinstance(weight, torch.Tensor):
+        channels_last = _C.computes_channels_last(input, weight)
     if channels_last is None:
         channels_last = tensor is not None and suggest_memory_format(tensor) != torch.contiguous_format
     if weight_channels_last is None:

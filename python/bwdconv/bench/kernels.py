@@ -157,9 +157,10 @@ def main(argv=None):
     for case in cases_from(args):
         if not case.as_convolution().directions & BACKWARD_DATA:
             continue
-        for label, strategy, kernel, us, gbps, fraction in measure(case, args.iterations, copy_gbps):
-            print(f"| {label} | {strategy} | {kernel} | {us:.1f} | {gbps:.0f} | {fraction:.0%} |",
-                  flush=True)
+        for label, strategy, kernel, us, gbps, fraction in measure(
+                case, args.iterations, copy_gbps):
+            print(f"| {label} | {strategy} | {kernel} | {us:.1f} | {gbps:.0f} "
+                  f"| {fraction:.0%} |", flush=True)
 
 
 if __name__ == "__main__":
